@@ -1,0 +1,243 @@
+"""The `segtk` command line: parse options, call the core, print."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from segtk.console import console, err_console, pct, progress, table
+from segtk.core import registry
+from segtk.core.errors import SegtkError
+
+DEMO_MODEL, DEMO_DATA = "demo", "demo"
+
+
+class SegtkGroup(click.Group):
+    """Turns SegtkError into one clear line plus a hint and exit code 1 (traceback with --debug)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except SegtkError as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            err_console.print(f"[bold red]Error:[/] {exc.message}")
+            if exc.hint:
+                err_console.print(f"[yellow]hint:[/] {exc.hint}")
+            sys.exit(1)
+
+
+@click.group(cls=SegtkGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show full tracebacks.")
+@click.version_option(package_name="segtk")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """segtk: stress-test semantic segmentation models before they ship.
+
+    \b
+    Examples:
+      segtk attack --plugin dla                     # DLA on the bundled demo model
+      segtk predict --model espnet:camvid=W.safetensors --data camvid:DATA --out runs/p
+      segtk plugins
+    """
+    ctx.ensure_object(dict)["debug"] = debug
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def plugins(as_json: bool) -> None:
+    """List installed plugins with their status.
+
+    \b
+    Examples:
+      segtk plugins
+      segtk plugins --json
+    """
+    infos = registry.plugins()
+    rows = [
+        {"name": i.name, "kind": i.kind, "distribution": i.distribution, "version": i.version,
+         "status": i.status, "missing": ", ".join(i.missing), "install": i.install, "error": i.error,
+         "hook": i.hook}
+        for i in infos
+    ]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    console.print(table(
+        "segtk plugins", ["name", "kind", "distribution", "version", "status", "missing / error"],
+        [[r["name"], r["kind"], r["distribution"], r["version"], _status(r["status"]),
+          r["error"] or (f"{r['missing']} ({r['install']})" if r["missing"] else "")] for r in rows],
+    ))
+
+
+def _status(status: str) -> str:
+    return {"ok": "[green]ok[/]", "broken": "[red]broken[/]"}.get(status, f"[yellow]{status}[/]")
+
+
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def models(ctx: click.Context) -> None:
+    """List model adapters and their --model syntax.
+
+    \b
+    Examples:
+      segtk models
+      segtk models convert espnet espnet_camvid.pth espnet_camvid.safetensors
+    """
+    if ctx.invoked_subcommand is None:
+        infos = [i for i in registry.plugins() if i.kind == "segmenter"]
+        console.print(table("--model PLUGIN:ARG", ["plugin", "syntax", "example", "status"],
+                            [[i.name, i.obj.syntax if i.obj else "", i.obj.example if i.obj else "",
+                              _status(i.status)] for i in infos]))
+
+
+@models.command("convert")
+@click.argument("plugin")
+@click.argument("source", type=click.Path(dir_okay=False))
+@click.argument("target", type=click.Path(dir_okay=False))
+def models_convert(plugin: str, source: str, target: str) -> None:
+    """Convert a published checkpoint (.pth, loaded weights-only) to safetensors.
+
+    \b
+    Example:
+      segtk models convert espnet espnet_camvid.pth espnet_camvid.safetensors
+    """
+    entry = registry.segmenter_plugin(plugin)
+    if entry.convert is None:
+        raise SegtkError(f"model plugin {plugin!r} has no converter")
+    entry.convert(source, target)
+    console.print(f"wrote {target}")
+
+
+@cli.command()
+def datasets() -> None:
+    """List dataset readers and their --data syntax.
+
+    \b
+    Example:
+      segtk datasets
+    """
+    infos = [i for i in registry.plugins() if i.kind == "dataset"]
+    console.print(table("--data FORMAT:PATH", ["format", "syntax", "example", "status"],
+                        [[i.name, i.obj.syntax if i.obj else "", i.obj.example if i.obj else "",
+                          _status(i.status)] for i in infos]))
+
+
+model_option = click.option("--model", "model_spec", default=DEMO_MODEL, show_default=True,
+                            help="Model spec PLUGIN:ARG (see `segtk models`).")
+data_option = click.option("--data", "data_spec", default=DEMO_DATA, show_default=True,
+                           help="Dataset spec FORMAT:PATH (see `segtk datasets`).")
+split_option = click.option("--split", default=None, help="Dataset split (default: the reader's).")
+limit_option = click.option("--limit", type=click.IntRange(min=1), default=None,
+                            help="Use only the first N images.")
+
+
+@cli.command()
+@model_option
+@data_option
+@split_option
+@limit_option
+@click.option("--out", type=click.Path(file_okay=False), default=None, help="Write labels/overlays here.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
+def predict(model_spec, data_spec, split, limit, out, batch_size) -> None:
+    """Predict a dataset; print dataset mIoU and pixel accuracy.
+
+    \b
+    Examples:
+      segtk predict
+      segtk predict --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
+                    --data camvid:../shared/data/camvid --out runs/predict
+    """
+    from segtk.core.predict import predict_dataset
+    from segtk.core.specs import load_dataset, load_segmenter
+
+    model = load_segmenter(model_spec)
+    data = load_dataset(data_spec, split, limit)
+    with progress() as bar:
+        task = bar.add_task("predict", total=len(data), status="")
+        summary = predict_dataset(model, data, out, batch_size, lambda n: bar.advance(task, n))
+    console.print(table(f"{model_spec} on {data_spec}", ["", "value"], [
+        ["images", summary["images"]], ["mIoU %", pct(summary["miou"])],
+        ["pixel acc %", pct(summary["pacc"])]]))
+    click.echo(json.dumps({k: v for k, v in summary.items() if k != "iou"}))
+
+
+@cli.command()
+@click.option("--plugin", "attack_name", required=True, help="Attack plugin (see `segtk plugins`).")
+@model_option
+@data_option
+@split_option
+@limit_option
+@click.option("--budget", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Queries per image (the clean query counts).")
+@click.option("--eps", type=click.FloatRange(0, 255, min_open=True), default=8.0, show_default=True,
+              help="L∞ bound on the 0–255 scale.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Images attacked together (one model call per step).")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Run directory [default: runs/attack-PLUGIN].")
+@click.option("--resume", is_flag=True, help="Skip images already in OUT/results.jsonl.")
+@click.option("--save-images/--no-save-images", default=True, show_default=True)
+@click.option("--param", "extra", multiple=True, metavar="KEY=VALUE",
+              help="Attack-specific parameter, e.g. --param exploration=0.3.")
+def attack(attack_name, model_spec, data_spec, split, limit, budget, eps, seed, batch_size, out,
+           resume, save_images, extra) -> None:
+    """Run a decision-based attack over a dataset and report the mIoU drop.
+
+    \b
+    Examples:
+      segtk attack --plugin dla
+      segtk attack --plugin dla --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
+                   --data camvid:../shared/data/camvid --limit 10 --budget 50 --out runs/dla
+      segtk attack --plugin dla --out runs/dla --resume
+    """
+    from segtk.core.attack_job import attack_dataset
+    from segtk.core.params import build_attack
+    from segtk.core.runs import RunDir
+    from segtk.core.specs import load_dataset, load_segmenter
+
+    attack_obj = build_attack(attack_name, budget=budget, eps=eps, seed=seed, extra=extra)
+    model = load_segmenter(model_spec)
+    data = load_dataset(data_spec, split, limit)
+    out = Path(out or f"runs/attack-{attack_name}")
+    config = {"attack": attack_name, "params": attack_obj.params.__dict__, "model": model_spec,
+              "data": data_spec, "split": split}
+    run = RunDir(out, config, resume)
+    with progress() as bar:
+        task = bar.add_task(f"{attack_name} ε={eps:g} budget={budget}", total=len(data), status="")
+
+        def tick(rec) -> None:
+            bar.update(task, advance=1, status=f"{rec['image']}: mIoU {pct(rec['clean_miou']):.1f}"
+                                               f" → {pct(rec['adv_miou']):.1f}")
+
+        summary = attack_dataset(attack_obj, model, data, run, batch_size, save_images, tick)
+    t = summary.table
+    console.print(table(f"{attack_name} on {model_spec} / {data_spec} ({t['images']} images)",
+                        ["", "clean", "adversarial"], [
+        ["dataset mIoU %", pct(t["clean_miou"]), pct(t["adv_miou"])],
+        ["mean per-image mIoU %", pct(t["clean_image_miou"]), pct(t["adv_image_miou"])],
+        ["pixel accuracy %", pct(t["clean_pacc"]), pct(t["adv_pacc"])],
+        ["mean queries", "", t["mean_queries"]],
+        ["max L∞ (0–255)", "", t["max_linf"]],
+    ]))
+    console.print(f"results: {out / 'results.jsonl'}")
+
+
+def main() -> None:
+    pm_commands()
+    cli(prog_name="segtk")
+
+
+def pm_commands() -> None:
+    """Let plugins add commands (hook register_commands)."""
+    from segtk.core.plugins import get_plugin_manager
+
+    get_plugin_manager().hook.register_commands(cli=cli)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""The small core every plugin builds on: contracts, metrics, data, the plugin manager."""
+
+from segtk.core.attack import Attack, AttackParams, AttackResult
+from segtk.core.editing import EditedSample, Editor, Sample
+from segtk.core.errors import BudgetExceeded, SegtkError
+from segtk.core.filtering import Filter, FilterResult
+from segtk.core.proxy import Proxy
+from segtk.core.segmenter import QueryCounter, Segmenter
+
+__all__ = [
+    "Attack",
+    "AttackParams",
+    "AttackResult",
+    "BudgetExceeded",
+    "EditedSample",
+    "Editor",
+    "Filter",
+    "FilterResult",
+    "Proxy",
+    "QueryCounter",
+    "Sample",
+    "Segmenter",
+    "SegtkError",
+]

@@ -1,0 +1,220 @@
+"""The attack contract and the oracle through which every attack talks to the model.
+
+An attack never calls a segmenter directly: it calls `Oracle.query`, which checks that every
+candidate lies in the ε-ball and in [0,1], charges the query to the `QueryCounter`, scores the
+answer with the proxy and keeps, per image, the best (lowest-proxy) candidate seen so far. The
+result of an attack at any budget is that best candidate, so histories, budgets and results
+are measured in one place instead of in each attack.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, NamedTuple
+
+import torch
+
+from segtk.core.errors import SegtkError
+from segtk.core.metrics import confusion
+from segtk.core.proxy import Proxy
+from segtk.core.segmenter import QueryCounter, Segmenter
+
+# Slack for float32 rounding when checking the ε-ball; far below one 8-bit grey level.
+EPS_TOLERANCE = 1e-6
+
+
+@dataclass
+class AttackParams:
+    """Knobs every attack shares. `eps` is on the 0–255 scale (8 means 8/255)."""
+
+    eps: float = 8.0
+    budget: int = 50
+    seed: int = 0
+    proxy: str = "miou"
+
+    def validate(self) -> None:
+        if not 0 < self.eps <= 255:
+            raise SegtkError(f"eps must be in (0, 255], got {self.eps}", hint="e.g. --eps 8")
+        if self.budget < 1:
+            raise SegtkError(f"budget must be at least 1, got {self.budget}")
+        if self.proxy not in ("miou", "pacc"):
+            raise SegtkError(f"unknown proxy {self.proxy!r}", hint="use miou or pacc")
+
+    @property
+    def eps_unit(self) -> float:
+        return self.eps / 255.0
+
+
+def project(x: torch.Tensor, clean: torch.Tensor, eps_unit: float) -> torch.Tensor:
+    """Project onto the L∞ ball around `clean` and onto the image box [0,1]."""
+    return torch.minimum(torch.maximum(x, clean - eps_unit), clean + eps_unit).clamp_(0.0, 1.0)
+
+
+class Answer(NamedTuple):
+    scores: torch.Tensor  # [N] proxy per queried candidate
+    labels: torch.Tensor  # [N,H,W] the model's decision
+
+
+@dataclass
+class AttackResult:
+    """What an attack produced for a batch; counts come from the QueryCounter."""
+
+    images: torch.Tensor  # [B,3,H,W] best adversarial images
+    scores: torch.Tensor  # [B] proxy of those images
+    predictions: torch.Tensor  # [B,H,W] the model's labels for them
+    queries: torch.Tensor  # [B] queries used, as counted at the segmenter boundary
+    history: list[list[float]]  # per image: best proxy after each query
+    checkpoints: dict[int, torch.Tensor] = field(default_factory=dict)  # budget -> [B,K,K+1]
+
+
+class Oracle:
+    """The model as an attack sees it: labels in, proxy out, budget and ε enforced."""
+
+    def __init__(
+        self,
+        counter: QueryCounter,
+        clean: torch.Tensor,
+        labels: torch.Tensor,
+        proxy: Proxy,
+        eps_unit: float,
+        seeds: list[int],
+        checkpoints: tuple[int, ...] = (),
+    ) -> None:
+        self.counter = counter
+        self.clean = clean
+        self.labels = labels
+        self.proxy = proxy
+        self.eps_unit = eps_unit
+        self.rngs = [torch.Generator().manual_seed(int(s)) for s in seeds]
+        self.checkpoints = tuple(sorted(set(int(c) for c in checkpoints)))
+        b = clean.shape[0]
+        self.best_images = clean.clone()
+        self.best_scores = torch.full((b,), float("inf"))
+        self.best_labels = torch.zeros(labels.shape, dtype=torch.long, device=labels.device)
+        self.history: list[list[float]] = [[] for _ in range(b)]
+        k = proxy.num_classes
+        self.snapshots = {c: torch.zeros(b, k, k + 1, dtype=torch.long) for c in self.checkpoints}
+
+    @property
+    def batch_size(self) -> int:
+        return self.clean.shape[0]
+
+    @property
+    def budget(self) -> int:
+        return self.counter.budget
+
+    def remaining(self) -> torch.Tensor:
+        return self.counter.remaining()
+
+    def active(self, cost: int = 1) -> torch.Tensor:
+        """Indices of images with at least `cost` queries left."""
+        return torch.nonzero(self.remaining() >= cost).flatten()
+
+    def query(self, images: torch.Tensor, owners: torch.Tensor | None = None) -> Answer:
+        """Ask the model about candidates; row k belongs to source image `owners[k]`."""
+        if owners is None:
+            owners = torch.arange(images.shape[0])
+        owners = torch.as_tensor(owners, dtype=torch.long).reshape(-1)
+        self._check_bounds(images, owners)
+        labels = self.counter.predict(images, owners)
+        scores = self.proxy(labels, self.labels[owners])
+        self._record(images, owners, labels, scores)
+        return Answer(scores, labels)
+
+    def _check_bounds(self, images: torch.Tensor, owners: torch.Tensor) -> None:
+        if images.numel() == 0:
+            return
+        gap = (images - self.clean[owners]).abs().amax()
+        if float(gap) > self.eps_unit + EPS_TOLERANCE or images.min() < 0 or images.max() > 1:
+            raise SegtkError(
+                f"attack produced a candidate outside the ε-ball or [0,1] "
+                f"(L∞ = {float(gap) * 255:.3f}/255, ε = {self.eps_unit * 255:.3f}/255)",
+                hint="project candidates with segtk.core.attack.project before querying",
+            )
+
+    def _record(self, images, owners, labels, scores) -> None:
+        counts = self.counter.counts
+        # Rows of one image are recorded in order, as if they had been queried one by one.
+        seen: dict[int, int] = {}
+        for row, owner in enumerate(owners.tolist()):
+            seen[owner] = seen.get(owner, 0) + 1
+            query_no = int(counts[owner]) - int((owners == owner).sum()) + seen[owner]
+            score = float(scores[row])
+            if score < float(self.best_scores[owner]):
+                self.best_scores[owner] = score
+                self.best_images[owner] = images[row]
+                self.best_labels[owner] = labels[row]
+            self.history[owner].append(float(self.best_scores[owner]))
+            if query_no in self.snapshots:
+                self.snapshots[query_no][owner] = confusion(
+                    self.best_labels[owner],
+                    self.labels[owner],
+                    self.proxy.num_classes,
+                    self.proxy.ignore_index,
+                )[0]
+
+    def result(self) -> AttackResult:
+        # Images that stopped early (or a budget below a checkpoint) keep their final state.
+        for c, snap in self.snapshots.items():
+            for i in range(self.batch_size):
+                if int(self.counter.counts[i]) < c:
+                    snap[i] = confusion(
+                        self.best_labels[i], self.labels[i], self.proxy.num_classes,
+                        self.proxy.ignore_index,
+                    )[0]
+        return AttackResult(
+            images=self.best_images,
+            scores=self.best_scores,
+            predictions=self.best_labels,
+            queries=self.counter.counts.clone(),
+            history=self.history,
+            checkpoints=self.snapshots,
+        )
+
+
+class Attack(ABC):
+    """A decision-based attack: sees only labels (through the proxy), under an exact budget.
+
+    Subclasses set `name`, `Params` (a dataclass extending AttackParams) and implement
+    `attack(oracle)`. `anytime` says whether the first b queries of a run with budget T are the
+    same as a run with budget b; if so, one benchmark run serves every smaller budget.
+    """
+
+    name: ClassVar[str] = "attack"
+    Params: ClassVar[type[AttackParams]] = AttackParams
+    anytime: ClassVar[bool] = True
+
+    def __init__(self, params: AttackParams | None = None, **overrides: Any) -> None:
+        params = params if params is not None else self.Params()
+        if overrides:
+            params = dataclasses.replace(params, **overrides)
+        params.validate()
+        self.params = params
+
+    @classmethod
+    def describe(cls) -> str:
+        return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+
+    @abstractmethod
+    def attack(self, oracle: Oracle) -> None:
+        """Spend at most the oracle's budget; the oracle keeps the best candidate per image."""
+
+    def run(
+        self,
+        segmenter: Segmenter,
+        images: torch.Tensor,
+        labels: torch.Tensor,
+        seeds: list[int] | None = None,
+        checkpoints: tuple[int, ...] = (),
+    ) -> AttackResult:
+        """Attack a batch; `seeds` gives each image its own random stream (batch-invariant)."""
+        p = self.params
+        b = images.shape[0]
+        seeds = seeds if seeds is not None else [p.seed * 1_000_003 + i for i in range(b)]
+        counter = QueryCounter(segmenter, p.budget, b)
+        proxy = Proxy(segmenter.num_classes, segmenter.ignore_index, p.proxy)
+        oracle = Oracle(counter, images, labels, proxy, p.eps_unit, seeds, checkpoints)
+        self.attack(oracle)
+        return oracle.result()

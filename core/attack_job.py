@@ -1,0 +1,149 @@
+"""`segtk attack` over a dataset: batches, stored 8-bit images, per-image results, resume.
+
+What counts is the saved 8-bit PNG: the attack's image is quantised so it still satisfies ε,
+and the clean and stored images are then scored by one plain (uncounted) evaluation pass —
+evaluation is not part of the attacker's budget, which `queries` reports exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from segtk.core.attack import Attack
+from segtk.core.data import Dataset, Item, default_palette, same_size_batches, to_tensor, write_png
+from segtk.core.errors import ModelError, SegtkError
+from segtk.core.metrics import ConfusionAccumulator, confusion, mean_iou, pixel_accuracy
+from segtk.core.render import overlay
+from segtk.core.runs import RunDir
+from segtk.core.segmenter import Segmenter, check_prediction
+
+
+def image_seed(seed: int, name: str) -> int:
+    """Each image's random stream depends only on the run seed and its name (batch-invariant)."""
+    return zlib.crc32(f"{seed}:{name}".encode())
+
+
+def quantise(adv: torch.Tensor, clean_u8: np.ndarray, eps: float) -> np.ndarray:
+    """Round to 8 bits without leaving the ε-ball around the (8-bit) clean image."""
+    q = np.asarray((adv.detach().cpu().permute(0, 2, 3, 1) * 255.0).round(), dtype=np.int64)
+    step = math.floor(eps + 1e-9)
+    lo = np.clip(clean_u8.astype(np.int64) - step, 0, 255)
+    hi = np.clip(clean_u8.astype(np.int64) + step, 0, 255)
+    return np.clip(q, lo, hi).astype(np.uint8)
+
+
+def evaluate(segmenter: Segmenter, images: torch.Tensor) -> torch.Tensor:
+    return check_prediction(images, segmenter.predict(images), segmenter.name)
+
+
+@dataclass
+class Summary:
+    clean: ConfusionAccumulator
+    adv: ConfusionAccumulator
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def table(self) -> dict[str, float]:
+        n = max(len(self.records), 1)
+        return {
+            "images": len(self.records),
+            "clean_miou": self.clean.miou,
+            "adv_miou": self.adv.miou,
+            "clean_pacc": self.clean.pacc,
+            "adv_pacc": self.adv.pacc,
+            "clean_image_miou": sum(r["clean_miou"] for r in self.records) / n,
+            "adv_image_miou": sum(r["adv_miou"] for r in self.records) / n,
+            "mean_queries": sum(r["queries"] for r in self.records) / n,
+            "max_linf": max((r["linf"] for r in self.records), default=0),
+        }
+
+
+def summarise(records: list[dict[str, Any]], num_classes: int) -> Summary:
+    summary = Summary(ConfusionAccumulator(num_classes), ConfusionAccumulator(num_classes))
+    for rec in records:
+        summary.clean.add_confusion(torch.tensor(rec["clean_confusion"]))
+        summary.adv.add_confusion(torch.tensor(rec["adv_confusion"]))
+        summary.records.append(rec)
+    return summary
+
+
+def attack_dataset(
+    attack: Attack,
+    segmenter: Segmenter,
+    dataset: Dataset,
+    run: RunDir,
+    batch_size: int = 1,
+    save_images: bool = True,
+    on_image: Callable[[dict[str, Any]], None] | None = None,
+) -> Summary:
+    """Attack every image not yet in results.jsonl; return the summary over the whole set."""
+    done = run.done()
+    pending = [i for i, name in enumerate(dataset.names) if name not in done]
+    palette = dataset.palette if dataset.palette is not None else default_palette(len(dataset.classes))
+    for name in dataset.names:
+        if name in done and on_image:
+            on_image(done[name])
+    for batch in same_size_batches(dataset, pending, batch_size):
+        for record in _attack_batch(attack, segmenter, dataset, batch, run.path, save_images, palette):
+            run.append(record)
+            done[record["image"]] = record
+            if on_image:
+                on_image(record)
+    return summarise([done[n] for n in dataset.names], len(dataset.classes))
+
+
+def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path, save_images, palette):
+    names = [item.name for item in batch]
+    clean_u8 = np.stack([item.image for item in batch])
+    x = to_tensor(list(clean_u8)).to(segmenter.device)
+    y = torch.from_numpy(np.stack([item.label for item in batch])).to(segmenter.device)
+    seeds = [image_seed(attack.params.seed, n) for n in names]
+    try:
+        result = attack.run(segmenter, x, y, seeds=seeds)
+        stored = quantise(result.images, clean_u8, attack.params.eps)
+        clean_pred = evaluate(segmenter, x).cpu()
+        adv_pred = evaluate(segmenter, to_tensor(list(stored)).to(segmenter.device)).cpu()
+    except SegtkError as exc:
+        raise type(exc)(f"while attacking {', '.join(names)}: {exc.message}", exc.hint) from exc
+    except Exception as exc:
+        raise ModelError(
+            f"while attacking {', '.join(names)}: the model raised {type(exc).__name__}: {exc}",
+            hint="results written so far are kept; fix the model and rerun with --resume",
+        ) from exc
+    k, ignore = len(dataset.classes), dataset.ignore_index
+    for i, item in enumerate(batch):
+        clean_conf = confusion(clean_pred[i], y[i].cpu(), k, ignore)[0]
+        adv_conf = confusion(adv_pred[i], y[i].cpu(), k, ignore)[0]
+        if save_images:
+            write_png(out / "images" / f"{item.name}.png", stored[i])
+            write_png(out / "overlays" / f"{item.name}_clean.png",
+                      overlay(item.image, clean_pred[i].numpy(), palette, ignore_index=ignore))
+            write_png(out / "overlays" / f"{item.name}_adv.png",
+                      overlay(stored[i], adv_pred[i].numpy(), palette, ignore_index=ignore))
+        linf = int(np.abs(stored[i].astype(np.int16) - item.image.astype(np.int16)).max())
+        yield {
+            "image": item.name,
+            "clean_miou": _num(mean_iou(clean_conf)),
+            "adv_miou": _num(mean_iou(adv_conf)),
+            "clean_pacc": _num(pixel_accuracy(clean_conf)),
+            "adv_pacc": _num(pixel_accuracy(adv_conf)),
+            "queries": int(result.queries[i]),
+            "linf": linf,
+            "attack_proxy": float(result.scores[i]),
+            "history": [round(v, 6) for v in result.history[i]],
+            "clean_confusion": clean_conf.tolist(),
+            "adv_confusion": adv_conf.tolist(),
+        }
+
+
+def _num(value: torch.Tensor) -> float:
+    v = float(value)
+    return 0.0 if math.isnan(v) else v

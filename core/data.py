@@ -1,0 +1,229 @@
+"""Images, labels and datasets: reading, validating, writing atomically.
+
+Images are uint8 RGB [H,W,3] numpy arrays on disk and float32 [B,3,H,W] tensors in [0,1] for
+models. Labels are int64 [H,W] class ids with `ignore_index` (255) for unlabelled pixels.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image, UnidentifiedImageError
+
+from segtk.core.errors import DataError
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
+
+
+def _open(path: Path) -> Image.Image:
+    if not path.is_file():
+        raise DataError(f"{path}: file not found", hint="check the dataset path and layout")
+    try:
+        img = Image.open(path)
+        img.load()
+        return img
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+        raise DataError(
+            f"{path}: unreadable or corrupt image ({exc})",
+            hint="re-export it as PNG or JPEG, or remove it from the dataset",
+        ) from exc
+
+
+def read_image(path: str | Path) -> np.ndarray:
+    """An RGB image as uint8 [H,W,3]."""
+    return np.asarray(_open(Path(path)).convert("RGB"), dtype=np.uint8).copy()
+
+
+def read_label(path: str | Path, palette: dict[tuple[int, int, int], int] | None = None) -> np.ndarray:
+    """A label map as int64 [H,W].
+
+    Palette (P) and grey PNGs hold class ids directly. RGB labels need `palette`, mapping
+    colours to ids; an RGB colour not in it is an error, never a silent class.
+    """
+    path = Path(path)
+    img = _open(path)
+    if img.mode in ("P", "L", "I", "I;16"):
+        return np.asarray(img, dtype=np.int64).copy()
+    rgb = np.asarray(img.convert("RGB"), dtype=np.int64)
+    if palette is None:
+        if (rgb[..., 0] == rgb[..., 1]).all() and (rgb[..., 1] == rgb[..., 2]).all():
+            return rgb[..., 0].copy()
+        raise DataError(
+            f"{path}: colour label without a palette",
+            hint="this format needs a dataset reader that knows its colour palette (e.g. voc:)",
+        )
+    codes = (rgb[..., 0] << 16) | (rgb[..., 1] << 8) | rgb[..., 2]
+    lut = {(r << 16) | (g << 8) | b: cid for (r, g, b), cid in palette.items()}
+    out = np.full(codes.shape, -1, dtype=np.int64)
+    for code in np.unique(codes):
+        if int(code) not in lut:
+            c = int(code)
+            raise DataError(
+                f"{path}: colour ({c >> 16},{(c >> 8) & 255},{c & 255}) is not in the palette",
+                hint="the label uses a colour that the dataset's class list does not define",
+            )
+        out[codes == code] = lut[int(code)]
+    return out
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write via a temp file and rename, so a crash never leaves half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_png(path: str | Path, array: np.ndarray, palette: np.ndarray | None = None) -> None:
+    """Lossless PNG, atomically. uint8 [H,W,3] image, or [H,W] ids (palette mode if given)."""
+    import io
+
+    if array.dtype != np.uint8 and array.size and (array.min() < 0 or array.max() > 255):
+        # Casting would wrap silently (300 -> 44, -1 -> 255): refuse instead.
+        raise DataError(
+            f"{path}: values {array.min()}..{array.max()} do not fit an 8-bit PNG",
+            hint="labels are written as 8-bit class ids (0-254, 255 = ignore)",
+        )
+    if array.ndim == 2:
+        img = Image.fromarray(array.astype(np.uint8), mode="P" if palette is not None else "L")
+        if palette is not None:
+            # Exactly 256 entries, so every index (255 = ignore included) has a colour.
+            colours = np.zeros((256, 3), dtype=np.uint8)
+            given = np.asarray(palette, dtype=np.uint8).reshape(-1, 3)[:256]
+            colours[: len(given)] = given
+            img.putpalette(colours.reshape(-1).tolist())
+    else:
+        img = Image.fromarray(array.astype(np.uint8))
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def to_tensor(images: Sequence[np.ndarray]) -> torch.Tensor:
+    """uint8 [H,W,3] arrays (same size) -> float32 [B,3,H,W] in [0,1]."""
+    arr = np.stack(images).astype(np.float32) / 255.0
+    return torch.from_numpy(arr).permute(0, 3, 1, 2).contiguous()
+
+
+def to_uint8(images: torch.Tensor) -> np.ndarray:
+    """float [B,3,H,W] in [0,1] -> uint8 [B,H,W,3], rounding to the nearest grey level."""
+    arr = (images.detach().cpu().clamp(0, 1) * 255.0).round().to(torch.uint8)
+    return arr.permute(0, 2, 3, 1).numpy()
+
+
+@dataclass
+class Item:
+    name: str
+    image: np.ndarray  # uint8 [H,W,3]
+    label: np.ndarray  # int64 [H,W]
+    image_path: str = ""  # the files it was read from, named in errors ("" if not from files)
+    label_path: str = ""
+
+
+@dataclass
+class Dataset:
+    """A list of labelled images read lazily, validated as they are read."""
+
+    name: str
+    classes: list[str]
+    pairs: list[tuple[str, Callable[[], Item]]]  # (image name, reader)
+    ignore_index: int = 255
+    palette: np.ndarray | None = None  # [K,3] colours for overlays
+    extra: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __iter__(self) -> Iterator[Item]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __getitem__(self, index: int) -> Item:
+        item = self.pairs[index][1]()
+        check_item(item, len(self.classes), self.ignore_index)
+        return item
+
+    @property
+    def names(self) -> list[str]:
+        return [n for n, _ in self.pairs]
+
+    def subset(self, limit: int | None = None, names: Sequence[str] | None = None) -> Dataset:
+        pairs = self.pairs
+        if names is not None:
+            wanted = set(names)
+            pairs = [p for p in pairs if p[0] in wanted]
+        if limit is not None:
+            pairs = pairs[:limit]
+        return Dataset(self.name, self.classes, pairs, self.ignore_index, self.palette, self.extra)
+
+
+def check_item(item: Item, num_classes: int, ignore_index: int) -> None:
+    """Refuse labels that do not fit the image or the class list, naming the file."""
+    where = item.label_path or item.name
+    if item.image.shape[:2] != item.label.shape:
+        image = f" of {item.image_path}" if item.image_path else ""
+        raise DataError(
+            f"{where}: label size {item.label.shape[1]}x{item.label.shape[0]} differs from "
+            f"image size {item.image.shape[1]}x{item.image.shape[0]}{image}",
+            hint="labels must have exactly the image's width and height",
+        )
+    bad = (item.label != ignore_index) & ((item.label < 0) | (item.label >= num_classes))
+    if bad.any():
+        ids = sorted(int(v) for v in np.unique(item.label[bad]))[:8]
+        raise DataError(
+            f"{where}: label ids {ids} are outside the {num_classes} classes "
+            f"(0-{num_classes - 1}, ignore = {ignore_index})",
+            hint="check --data FORMAT: the reader must match how the labels are encoded",
+        )
+
+
+@dataclass
+class DatasetPlugin:
+    """A `--data NAME:PATH` reader. `load(path, split)` returns a Dataset."""
+
+    name: str
+    load: Callable[[str, str | None], Dataset]
+    syntax: str
+    example: str
+    description: str = ""
+    requires: tuple[str, ...] = ()
+    install: str = ""
+
+
+def default_palette(num_classes: int) -> np.ndarray:
+    """Distinct colours for overlays (the VOC bit-interleaving scheme)."""
+    pal = np.zeros((max(num_classes, 1), 3), dtype=np.uint8)
+    for i in range(num_classes):
+        c, r, g, b = i + 1, 0, 0, 0
+        for j in range(8):
+            r |= ((c >> 0) & 1) << (7 - j)
+            g |= ((c >> 1) & 1) << (7 - j)
+            b |= ((c >> 2) & 1) << (7 - j)
+            c >>= 3
+        pal[i] = (r, g, b)
+    return pal
+
+
+def same_size_batches(dataset: Dataset, indices: Sequence[int], batch_size: int) -> Iterator[list[Item]]:
+    """Read items in order and yield batches of equal-sized images (a batch is one tensor)."""
+    pending: dict[tuple[int, int], list[Item]] = {}
+    for index in indices:
+        item = dataset[index]
+        key = item.image.shape[:2]
+        group = pending.setdefault(key, [])
+        group.append(item)
+        if len(group) == batch_size:
+            yield pending.pop(key)
+    yield from pending.values()

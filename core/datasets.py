@@ -1,0 +1,249 @@
+"""Built-in dataset readers behind `--data FORMAT:PATH`, registered like any plugin.
+
+This module holds the layout helpers every reader shares and the `folder`, `edited` and
+`camvid` readers; the public benchmark formats (cityscapes, voc, ade20k) live in
+dataset_formats.py. Readers find every pairing problem when they load (missing folder,
+unknown split, image without label, no images at all); labels and images are read lazily and
+checked by `Dataset.__getitem__` (size mismatch, ids outside the class list).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from segtk.core.data import (
+    IMAGE_SUFFIXES,
+    Dataset,
+    DatasetPlugin,
+    Item,
+    default_palette,
+    read_image,
+    read_label,
+)
+from segtk.core.errors import DataError
+from segtk.core.hookspecs import hookimpl
+
+LabelReader = Callable[[Path], np.ndarray]
+Pairs = list[tuple[str, Callable[[], Item]]]
+
+CAMVID_CLASSES = [
+    "sky", "building", "pole", "road", "pavement", "tree",
+    "signsymbol", "fence", "car", "pedestrian", "bicyclist",
+]  # fmt: skip
+CAMVID_PALETTE = np.array(
+    [[128, 128, 128], [128, 0, 0], [192, 192, 128], [128, 64, 128], [0, 0, 192], [128, 128, 0],
+     [192, 128, 128], [64, 64, 128], [64, 0, 128], [64, 64, 0], [0, 128, 192]],
+    dtype=np.uint8,
+)  # fmt: skip
+
+
+# --- layout helpers ---------------------------------------------------------------------------
+
+
+def dataset_root(arg: str, fmt: str, hint: str) -> Path:
+    """The PATH of `FORMAT:PATH` as an existing folder, or an error naming it."""
+    if not arg:
+        raise DataError(f"--data {fmt}: no dataset path given", hint=f"syntax: {fmt}:PATH; {hint}")
+    root = Path(arg).expanduser()
+    if not root.exists():
+        raise DataError(f"{root}: dataset folder not found", hint=f"check the PATH in --data {fmt}:PATH")
+    if not root.is_dir():
+        raise DataError(f"{root}: is a file, not a dataset folder", hint=hint)
+    return root
+
+
+def _dir(path: Path, what: str, hint: str) -> Path:
+    if not path.is_dir():
+        raise DataError(f"{path}: {what} folder not found", hint=hint)
+    return path
+
+
+def _subdirs(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def _images(folder: Path) -> dict[str, Path]:
+    """Image files by stem, sorted; hidden files (e.g. half-written .NAME.tmp) are skipped."""
+    return {
+        p.stem: p
+        for p in sorted(folder.iterdir())
+        if p.suffix.lower() in IMAGE_SUFFIXES and not p.name.startswith(".") and p.is_file()
+    }
+
+
+def split_folder(base: Path, split: str, hint: str) -> Path:
+    """base/split, or an 'unknown split' error listing the splits that exist."""
+    path = base / split
+    if path.is_dir():
+        return path
+    available = ", ".join(_subdirs(base)) or "none"
+    raise DataError(
+        f"{base}: unknown split {split!r} (no {split}/ folder; available: {available})",
+        hint=f"pass --split with one of: {available}",
+    )
+
+
+def check_flat_split(root: Path, split: str | None, accepted: Sequence[str], fmt: str) -> None:
+    """A folder without split subfolders is read as its format's default split only."""
+    if split is not None and split not in accepted:
+        raise DataError(
+            f"{root}: unknown split {split!r}: this {fmt} folder has no split subfolders",
+            hint=f"drop --split (the folder is read as split {accepted[0]!r}) "
+            f"or point PATH at a full {fmt} tree",
+        )
+
+
+def make_pairs(entries: Iterable[tuple[str, Path, Path, LabelReader]]) -> Pairs:
+    """(name, image file, label file, label reader) -> lazy readers of Items naming their files."""
+
+    def reader(name: str, image: Path, label: Path, read: LabelReader) -> Callable[[], Item]:
+        return lambda: Item(name, read_image(image), read(label), str(image), str(label))
+
+    return [(name, reader(name, image, label, read)) for name, image, label, read in entries]
+
+
+def missing_label(image: Path, expected: str, hint: str = "every image needs a label") -> DataError:
+    return DataError(f"{image}: no label (expected {expected})", hint=hint)
+
+
+def require_images(pairs: Pairs, folder: Path, what: str = "images") -> Pairs:
+    """Refuse an empty dataset, naming the folder that should have held the images."""
+    if not pairs:
+        raise DataError(
+            f"{folder}: no {what} found (looked for {', '.join(IMAGE_SUFFIXES)})",
+            hint="check PATH and --split; the dataset has nothing to read",
+        )
+    return pairs
+
+
+def pair_folders(
+    image_dir: Path,
+    label_dir: Path,
+    label_reader: LabelReader,
+    label_name: Callable[[str], str] = lambda stem: stem,
+) -> Pairs:
+    """Pair images with labels by name; a missing label is an error naming the image."""
+    labels = _images(label_dir)
+    entries = []
+    for stem, img_path in _images(image_dir).items():
+        lab_path = labels.get(label_name(stem))
+        if lab_path is None:
+            raise missing_label(
+                img_path, f"{label_dir / label_name(stem)}.png or another image suffix",
+                hint="every image needs a label with the same name",
+            )
+        entries.append((stem, img_path, lab_path, label_reader))
+    return make_pairs(entries)
+
+
+# --- folder and edited ------------------------------------------------------------------------
+
+
+def read_classes(path: Path) -> list[str]:
+    file = path / "classes.txt"
+    if not file.is_file():
+        raise DataError(
+            f"{file}: not found",
+            hint="a folder dataset lists its class names, one per line, in classes.txt",
+        )
+    classes = [line.strip() for line in file.read_text().splitlines() if line.strip()]
+    if not classes:
+        raise DataError(f"{file}: empty class list", hint="write one class name per line")
+    return classes
+
+
+def folder_dataset(root: Path, name: str, hint: str) -> Dataset:
+    """images/ + labels/ (same stems) + classes.txt; labels hold ids (P or grey PNGs)."""
+    classes = read_classes(root)
+    image_dir = _dir(root / "images", "images", hint)
+    pairs = pair_folders(image_dir, _dir(root / "labels", "labels", hint), read_label)
+    return Dataset(name, classes, require_images(pairs, image_dir), palette=default_palette(len(classes)))
+
+
+def load_folder(arg: str, split: str | None) -> Dataset:
+    hint = "a folder dataset holds images/, labels/ (same file names) and classes.txt"
+    root = dataset_root(arg, "folder", hint)
+    return folder_dataset(root, f"folder:{root.name}", hint)
+
+
+def read_manifest(file: Path) -> list[dict]:
+    """manifest.jsonl: one JSON object per line, kept as it is in Dataset.extra['manifest']."""
+    records = []
+    for number, line in enumerate(file.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(
+                f"{file}:{number}: not valid JSON ({exc.msg})",
+                hint="manifest.jsonl holds one JSON object per line; rerun `segtk edit` to rewrite it",
+            ) from exc
+        if not isinstance(record, dict):
+            raise DataError(f"{file}:{number}: expected a JSON object, got {type(record).__name__}")
+        records.append(record)
+    return records
+
+
+def load_edited(arg: str, split: str | None) -> Dataset:
+    """The output of `segtk edit`: the folder layout plus an optional manifest.jsonl."""
+    hint = "an edited dataset (from `segtk edit`) holds images/, labels/, classes.txt"
+    root = dataset_root(arg, "edited", hint)
+    dataset = folder_dataset(root, f"edited:{root.name}", hint)
+    manifest = root / "manifest.jsonl"
+    if manifest.is_file():
+        dataset.extra["manifest"] = read_manifest(manifest)
+    return dataset
+
+
+# --- camvid -----------------------------------------------------------------------------------
+
+
+def load_camvid(arg: str, split: str | None) -> Dataset:
+    """SegNet layout: SPLIT/ and SPLITannot/; label 11 (void) becomes ignore."""
+    hint = "CamVid (SegNet layout) has SPLIT/ and SPLITannot/ folders, e.g. val/ and valannot/"
+    root, split = dataset_root(arg, "camvid", hint), split or "val"
+
+    def label(path: Path) -> np.ndarray:
+        lab = read_label(path)
+        lab[lab == 11] = 255
+        return lab
+
+    if not (root / split).is_dir():
+        available = ", ".join(s for s in _subdirs(root) if (root / f"{s}annot").is_dir()) or "none"
+        raise DataError(
+            f"{root}: unknown split {split!r} (no {split}/ folder; available: {available})",
+            hint=f"pass --split with one of: {available}",
+        )
+    image_dir = root / split
+    pairs = pair_folders(image_dir, _dir(root / f"{split}annot", f"{split}annot", hint), label)
+    return Dataset(f"camvid-{split}", CAMVID_CLASSES, require_images(pairs, image_dir), palette=CAMVID_PALETTE)
+
+
+@hookimpl
+def register_datasets(register) -> None:
+    from segtk.core import dataset_formats as formats
+
+    register(DatasetPlugin("folder", load_folder, "folder:PATH (images/, labels/, classes.txt)",
+                           "--data folder:my_data", "paired image/label files by name"))
+    register(DatasetPlugin("edited", load_edited,
+                           "edited:DIR (images/, labels/, classes.txt, manifest.jsonl from `segtk edit`)",
+                           "--data edited:runs/edit-fog", "a dataset written by `segtk edit`"))
+    register(DatasetPlugin("camvid", load_camvid, "camvid:PATH [--split train|val|test]",
+                           "--data camvid:../shared/data/camvid", "CamVid, SegNet layout, 11 classes"))
+    register(DatasetPlugin("cityscapes", formats.load_cityscapes,
+                           "cityscapes:PATH [--split train|val|test] (leftImg8bit/, gtFine/)",
+                           "--data cityscapes:../shared/data/cityscapes",
+                           "Cityscapes gtFine, labelIds mapped to the 19 trainIds"))
+    register(DatasetPlugin("voc", formats.load_voc,
+                           "voc:PATH [--split train|val|...] (JPEGImages/ + SegmentationClass/, "
+                           "or images/ + targets/)",
+                           "--data voc:../shared/data/voc", "Pascal VOC 2012, 21 classes"))
+    register(DatasetPlugin("ade20k", formats.load_ade20k,
+                           "ade20k:PATH [--split training|validation] (images/, annotations/)",
+                           "--data ade20k:../shared/data/ade20k",
+                           "ADE20K SceneParsing (ADEChallengeData2016), 150 classes"))

@@ -1,0 +1,31 @@
+"""Errors users see. Each carries a hint saying what to do, so the CLI can print one clear line."""
+
+from __future__ import annotations
+
+
+class SegtkError(Exception):
+    """A problem the user can fix: bad input, a missing file or dependency."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message} (hint: {self.hint})"
+
+
+class DataError(SegtkError):
+    """A dataset, image or label that cannot be used as it is."""
+
+
+class ModelError(SegtkError):
+    """A segmenter that cannot be loaded or that misbehaved (raised, wrong shape, NaN)."""
+
+
+class PluginError(SegtkError):
+    """A plugin that is unknown, broken or misses a dependency."""
+
+
+class BudgetExceeded(SegtkError):
+    """An attack asked for more model queries than its budget allows: a bug in that attack."""

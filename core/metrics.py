@@ -1,0 +1,93 @@
+"""One confusion-matrix implementation behind every score segtk reports.
+
+The confusion has K rows (true classes) and K+1 columns: the last column collects predictions
+outside the class list (e.g. a "void"/"background" output channel), which are simply wrong.
+Ignore pixels (label == ignore_index, or any label outside [0, K)) are never scored.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def confusion(
+    pred: torch.Tensor, label: torch.Tensor, num_classes: int, ignore_index: int = 255
+) -> torch.Tensor:
+    """Per-image confusion matrices [B, K, K+1] (int64) for pred/label of shape [B,H,W]."""
+    if pred.shape != label.shape:
+        raise ValueError(f"prediction {tuple(pred.shape)} and label {tuple(label.shape)} differ")
+    if pred.dim() == 2:
+        pred, label = pred[None], label[None]
+    k = num_classes
+    b = pred.shape[0]
+    pred = pred.reshape(b, -1).long()
+    label = label.reshape(b, -1).long()
+    valid = (label != ignore_index) & (label >= 0) & (label < k)
+    pred = torch.where((pred >= 0) & (pred < k), pred, torch.full_like(pred, k))
+    image = torch.arange(b, device=pred.device)[:, None].expand_as(pred)
+    index = (image * k + label) * (k + 1) + pred
+    counts = torch.bincount(index[valid], minlength=b * k * (k + 1))
+    return counts.reshape(b, k, k + 1)
+
+
+def iou_per_class(conf: torch.Tensor) -> torch.Tensor:
+    """IoU per class from confusion [..., K, K+1]; NaN where a class has zero union."""
+    conf = conf.double()
+    k = conf.shape[-2]
+    tp = torch.diagonal(conf[..., :k], dim1=-2, dim2=-1)
+    label_area = conf.sum(-1)
+    pred_area = conf[..., :k].sum(-2)
+    union = label_area + pred_area - tp
+    return torch.where(union > 0, tp / union.clamp(min=1), torch.full_like(tp, float("nan")))
+
+
+def mean_iou(conf: torch.Tensor) -> torch.Tensor:
+    """nanmean of per-class IoU (mmseg's convention); NaN if no class has a union."""
+    return torch.nanmean(iou_per_class(conf), dim=-1)
+
+
+def pixel_accuracy(conf: torch.Tensor) -> torch.Tensor:
+    """Correct / labelled pixels; NaN for a confusion without labelled pixels."""
+    conf = conf.double()
+    k = conf.shape[-2]
+    correct = torch.diagonal(conf[..., :k], dim1=-2, dim2=-1).sum(-1)
+    total = conf.sum((-2, -1))
+    return torch.where(total > 0, correct / total.clamp(min=1), torch.full_like(total, float("nan")))
+
+
+def mean_robustness(edited_mious: list[float], reference_miou: float) -> float:
+    """mR (Gen4Seg Eq. 11): mean mIoU over edited subsets divided by the reference mIoU."""
+    if not edited_mious:
+        raise ValueError("mR needs at least one edited subset")
+    if reference_miou <= 0:
+        raise ValueError("mR needs a positive reference mIoU")
+    return sum(edited_mious) / len(edited_mious) / reference_miou
+
+
+class ConfusionAccumulator:
+    """Accumulates one dataset-level confusion over batches (dataset mIoU, mmseg convention)."""
+
+    def __init__(self, num_classes: int, ignore_index: int = 255) -> None:
+        self.num_classes = num_classes
+        self.ignore_index = ignore_index
+        self.total = torch.zeros(num_classes, num_classes + 1, dtype=torch.long)
+
+    def add(self, pred: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
+        """Add a batch; returns its per-image confusions for per-image scores."""
+        per_image = confusion(pred.cpu(), label.cpu(), self.num_classes, self.ignore_index)
+        self.total += per_image.sum(0)
+        return per_image
+
+    def add_confusion(self, conf: torch.Tensor) -> None:
+        self.total += conf.reshape(-1, *self.total.shape).sum(0)
+
+    @property
+    def miou(self) -> float:
+        return float(mean_iou(self.total))
+
+    @property
+    def pacc(self) -> float:
+        return float(pixel_accuracy(self.total))
+
+    def iou(self) -> list[float]:
+        return [float(v) for v in iou_per_class(self.total)]

@@ -1,0 +1,64 @@
+"""`segtk predict`: labels and overlays for a dataset, and its dataset mIoU."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from segtk.core.data import (
+    Dataset,
+    atomic_write_bytes,
+    default_palette,
+    same_size_batches,
+    to_tensor,
+    write_png,
+)
+from segtk.core.errors import ModelError, SegtkError
+from segtk.core.metrics import ConfusionAccumulator
+from segtk.core.render import overlay
+from segtk.core.segmenter import Segmenter, check_prediction
+
+
+def predict_dataset(
+    segmenter: Segmenter,
+    dataset: Dataset,
+    out: str | Path | None,
+    batch_size: int = 8,
+    on_batch: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Predict every image (batched); write label PNGs and overlays under `out` if given."""
+    acc = ConfusionAccumulator(len(dataset.classes), dataset.ignore_index)
+    palette = dataset.palette if dataset.palette is not None else default_palette(len(dataset.classes))
+    for batch in same_size_batches(dataset, range(len(dataset)), batch_size):
+        x = to_tensor([it.image for it in batch]).to(segmenter.device)
+        try:
+            with torch.inference_mode():
+                pred = check_prediction(x, segmenter.predict(x), segmenter.name).cpu()
+        except SegtkError as exc:
+            raise type(exc)(f"while predicting {batch[0].name}: {exc.message}", exc.hint) from exc
+        except Exception as exc:
+            raise ModelError(f"while predicting {batch[0].name}: {type(exc).__name__}: {exc}") from exc
+        acc.add(pred, torch.from_numpy(np.stack([it.label for it in batch])))
+        if out is not None:
+            for item, labels in zip(batch, pred.numpy()):
+                write_png(Path(out) / "labels" / f"{item.name}.png", labels.clip(0, 255), palette)
+                write_png(Path(out) / "overlays" / f"{item.name}.png",
+                          overlay(item.image, labels, palette, ignore_index=dataset.ignore_index))
+        if on_batch:
+            on_batch(len(batch))
+    summary = {
+        "model": segmenter.name,
+        "dataset": dataset.name,
+        "images": len(dataset),
+        "miou": acc.miou,
+        "pacc": acc.pacc,
+        "iou": dict(zip(dataset.classes, acc.iou())),
+    }
+    if out is not None:
+        atomic_write_bytes(Path(out) / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
+    return summary

@@ -1,0 +1,118 @@
+"""The segmenter contract and the query counter that enforces attack budgets.
+
+Attacks only ever see a `QueryCounter`: it is the single place where queries are counted, so
+budgets hold whatever an attack does and reports never trust an attack's own bookkeeping.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+
+import torch
+
+from segtk.core.errors import BudgetExceeded, ModelError
+
+
+class Segmenter(ABC):
+    """A semantic segmentation model seen as a black box.
+
+    Images are float32 RGB in [0,1], shape [B,3,H,W]; labels are int64 [B,H,W] at the input
+    resolution. Preprocessing (normalisation, channel order, resizing) lives in the adapter.
+    Predicted ids may reach `num_outputs - 1` > `len(classes) - 1` (e.g. a "void" channel):
+    metrics count such predictions as wrong.
+    """
+
+    name: str = "segmenter"
+    classes: list[str] = []
+    ignore_index: int = 255
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    @abstractmethod
+    def predict(self, images: torch.Tensor) -> torch.Tensor:
+        """Per-pixel class ids: the decision, all that a decision-based attack may see."""
+
+    @property
+    def has_logits(self) -> bool:
+        return type(self).logits is not Segmenter.logits
+
+    def logits(self, images: torch.Tensor) -> torch.Tensor:
+        """Per-pixel class scores [B,C,H,W], for tools that need them (pixel filters)."""
+        raise NotImplementedError(f"{self.name} gives labels only, no scores")
+
+
+def labels_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Argmax over channels, refusing NaN/inf scores instead of silently predicting class 0."""
+    if not torch.isfinite(logits).all():
+        raise ModelError("the model returned NaN or infinite scores")
+    return logits.argmax(dim=1)
+
+
+def check_prediction(images: torch.Tensor, labels: torch.Tensor, model: str) -> torch.Tensor:
+    """Validate a model's answer: one int label map per image, at the image's size."""
+    expected = (images.shape[0], images.shape[2], images.shape[3])
+    if not isinstance(labels, torch.Tensor) or tuple(labels.shape) != expected:
+        got = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__
+        raise ModelError(
+            f"model {model} returned labels of shape {got}, expected {expected}",
+            hint="predict() must return int64 [B,H,W] at the input resolution",
+        )
+    if labels.is_floating_point():
+        if not torch.isfinite(labels).all():
+            raise ModelError(f"model {model} returned NaN labels")
+        labels = labels.round()
+    return labels.long()
+
+
+class QueryCounter:
+    """Wraps a segmenter; counts every image sent to it and refuses to pass a budget.
+
+    The budget is per source image. A batched call says which source image each row belongs to
+    (`owners`), so an attack may query several candidates of one image, or only the images whose
+    budget is left, in a single model call.
+    """
+
+    def __init__(self, segmenter: Segmenter, budget: int, n_images: int) -> None:
+        if budget < 1:
+            raise ValueError("budget must be at least 1")
+        self.segmenter = segmenter
+        self.budget = budget
+        self.counts = torch.zeros(n_images, dtype=torch.long)
+        self._lock = threading.Lock()
+
+    @property
+    def classes(self) -> list[str]:
+        return self.segmenter.classes
+
+    @property
+    def ignore_index(self) -> int:
+        return self.segmenter.ignore_index
+
+    def remaining(self) -> torch.Tensor:
+        return self.budget - self.counts
+
+    def predict(self, images: torch.Tensor, owners: torch.Tensor | None = None) -> torch.Tensor:
+        """Predict `images`; row k is charged to source image `owners[k]` (default: k)."""
+        if owners is None:
+            owners = torch.arange(images.shape[0])
+        owners = torch.as_tensor(owners, dtype=torch.long).reshape(-1)
+        if owners.numel() != images.shape[0]:
+            raise ValueError("owners must name one source image per row")
+        charge = torch.bincount(owners, minlength=self.counts.numel())
+        with self._lock:
+            after = self.counts + charge
+            if bool((after > self.budget).any()):
+                worst = int(after.argmax())
+                raise BudgetExceeded(
+                    f"image {worst} would use {int(after[worst])} queries, budget is {self.budget}",
+                    hint="the attack must stop querying an image once its budget is spent",
+                )
+            self.counts = after
+        if images.shape[0] == 0:
+            return torch.empty(0, *images.shape[2:], dtype=torch.long)
+        labels = self.segmenter.predict(images)
+        return check_prediction(images, labels, self.segmenter.name)

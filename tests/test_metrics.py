@@ -1,0 +1,109 @@
+"""Metrics against a brute-force reference and hand-computed cases."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from segtk.core.metrics import (
+    ConfusionAccumulator,
+    confusion,
+    iou_per_class,
+    mean_iou,
+    mean_robustness,
+    pixel_accuracy,
+)
+from segtk.core.proxy import Proxy
+
+
+def brute_force(pred: np.ndarray, label: np.ndarray, k: int, ignore: int = 255):
+    """Per-class IoU by counting pixels one class at a time (no confusion matrix)."""
+    valid = (label != ignore) & (label >= 0) & (label < k)
+    ious = []
+    for c in range(k):
+        inter = np.sum((pred == c) & (label == c) & valid)
+        union = np.sum(((pred == c) | (label == c)) & valid)
+        ious.append(inter / union if union else math.nan)
+    acc = np.sum((pred == label) & valid) / valid.sum() if valid.sum() else math.nan
+    miou = np.nanmean(ious) if not all(math.isnan(v) for v in ious) else math.nan
+    return ious, miou, acc
+
+
+@st.composite
+def pair(draw):
+    k = draw(st.integers(1, 6))
+    h, w = draw(st.integers(1, 7)), draw(st.integers(1, 7))
+    values = st.integers(0, k)  # k = an extra "void" output the classes don't include
+    pred = np.array(draw(st.lists(values, min_size=h * w, max_size=h * w))).reshape(h, w)
+    labels = st.one_of(st.integers(0, k - 1), st.just(255))
+    label = np.array(draw(st.lists(labels, min_size=h * w, max_size=h * w))).reshape(h, w)
+    return k, pred, label
+
+
+@settings(max_examples=200, deadline=None)
+@given(pair())
+def test_matches_brute_force(case) -> None:
+    k, pred, label = case
+    conf = confusion(torch.from_numpy(pred), torch.from_numpy(label), k)
+    ious, miou, acc = brute_force(pred, label, k)
+    got = iou_per_class(conf)[0].tolist()
+    for a, b in zip(got, ious):
+        assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b)
+    m = float(mean_iou(conf)[0])
+    assert (math.isnan(m) and math.isnan(miou)) or m == pytest.approx(miou)
+    a = float(pixel_accuracy(conf)[0])
+    assert (math.isnan(a) and math.isnan(acc)) or a == pytest.approx(acc)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(pair(), min_size=1, max_size=4))
+def test_dataset_miou_accumulates_confusion_not_image_means(cases) -> None:
+    k = cases[0][0]
+    cases = [c for c in cases if c[0] == k]
+    acc = ConfusionAccumulator(k)
+    for _, pred, label in cases:
+        acc.add(torch.from_numpy(pred)[None], torch.from_numpy(label)[None])
+    pred = np.concatenate([c[1].ravel() for c in cases])
+    label = np.concatenate([c[2].ravel() for c in cases])
+    _, miou, pacc = brute_force(pred, label, k)
+    assert (math.isnan(acc.miou) and math.isnan(miou)) or acc.miou == pytest.approx(miou)
+
+
+def test_hand_computed_ignore_absent_predicted_only_and_void() -> None:
+    # classes 0,1,2; label has 0 and 1 and ignore; 2 is absent from the label but predicted once;
+    # 3 is an extra "void" output channel.
+    label = torch.tensor([[0, 0, 1, 1, 255, 255]])
+    pred = torch.tensor([[0, 1, 1, 2, 0, 3]])
+    conf = confusion(pred, label, 3)
+    # class 0: tp 1, label 2, pred 1 (the ignore pixel's prediction does not count) -> 1/2
+    # class 1: tp 1, label 2, pred 2 -> 1/3 ; class 2: tp 0, union 1 -> 0 (predicted-only counts)
+    assert iou_per_class(conf)[0].tolist() == pytest.approx([1 / 2, 1 / 3, 0.0])
+    assert float(mean_iou(conf)[0]) == pytest.approx((1 / 2 + 1 / 3 + 0) / 3)
+    assert float(pixel_accuracy(conf)[0]) == pytest.approx(2 / 4)
+    # a class neither labelled nor predicted is left out of the mean
+    conf = confusion(torch.tensor([[0, 3]]), torch.tensor([[0, 1]]), 3)
+    ious = iou_per_class(conf)[0].tolist()
+    assert ious[0] == 1.0 and ious[1] == 0.0 and math.isnan(ious[2])
+    assert float(mean_iou(conf)[0]) == pytest.approx(0.5)  # void prediction for class 1 is wrong
+
+
+def test_proxy_is_per_image_and_batched() -> None:
+    label = torch.tensor([[[0, 1]], [[1, 1]]])
+    pred = torch.tensor([[[0, 1]], [[0, 1]]])
+    assert Proxy(2)(pred, label).tolist() == pytest.approx([1.0, 0.25])
+    assert Proxy(2, kind="pacc")(pred, label).tolist() == pytest.approx([1.0, 0.5])
+    all_ignored = torch.full((1, 1, 2), 255)
+    assert Proxy(2)(torch.zeros(1, 1, 2, dtype=torch.long), all_ignored).tolist() == [0.0]
+    with pytest.raises(ValueError, match="unknown proxy"):
+        Proxy(2, kind="dice")
+
+
+def test_mean_robustness() -> None:
+    assert mean_robustness([0.3, 0.5], 0.5) == pytest.approx(0.8)
+    with pytest.raises(ValueError):
+        mean_robustness([], 0.5)

@@ -1,0 +1,79 @@
+"""QueryCounter: counts images (not calls), refuses past budget, safe under threads."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from segtk.core.errors import BudgetExceeded, ModelError
+from segtk.core.segmenter import QueryCounter, Segmenter, check_prediction, labels_from_logits
+from segtk.testing import TinySegmenter
+
+
+def test_counts_images_not_calls() -> None:
+    model = TinySegmenter()
+    counter = QueryCounter(model, budget=10, n_images=3)
+    counter.predict(torch.rand(3, 3, 4, 4))
+    counter.predict(torch.rand(4, 3, 4, 4), owners=torch.tensor([0, 0, 1, 2]))
+    assert counter.counts.tolist() == [3, 2, 2]
+    assert model.calls == 2
+    assert counter.remaining().tolist() == [7, 8, 8]
+
+
+def test_refuses_past_budget_before_calling_the_model() -> None:
+    model = TinySegmenter()
+    counter = QueryCounter(model, budget=2, n_images=2)
+    counter.predict(torch.rand(2, 3, 4, 4))
+    counter.predict(torch.rand(1, 3, 4, 4), owners=torch.tensor([1]))
+    with pytest.raises(BudgetExceeded, match="image 1 would use 3 queries, budget is 2"):
+        counter.predict(torch.rand(2, 3, 4, 4))
+    assert model.calls == 2  # refused before the model saw anything
+    assert counter.counts.tolist() == [1, 2]
+    counter.predict(torch.rand(1, 3, 4, 4), owners=torch.tensor([0]))  # image 0 still has one
+
+
+def test_budget_one_allows_exactly_one_query() -> None:
+    counter = QueryCounter(TinySegmenter(), budget=1, n_images=1)
+    counter.predict(torch.rand(1, 3, 2, 2))
+    with pytest.raises(BudgetExceeded):
+        counter.predict(torch.rand(1, 3, 2, 2))
+
+
+def test_threads_never_overspend() -> None:
+    counter = QueryCounter(TinySegmenter(), budget=50, n_images=2)
+    refused = []
+
+    def worker() -> None:
+        for _ in range(20):
+            try:
+                counter.predict(torch.rand(2, 3, 2, 2))
+            except BudgetExceeded:
+                refused.append(1)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert counter.counts.tolist() == [50, 50]
+    assert len(refused) == 4 * 20 - 50
+
+
+class WrongShape(Segmenter):
+    name = "wrong"
+    classes = ["a", "b"]
+
+    def predict(self, images):
+        return torch.zeros(images.shape[0], 3, 3, dtype=torch.long)
+
+
+def test_wrong_shape_and_nan_are_model_errors() -> None:
+    counter = QueryCounter(WrongShape(), budget=5, n_images=1)
+    with pytest.raises(ModelError, match=r"model wrong returned labels of shape \(1, 3, 3\), expected \(1, 8, 8\)"):
+        counter.predict(torch.rand(1, 3, 8, 8))
+    with pytest.raises(ModelError, match="NaN"):
+        labels_from_logits(torch.tensor([[[[float("nan")]]]]))
+    with pytest.raises(ModelError, match="NaN labels"):
+        check_prediction(torch.rand(1, 3, 1, 1), torch.tensor([[[float("nan")]]]), "m")
