@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import torch
-from segtk_dla import DLA
-from segtk_dla.attack import _State
 
 from segtk.core.attack import Oracle
 from segtk.core.proxy import Proxy
 from segtk.core.segmenter import QueryCounter
 from segtk.testing import AttackSuite, TinySegmenter, toy_batch
+from segtk_dla import DLA
+from segtk_dla.attack import _State
 
 
 class TestDLASuite(AttackSuite):
