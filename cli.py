@@ -24,9 +24,9 @@ class SegtkGroup(click.Group):
         except SegtkError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            err_console.print(f"[bold red]Error:[/] {exc.message}")
+            err_console.print(f"[bold red]Error:[/] {exc.message}", soft_wrap=True)
             if exc.hint:
-                err_console.print(f"[yellow]hint:[/] {exc.hint}")
+                err_console.print(f"[yellow]hint:[/] {exc.hint}", soft_wrap=True)
             sys.exit(1)
 
 
@@ -225,6 +225,86 @@ def attack(attack_name, model_spec, data_spec, split, limit, budget, eps, seed, 
         ["max L∞ (0–255)", "", t["max_linf"]],
     ]))
     console.print(f"results: {out / 'results.jsonl'}")
+
+
+@cli.group()
+def bench() -> None:
+    """Benchmarks: the papers' tables on any model.
+
+    \b
+    Examples:
+      segtk bench attacks --attacks dla,random --budgets 10,50
+    """
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+@bench.command("attacks")
+@click.option("--attacks", default="dla,random,nes,bandits,zo-signsgd,signhunter,simba,square",
+              show_default=True, help="Comma-separated attack plugins.")
+@click.option("--budgets", default="10,50,200", show_default=True, help="Comma-separated budgets.")
+@click.option("--model", "models_", multiple=True, default=[DEMO_MODEL], show_default=True,
+              help="Model spec; repeat for several models.")
+@data_option
+@split_option
+@limit_option
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--eps", type=click.FloatRange(0, 255, min_open=True), default=8.0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Repeat r uses seed + r.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--chunk", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Images per shard.")
+@click.option("--executor", type=click.Choice(["local", "inline", "ray"]), default="local",
+              show_default=True, help="local = process pool; ray = Ray cluster.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes (local) or CPUs (new Ray cluster) [default: all cores].")
+@click.option("--address", default=None, help="Ray cluster address to join (with --executor ray).")
+@click.option("--out", type=click.Path(file_okay=False), default="runs/bench-attacks", show_default=True)
+@click.option("--resume", is_flag=True, help="Keep finished shards in OUT and run the rest.")
+def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, eps, seed, batch_size,
+                  chunk, executor, workers, address, out, resume) -> None:
+    """Attacks × budgets → dataset mIoU (mean ± std over repeats), CSV/JSON and curves.
+
+    \b
+    Examples:
+      segtk bench attacks --repeats 1 --budgets 10,50
+      segtk bench attacks --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
+          --data camvid:../shared/data/camvid --limit 20 --budgets 10,50,200 --repeats 3
+    """
+    from segtk.core.bench_attacks import aggregate, plan, run_bench, write_outputs
+    from segtk.core.executors import make_executor
+    from segtk.core.runs import RunDir
+    from segtk.core.specs import load_dataset
+
+    names, budget_list = _csv(attacks), [int(b) for b in _csv(budgets)]
+    for name in names:
+        registry.attack(name)  # unknown or broken plugins fail before any work
+    data = load_dataset(data_spec, split, limit)
+    shards = plan(list(models_), data_spec, split, names, budget_list, repeats, data.names, chunk,
+                  eps, seed, batch_size)
+    config = {"attacks": names, "budgets": budget_list, "models": list(models_), "data": data_spec,
+              "split": split, "images": data.names, "repeats": repeats, "eps": eps, "seed": seed}
+    run = RunDir(out, config, resume)
+    total = sum(len(s.images) for s in shards)
+    with progress() as bar:
+        task = bar.add_task(f"{len(shards)} shards", total=total, status="")
+        run_bench(shards, run, make_executor(executor, workers, address),
+                  lambda n: bar.advance(task, n))
+    result = aggregate(run.done(key="key").values(), shards)
+    cols = sorted(set(budget_list))
+    for model in list(dict.fromkeys(models_)):
+        cells: dict[str, dict[int, str]] = {}
+        for r in (r for r in result.rows if r["model"] == model):
+            text = f"{r['miou_mean']:.2f} ± {r['miou_std']:.2f}"
+            cells.setdefault(r["attack"], {}).update({b: text for b in cols} if r["attack"] == "clean"
+                                                     else {r["budget"]: text})
+        console.print(table(f"{model} — dataset mIoU % (mean ± std over {repeats} repeats), ε={eps:g}",
+                            ["attack"] + [f"{b} queries" for b in cols],
+                            [[name] + [row.get(b, "") for b in cols] for name, row in cells.items()]))
+    for path in write_outputs(result, Path(out)):
+        console.print(f"wrote {path}")
 
 
 def main() -> None:

@@ -208,13 +208,22 @@ class Attack(ABC):
         labels: torch.Tensor,
         seeds: list[int] | None = None,
         checkpoints: tuple[int, ...] = (),
+        num_classes: int | None = None,
+        ignore_index: int | None = None,
     ) -> AttackResult:
-        """Attack a batch; `seeds` gives each image its own random stream (batch-invariant)."""
+        """Attack a batch; `seeds` gives each image its own random stream (batch-invariant).
+
+        The proxy scores against the labels' classes (default: the segmenter's).
+        """
         p = self.params
         b = images.shape[0]
         seeds = seeds if seeds is not None else [p.seed * 1_000_003 + i for i in range(b)]
         counter = QueryCounter(segmenter, p.budget, b)
-        proxy = Proxy(segmenter.num_classes, segmenter.ignore_index, p.proxy)
+        proxy = Proxy(
+            num_classes if num_classes is not None else segmenter.num_classes,
+            ignore_index if ignore_index is not None else segmenter.ignore_index,
+            p.proxy,
+        )
         oracle = Oracle(counter, images, labels, proxy, p.eps_unit, seeds, checkpoints)
         self.attack(oracle)
         return oracle.result()

@@ -18,7 +18,15 @@ import numpy as np
 import torch
 
 from segtk.core.attack import Attack
-from segtk.core.data import Dataset, Item, default_palette, same_size_batches, to_tensor, write_png
+from segtk.core.data import (
+    Dataset,
+    Item,
+    batch_tensors,
+    default_palette,
+    same_size_batches,
+    to_tensor,
+    write_png,
+)
 from segtk.core.errors import ModelError, SegtkError
 from segtk.core.metrics import ConfusionAccumulator, confusion, mean_iou, pixel_accuracy
 from segtk.core.render import overlay
@@ -103,11 +111,11 @@ def attack_dataset(
 def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path, save_images, palette):
     names = [item.name for item in batch]
     clean_u8 = np.stack([item.image for item in batch])
-    x = to_tensor(list(clean_u8)).to(segmenter.device)
-    y = torch.from_numpy(np.stack([item.label for item in batch])).to(segmenter.device)
+    x, y = batch_tensors(batch, segmenter.device)
     seeds = [image_seed(attack.params.seed, n) for n in names]
     try:
-        result = attack.run(segmenter, x, y, seeds=seeds)
+        result = attack.run(segmenter, x, y, seeds=seeds, num_classes=len(dataset.classes),
+                            ignore_index=dataset.ignore_index)
         stored = quantise(result.images, clean_u8, attack.params.eps)
         clean_pred = evaluate(segmenter, x).cpu()
         adv_pred = evaluate(segmenter, to_tensor(list(stored)).to(segmenter.device)).cpu()

@@ -216,6 +216,13 @@ def default_palette(num_classes: int) -> np.ndarray:
     return pal
 
 
+def batch_tensors(batch: Sequence[Item], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Items of one size -> images [B,3,H,W] in [0,1] and labels [B,H,W] on `device`."""
+    images = to_tensor([item.image for item in batch]).to(device)
+    labels = torch.from_numpy(np.stack([item.label for item in batch])).to(device)
+    return images, labels
+
+
 def same_size_batches(dataset: Dataset, indices: Sequence[int], batch_size: int) -> Iterator[list[Item]]:
     """Read items in order and yield batches of equal-sized images (a batch is one tensor)."""
     pending: dict[tuple[int, int], list[Item]] = {}

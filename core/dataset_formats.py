@@ -78,8 +78,10 @@ def read_cityscapes_label_ids(path: Path) -> np.ndarray:
 def load_cityscapes(arg: str, split: str | None) -> Dataset:
     """leftImg8bit/SPLIT/CITY/X_leftImg8bit.png with gtFine/SPLIT/CITY/X_gtFine_labelIds.png,
     or the same files flat in leftImg8bit/ and gtFine/ (read as the val split)."""
-    hint = ("Cityscapes has leftImg8bit/SPLIT/CITY/*_leftImg8bit.png and "
-            "gtFine/SPLIT/CITY/*_gtFine_labelIds.png (or both folders flat, without SPLIT/CITY)")
+    hint = (
+        "Cityscapes has leftImg8bit/SPLIT/CITY/*_leftImg8bit.png and "
+        "gtFine/SPLIT/CITY/*_gtFine_labelIds.png (or both folders flat, without SPLIT/CITY)"
+    )
     root = dataset_root(arg, "cityscapes", hint)
     images = _dir(root / "leftImg8bit", "leftImg8bit", hint)
     labels = _dir(root / "gtFine", "gtFine", hint)
@@ -106,12 +108,18 @@ def load_cityscapes(arg: str, split: str | None) -> Dataset:
             entries.append((name, image, train_ids, read_label))
         else:
             raise missing_label(
-                image, f"{label_ids} or {train_ids.name}",
+                image,
+                f"{label_ids} or {train_ids.name}",
                 hint="each Cityscapes image needs its gtFine labelIds (or labelTrainIds) PNG",
             )
     pairs = require_images(make_pairs(entries), images, "*_leftImg8bit.png images")
-    return Dataset(f"cityscapes-{split}", CITYSCAPES_CLASSES, pairs, palette=CITYSCAPES_PALETTE,
-                   extra={"root": str(root), "layout": layout})
+    return Dataset(
+        f"cityscapes-{split}",
+        CITYSCAPES_CLASSES,
+        pairs,
+        palette=CITYSCAPES_PALETTE,
+        extra={"root": str(root), "layout": layout},
+    )
 
 
 # --- Pascal VOC 2012 --------------------------------------------------------------------------
@@ -150,8 +158,10 @@ def _voc_root(root: Path) -> Path:
 def load_voc(arg: str, split: str | None) -> Dataset:
     """JPEGImages/*.jpg + SegmentationClass/*.png (+ ImageSets/Segmentation/SPLIT.txt), or
     images/ + targets/ with RGB targets in the VOC colours (read as the val split)."""
-    hint = ("Pascal VOC has JPEGImages/ and SegmentationClass/ (with ImageSets/Segmentation/"
-            "SPLIT.txt), or images/ and targets/ with the same file names")
+    hint = (
+        "Pascal VOC has JPEGImages/ and SegmentationClass/ (with ImageSets/Segmentation/"
+        "SPLIT.txt), or images/ and targets/ with the same file names"
+    )
     root = _voc_root(dataset_root(arg, "voc", hint))
     if (root / "images").is_dir() and (root / "targets").is_dir():
         check_flat_split(root, split, ("val",), "VOC")
@@ -167,31 +177,44 @@ def load_voc(arg: str, split: str | None) -> Dataset:
         entries = []
         for name, label in _images(labels).items():
             if name not in by_stem:
-                raise DataError(f"{label}: no image {images / name}.jpg for this label",
-                                hint="each SegmentationClass PNG needs its JPEGImages picture")
+                raise DataError(
+                    f"{label}: no image {images / name}.jpg for this label",
+                    hint="each SegmentationClass PNG needs its JPEGImages picture",
+                )
             entries.append((name, by_stem[name], label, read_voc_label))
         return _voc(root, "val", require_images(make_pairs(entries), labels, "labels"), "voc")
     split = split or "val"
     list_file = lists / f"{split}.txt"
     if not list_file.is_file():
         available = ", ".join(sorted(p.stem for p in lists.glob("*.txt"))) or "none"
-        raise DataError(f"{lists}: unknown split {split!r} (no {split}.txt; available: {available})",
-                        hint=f"pass --split with one of: {available}")
+        raise DataError(
+            f"{lists}: unknown split {split!r} (no {split}.txt; available: {available})",
+            hint=f"pass --split with one of: {available}",
+        )
     entries = []
     for name in list_file.read_text().split():
         image, label = images / f"{name}.jpg", labels / f"{name}.png"
         if not image.is_file():
-            raise DataError(f"{list_file}: lists {name!r}, but {image} is missing",
-                            hint="the split list and JPEGImages/ disagree; is the download complete?")
+            raise DataError(
+                f"{list_file}: lists {name!r}, but {image} is missing",
+                hint="the split list and JPEGImages/ disagree; is the download complete?",
+            )
         if not label.is_file():
-            raise missing_label(image, str(label), hint=f"{list_file.name} lists it for segmentation")
+            raise missing_label(
+                image, str(label), hint=f"{list_file.name} lists it for segmentation"
+            )
         entries.append((name, image, label, read_voc_label))
     return _voc(root, split, require_images(make_pairs(entries), list_file, "image names"), "voc")
 
 
 def _voc(root: Path, split: str, pairs, layout: str) -> Dataset:
-    return Dataset(f"voc-{split}", VOC_CLASSES, pairs, palette=VOC_PALETTE[: len(VOC_CLASSES)],
-                   extra={"root": str(root), "layout": layout})
+    return Dataset(
+        f"voc-{split}",
+        VOC_CLASSES,
+        pairs,
+        palette=VOC_PALETTE[: len(VOC_CLASSES)],
+        extra={"root": str(root), "layout": layout},
+    )
 
 
 # --- ADE20K SceneParsing (ADEChallengeData2016) -----------------------------------------------
@@ -225,8 +248,10 @@ def read_ade20k_label(path: Path) -> np.ndarray:
     bad = (raw < 0) | (raw > len(ADE20K_CLASSES))
     if bad.any():
         values = sorted(int(v) for v in np.unique(raw[bad]))[:8]
-        raise DataError(f"{path}: values {values} are outside ADE20K's 0-150 (0 = unlabelled)",
-                        hint="ADE20K SceneParsing annotations hold 0 (ignore) and 1-150")
+        raise DataError(
+            f"{path}: values {values} are outside ADE20K's 0-150 (0 = unlabelled)",
+            hint="ADE20K SceneParsing annotations hold 0 (ignore) and 1-150",
+        )
     out = raw - 1
     out[raw == 0] = IGNORE
     return out
@@ -235,8 +260,10 @@ def read_ade20k_label(path: Path) -> np.ndarray:
 def load_ade20k(arg: str, split: str | None) -> Dataset:
     """images/SPLIT/*.jpg + annotations/SPLIT/*.png (ADEChallengeData2016), or flat
     images/ + annotations/ (read as the validation split)."""
-    hint = ("ADE20K (ADEChallengeData2016) has images/SPLIT/*.jpg and annotations/SPLIT/*.png, "
-            "SPLIT = training or validation (or both folders flat, without SPLIT)")
+    hint = (
+        "ADE20K (ADEChallengeData2016) has images/SPLIT/*.jpg and annotations/SPLIT/*.png, "
+        "SPLIT = training or validation (or both folders flat, without SPLIT)"
+    )
     root = dataset_root(arg, "ade20k", hint)
     if (root / "ADEChallengeData2016").is_dir():
         root = root / "ADEChallengeData2016"
@@ -251,5 +278,10 @@ def load_ade20k(arg: str, split: str | None) -> Dataset:
         check_flat_split(root, split, ("validation", "val"), "ADE20K")
         split, layout = "validation", "flat"
     pairs = require_images(pair_folders(images, labels, read_ade20k_label), images)
-    return Dataset(f"ade20k-{split}", ADE20K_CLASSES, pairs, palette=default_palette(len(ADE20K_CLASSES)),
-                   extra={"root": str(root), "layout": layout})
+    return Dataset(
+        f"ade20k-{split}",
+        ADE20K_CLASSES,
+        pairs,
+        palette=default_palette(len(ADE20K_CLASSES)),
+        extra={"root": str(root), "layout": layout},
+    )

@@ -50,7 +50,9 @@ def dataset_root(arg: str, fmt: str, hint: str) -> Path:
         raise DataError(f"--data {fmt}: no dataset path given", hint=f"syntax: {fmt}:PATH; {hint}")
     root = Path(arg).expanduser()
     if not root.exists():
-        raise DataError(f"{root}: dataset folder not found", hint=f"check the PATH in --data {fmt}:PATH")
+        raise DataError(
+            f"{root}: dataset folder not found", hint=f"check the PATH in --data {fmt}:PATH"
+        )
     if not root.is_dir():
         raise DataError(f"{root}: is a file, not a dataset folder", hint=hint)
     return root
@@ -133,7 +135,8 @@ def pair_folders(
         lab_path = labels.get(label_name(stem))
         if lab_path is None:
             raise missing_label(
-                img_path, f"{label_dir / label_name(stem)}.png or another image suffix",
+                img_path,
+                f"{label_dir / label_name(stem)}.png or another image suffix",
                 hint="every image needs a label with the same name",
             )
         entries.append((stem, img_path, lab_path, label_reader))
@@ -161,7 +164,9 @@ def folder_dataset(root: Path, name: str, hint: str) -> Dataset:
     classes = read_classes(root)
     image_dir = _dir(root / "images", "images", hint)
     pairs = pair_folders(image_dir, _dir(root / "labels", "labels", hint), read_label)
-    return Dataset(name, classes, require_images(pairs, image_dir), palette=default_palette(len(classes)))
+    return Dataset(
+        name, classes, require_images(pairs, image_dir), palette=default_palette(len(classes))
+    )
 
 
 def load_folder(arg: str, split: str | None) -> Dataset:
@@ -221,29 +226,67 @@ def load_camvid(arg: str, split: str | None) -> Dataset:
         )
     image_dir = root / split
     pairs = pair_folders(image_dir, _dir(root / f"{split}annot", f"{split}annot", hint), label)
-    return Dataset(f"camvid-{split}", CAMVID_CLASSES, require_images(pairs, image_dir), palette=CAMVID_PALETTE)
+    return Dataset(
+        f"camvid-{split}", CAMVID_CLASSES, require_images(pairs, image_dir), palette=CAMVID_PALETTE
+    )
 
 
 @hookimpl
 def register_datasets(register) -> None:
     from segtk.core import dataset_formats as formats
 
-    register(DatasetPlugin("folder", load_folder, "folder:PATH (images/, labels/, classes.txt)",
-                           "--data folder:my_data", "paired image/label files by name"))
-    register(DatasetPlugin("edited", load_edited,
-                           "edited:DIR (images/, labels/, classes.txt, manifest.jsonl from `segtk edit`)",
-                           "--data edited:runs/edit-fog", "a dataset written by `segtk edit`"))
-    register(DatasetPlugin("camvid", load_camvid, "camvid:PATH [--split train|val|test]",
-                           "--data camvid:../shared/data/camvid", "CamVid, SegNet layout, 11 classes"))
-    register(DatasetPlugin("cityscapes", formats.load_cityscapes,
-                           "cityscapes:PATH [--split train|val|test] (leftImg8bit/, gtFine/)",
-                           "--data cityscapes:../shared/data/cityscapes",
-                           "Cityscapes gtFine, labelIds mapped to the 19 trainIds"))
-    register(DatasetPlugin("voc", formats.load_voc,
-                           "voc:PATH [--split train|val|...] (JPEGImages/ + SegmentationClass/, "
-                           "or images/ + targets/)",
-                           "--data voc:../shared/data/voc", "Pascal VOC 2012, 21 classes"))
-    register(DatasetPlugin("ade20k", formats.load_ade20k,
-                           "ade20k:PATH [--split training|validation] (images/, annotations/)",
-                           "--data ade20k:../shared/data/ade20k",
-                           "ADE20K SceneParsing (ADEChallengeData2016), 150 classes"))
+    register(
+        DatasetPlugin(
+            "folder",
+            load_folder,
+            "folder:PATH (images/, labels/, classes.txt)",
+            "--data folder:my_data",
+            "paired image/label files by name",
+        )
+    )
+    register(
+        DatasetPlugin(
+            "edited",
+            load_edited,
+            "edited:DIR (images/, labels/, classes.txt, manifest.jsonl from `segtk edit`)",
+            "--data edited:runs/edit-fog",
+            "a dataset written by `segtk edit`",
+        )
+    )
+    register(
+        DatasetPlugin(
+            "camvid",
+            load_camvid,
+            "camvid:PATH [--split train|val|test]",
+            "--data camvid:../shared/data/camvid",
+            "CamVid, SegNet layout, 11 classes",
+        )
+    )
+    register(
+        DatasetPlugin(
+            "cityscapes",
+            formats.load_cityscapes,
+            "cityscapes:PATH [--split train|val|test] (leftImg8bit/, gtFine/)",
+            "--data cityscapes:../shared/data/cityscapes",
+            "Cityscapes gtFine, labelIds mapped to the 19 trainIds",
+        )
+    )
+    register(
+        DatasetPlugin(
+            "voc",
+            formats.load_voc,
+            "voc:PATH [--split train|val|...] (JPEGImages/ + SegmentationClass/, "
+            "or images/ + targets/)",
+            "--data voc:../shared/data/voc",
+            "Pascal VOC 2012, 21 classes",
+        )
+    )
+    register(
+        DatasetPlugin(
+            "ade20k",
+            formats.load_ade20k,
+            "ade20k:PATH [--split training|validation] (images/, annotations/)",
+            "--data ade20k:../shared/data/ade20k",
+            "ADE20K SceneParsing (ADEChallengeData2016), 150 classes",
+        )
+    )

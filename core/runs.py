@@ -56,9 +56,9 @@ class RunDir:
         record = {"command": " ".join(sys.argv), "versions": versions(), "config": config}
         atomic_write_bytes(run_file, (json.dumps(record, indent=2) + "\n").encode())
 
-    def done(self) -> dict[str, dict[str, Any]]:
-        """Finished images by name. A torn last line (a crash mid-write) is dropped."""
-        return read_results(self.path / RESULTS_FILE, repair=True)
+    def done(self, key: str = "image") -> dict[str, dict[str, Any]]:
+        """Finished records by `key`. A torn last line (a crash mid-write) is dropped."""
+        return read_results(self.path / RESULTS_FILE, key=key, repair=True)
 
     def append(self, record: dict[str, Any]) -> None:
         """One line per image, written with a single write and fsync'd."""
@@ -71,7 +71,7 @@ class RunDir:
             os.close(fd)
 
 
-def read_results(path: Path, repair: bool = False) -> dict[str, dict[str, Any]]:
+def read_results(path: Path, key: str = "image", repair: bool = False) -> dict[str, dict[str, Any]]:
     if not path.exists():
         return {}
     raw = path.read_bytes()
@@ -84,7 +84,7 @@ def read_results(path: Path, repair: bool = False) -> dict[str, dict[str, Any]]:
             rec = json.loads(line)
         except json.JSONDecodeError:
             break
-        records[rec["image"]] = rec
+        records[rec[key]] = rec
         good += len(line)
     if repair and good < len(raw):
         with open(path, "r+b") as fh:

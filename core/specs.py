@@ -40,3 +40,13 @@ def load_dataset(spec: str, split: str | None = None, limit: int | None = None) 
     if len(dataset) == 0:
         raise DataError(f"dataset {spec!r} has no images", hint=f"expected layout: {plugin.syntax}")
     return dataset
+
+
+def check_compatible(model: Segmenter, dataset: Dataset) -> None:
+    """A model can only be scored on labels from its own class list."""
+    if model.num_classes != len(dataset.classes):
+        raise DataError(
+            f"model {model.name} predicts {model.num_classes} classes but dataset {dataset.name} "
+            f"has {len(dataset.classes)}",
+            hint="use a model trained on this dataset's classes (see `segtk models`)",
+        )

@@ -1,0 +1,222 @@
+"""`segtk bench attacks`: attacks × budgets × models × repeats, sharded, resumable.
+
+An attack whose first b queries do not depend on the total budget (`anytime`) runs once per
+repeat at the largest budget and the smaller budgets are read off the oracle's checkpoints;
+budget-dependent schedules (DLA's T/5 exploration, Square's p schedule) run once per budget.
+Every table number is a dataset mIoU over the confusions of the best candidate per image.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from segtk.core import registry
+from segtk.core.attack_job import evaluate, image_seed
+from segtk.core.data import batch_tensors, same_size_batches
+from segtk.core.metrics import confusion, mean_iou, pixel_accuracy
+from segtk.core.params import build_attack
+from segtk.core.runs import RunDir
+from segtk.core.specs import check_compatible, load_dataset, load_segmenter
+
+
+@dataclass(frozen=True)
+class Shard:
+    model: str
+    data: str
+    split: str | None
+    attack: str
+    repeat: int
+    budget: int  # the budget this run is given
+    checkpoints: tuple[int, ...]  # budgets read off this run
+    images: tuple[str, ...]
+    eps: float
+    seed: int
+    batch_size: int
+    params: tuple[str, ...] = ()
+
+    def key(self, image: str) -> str:
+        return f"{self.model}|{self.attack}|{self.repeat}|{self.budget}|{image}"
+
+
+@lru_cache(maxsize=4)
+def _model(spec: str):
+    return load_segmenter(spec)  # once per worker process
+
+
+def run_shard(shard: Shard) -> list[dict[str, Any]]:
+    """Attack one chunk of images; one record per image (runs in a worker)."""
+    model = _model(shard.model)
+    data = load_dataset(shard.data, shard.split).subset(names=shard.images)
+    attack = build_attack(shard.attack, budget=shard.budget, eps=shard.eps,
+                          seed=shard.seed + shard.repeat, extra=shard.params)
+    k, ignore = len(data.classes), data.ignore_index
+    records = []
+    for batch in same_size_batches(data, range(len(data)), shard.batch_size):
+        x, y = batch_tensors(batch, model.device)
+        seeds = [image_seed(attack.params.seed, item.name) for item in batch]
+        result = attack.run(model, x, y, seeds=seeds, checkpoints=shard.checkpoints,
+                            num_classes=k, ignore_index=ignore)
+        clean = evaluate(model, x).cpu()
+        for i, item in enumerate(batch):
+            records.append({
+                "key": shard.key(item.name),
+                "model": shard.model, "attack": shard.attack, "repeat": shard.repeat,
+                "run_budget": shard.budget, "image": item.name,
+                "queries": int(result.queries[i]),
+                "clean_confusion": confusion(clean[i], y[i].cpu(), k, ignore)[0].tolist(),
+                "confusions": {str(b): c[i].tolist() for b, c in result.checkpoints.items()},
+                "history": [round(v, 6) for v in result.history[i]],
+            })
+    return records
+
+
+def plan(models: list[str], data: str, split: str | None, attacks: list[str], budgets: list[int],
+         repeats: int, images: list[str], chunk: int, eps: float, seed: int, batch_size: int,
+         params: tuple[str, ...] = ()) -> list[Shard]:
+    budgets = sorted(set(budgets))
+    shards = []
+    for model in models:
+        for name in attacks:
+            runs = ([(budgets[-1], tuple(budgets))] if registry.attack(name).anytime
+                    else [(b, (b,)) for b in budgets])
+            for repeat in range(repeats):
+                for budget, checkpoints in runs:
+                    for start in range(0, len(images), chunk):
+                        shards.append(Shard(model, data, split, name, repeat, budget, checkpoints,
+                                            tuple(images[start:start + chunk]), eps, seed,
+                                            batch_size, params))
+    return shards
+
+
+@dataclass
+class BenchResult:
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    curves: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # model -> attack -> proxy
+
+
+def run_bench(shards: list[Shard], run: RunDir, executor, on_records: Callable[[int], None] | None = None) -> None:
+    """Run the shards not finished yet; append their records as they land."""
+    done = {r["key"] for r in _records(run)}
+    todo = [s for s in shards if any(s.key(img) not in done for img in s.images)]
+    if on_records:
+        on_records(sum(len(s.images) for s in shards) - sum(len(s.images) for s in todo))
+    if todo:
+        first = todo[0]
+        check_compatible(_model(first.model), load_dataset(first.data, first.split).subset(limit=1))
+    for records in executor.map(run_shard, todo):
+        for rec in records:
+            run.append(rec)
+        if on_records:
+            on_records(len(records))
+
+
+def _records(run: RunDir) -> Iterable[dict[str, Any]]:
+    return run.done(key="key").values()
+
+
+def aggregate(records: Iterable[dict[str, Any]], shards: list[Shard]) -> BenchResult:
+    """Table rows (clean first, then attack × budget, mean ± std over repeats) and curves."""
+    records = list(records)
+    wanted = {(s.model, s.attack, s.budget) for s in shards}
+    by_run: dict[tuple, dict[str, torch.Tensor]] = defaultdict(dict)
+    clean: dict[str, dict[str, torch.Tensor]] = defaultdict(dict)
+    histories: dict[tuple[str, str], list[list[float]]] = defaultdict(list)
+    max_budget: dict[tuple[str, str], int] = {}
+    for s in shards:
+        max_budget[(s.model, s.attack)] = max(s.budget, max_budget.get((s.model, s.attack), 0))
+    for rec in records:
+        if (rec["model"], rec["attack"], rec["run_budget"]) not in wanted:
+            continue
+        clean[rec["model"]][rec["image"]] = torch.tensor(rec["clean_confusion"])
+        for b, conf in rec["confusions"].items():
+            by_run[(rec["model"], rec["attack"], int(b), rec["repeat"])][rec["image"]] = torch.tensor(conf)
+        if rec["run_budget"] == max_budget[(rec["model"], rec["attack"])]:
+            histories[(rec["model"], rec["attack"])].append(rec["history"])
+    result = BenchResult()
+    budgets = sorted({b for s in shards for b in s.checkpoints})
+    models = list(dict.fromkeys(s.model for s in shards))
+    attacks = list(dict.fromkeys(s.attack for s in shards))
+    for model in models:
+        total = sum(clean[model].values())
+        if isinstance(total, torch.Tensor):
+            result.rows.append(_row(model, "clean", 0, [total], len(clean[model])))
+        for name in attacks:
+            for b in budgets:
+                reps = sorted(r for (m, a, bb, r) in by_run if (m, a, bb) == (model, name, b))
+                totals = [sum(by_run[(model, name, b, r)].values()) for r in reps]
+                if totals:
+                    n = len(by_run[(model, name, b, reps[0])])
+                    result.rows.append(_row(model, name, b, totals, n))
+            if histories[(model, name)]:
+                result.curves.setdefault(model, {})[name] = _mean_curve(histories[(model, name)])
+    return result
+
+
+def _row(model: str, attack: str, budget: int, totals: list[torch.Tensor], images: int) -> dict[str, Any]:
+    mious = [100 * float(mean_iou(t)) for t in totals]
+    paccs = [100 * float(pixel_accuracy(t)) for t in totals]
+    return {
+        "model": model, "attack": attack, "budget": budget, "images": images,
+        "repeats": len(totals),
+        "miou_mean": statistics.fmean(mious),
+        "miou_std": statistics.pstdev(mious) if len(mious) > 1 else 0.0,
+        "pacc_mean": statistics.fmean(paccs),
+    }
+
+
+def _mean_curve(histories: list[list[float]]) -> list[float]:
+    length = max(len(h) for h in histories)
+    padded = [h + [h[-1]] * (length - len(h)) for h in histories if h]
+    return [100 * statistics.fmean(col) for col in zip(*padded)]
+
+
+def write_outputs(result: BenchResult, out: Path) -> list[Path]:
+    """table.csv, table.json, curves.json and curves.png (proxy vs. queries, like the paper)."""
+    import csv
+    import io
+    import json
+
+    from segtk.core.data import atomic_write_bytes
+
+    cols = ["model", "attack", "budget", "miou_mean", "miou_std", "pacc_mean", "images", "repeats"]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in result.rows:
+        writer.writerow({c: f"{row[c]:.4f}" if isinstance(row[c], float) else row[c] for c in cols})
+    atomic_write_bytes(out / "table.csv", buf.getvalue().encode())
+    atomic_write_bytes(out / "table.json", json.dumps(result.rows, indent=2).encode())
+    atomic_write_bytes(out / "curves.json", json.dumps(result.curves).encode())
+    plot_curves(result.curves, out / "curves.png")
+    return [out / "table.csv", out / "table.json", out / "curves.png"]
+
+
+def plot_curves(curves: dict[str, dict[str, list[float]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, max(len(curves), 1), figsize=(6 * max(len(curves), 1), 4.2), squeeze=False)
+    for ax, (model, by_attack) in zip(axes[0], curves.items()):
+        for name, curve in by_attack.items():
+            ax.plot(range(1, len(curve) + 1), curve, label=name, lw=2 if name == "dla" else 1.2)
+        ax.set_title(model, fontsize=9)
+        ax.set_xlabel("queries")
+        ax.set_ylabel("mean per-image mIoU (proxy) %")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)

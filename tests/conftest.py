@@ -1,0 +1,28 @@
+"""Shared fixtures: a small on-disk folder dataset labelled by the tiny model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from segtk.core.data import to_tensor, to_uint8, write_png
+from segtk.testing import TinySegmenter, toy_batch
+
+
+def write_folder_dataset(root: Path, n: int = 3, height: int = 13, width: int = 17) -> Path:
+    images, _ = toy_batch(n, height, width, seed=1)
+    u8 = to_uint8(images)
+    labels = TinySegmenter().predict(to_tensor(list(u8))).numpy()  # what the model sees
+    labels[:, 0, 0] = 255  # one ignore pixel per image
+    for i in range(n):
+        write_png(root / "images" / f"img{i}.png", u8[i])
+        write_png(root / "labels" / f"img{i}.png", labels[i].astype(np.uint8))
+    (root / "classes.txt").write_text("\n".join(TinySegmenter().classes) + "\n")
+    return root
+
+
+@pytest.fixture
+def folder_dataset(tmp_path: Path) -> Path:
+    return write_folder_dataset(tmp_path / "data")

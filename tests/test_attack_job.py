@@ -1,0 +1,106 @@
+"""Attacking a dataset: stored 8-bit images, per-image records, errors and resume."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from segtk.core.attack_job import attack_dataset, quantise
+from segtk.core.data import read_image, to_tensor
+from segtk.core.errors import ModelError, SegtkError
+from segtk.core.runs import RunDir, read_results
+from segtk.core.specs import load_dataset
+from segtk.testing import TinySegmenter
+from segtk_dla import DLA
+
+KEYS = {"image", "clean_miou", "adv_miou", "clean_pacc", "adv_pacc", "queries", "linf", "history"}
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 255), st.floats(-0.2, 1.2), st.sampled_from([1.0, 2.5, 8.0, 16.0]))
+def test_quantise_stays_in_the_ball_and_box(clean: int, adv: float, eps: float) -> None:
+    clean_u8 = np.full((1, 2, 2, 3), clean, dtype=np.uint8)
+    stored = quantise(torch.full((1, 3, 2, 2), adv), clean_u8, eps)
+    assert np.abs(stored.astype(int) - clean).max() <= eps
+
+
+def run(tmp_path, folder, model=None, resume=False, budget=8, name="run"):
+    data = load_dataset(f"folder:{folder}")
+    rd = RunDir(tmp_path / name, {"budget": budget}, resume)
+    return attack_dataset(DLA(budget=budget), model or TinySegmenter(), data, rd, batch_size=2), rd
+
+
+def test_records_images_and_overlays(tmp_path, folder_dataset) -> None:
+    summary, rd = run(tmp_path, folder_dataset)
+    records = read_results(rd.path / "results.jsonl")
+    assert set(records) == {"img0", "img1", "img2"}
+    for name, rec in records.items():
+        assert KEYS <= rec.keys()
+        assert rec["queries"] == 8 and len(rec["history"]) == 8
+        stored = read_image(rd.path / "images" / f"{name}.png")
+        clean = read_image(folder_dataset / "images" / f"{name}.png")
+        assert np.abs(stored.astype(int) - clean.astype(int)).max() == rec["linf"] <= 8
+        assert (rd.path / "overlays" / f"{name}_adv.png").exists()
+        # the reported adversarial mIoU is the stored PNG's, not the float image's
+        label = load_dataset(f"folder:{folder_dataset}").subset(names=[name])[0].label
+        from segtk.core.proxy import Proxy
+
+        pred = TinySegmenter().predict(to_tensor([stored]))
+        assert rec["adv_miou"] == pytest.approx(float(Proxy(4)(pred, torch.from_numpy(label)[None])[0]))
+    assert summary.table["images"] == 3 and summary.table["max_linf"] <= 8
+
+
+class FailsOn(TinySegmenter):
+    """Raises (or returns NaN scores) once it sees a given image."""
+
+    def __init__(self, bad_value: float, mode: str = "raise") -> None:
+        super().__init__()
+        self.bad_value, self.mode = bad_value, mode
+
+    def predict(self, images):
+        if bool((images[:, 0, 1, 1] == self.bad_value).any()):
+            if self.mode == "raise":
+                raise RuntimeError("CUDA fell over")
+            from segtk.core.segmenter import labels_from_logits
+
+            return labels_from_logits(torch.full((images.shape[0], 4, *images.shape[2:]), float("nan")))
+        return super().predict(images)
+
+
+@pytest.mark.parametrize("mode,message", [("raise", "the model raised RuntimeError"), ("nan", "NaN")])
+def test_model_failure_names_the_image_and_keeps_results(tmp_path, folder_dataset, mode, message) -> None:
+    img2 = read_image(folder_dataset / "images" / "img2.png")
+    bad = FailsOn(float(img2[1, 1, 0]) / 255, mode)
+    data = load_dataset(f"folder:{folder_dataset}")
+    rd = RunDir(tmp_path / "r", {"budget": 8}, False)
+    with pytest.raises(SegtkError, match=f"while attacking img2: .*{message}"):
+        attack_dataset(DLA(budget=8), bad, data, rd, batch_size=1)
+    assert set(read_results(rd.path / "results.jsonl")) == {"img0", "img1"}
+
+
+def test_resume_gives_the_uninterrupted_table(tmp_path, folder_dataset) -> None:
+    full, _ = run(tmp_path, folder_dataset, name="full")
+    img2 = read_image(folder_dataset / "images" / "img2.png")
+    with pytest.raises(ModelError):
+        run(tmp_path, folder_dataset, model=FailsOn(float(img2[1, 1, 0]) / 255), name="part")
+    # a crash mid-write leaves a torn line: it is dropped on resume
+    with open(tmp_path / "part" / "results.jsonl", "ab") as fh:
+        fh.write(b'{"image": "img2", "clean_m')
+    resumed, rd = run(tmp_path, folder_dataset, resume=True, name="part")
+    assert resumed.table == full.table
+    lines = (rd.path / "results.jsonl").read_text().splitlines()
+    assert [json.loads(line)["image"] for line in lines] == ["img0", "img1", "img2"]
+
+
+def test_run_dir_refuses_mixing_runs(tmp_path, folder_dataset) -> None:
+    run(tmp_path, folder_dataset, name="x")
+    with pytest.raises(SegtkError, match="already holds results") as exc:
+        run(tmp_path, folder_dataset, name="x")
+    assert "--resume" in exc.value.hint
+    with pytest.raises(SegtkError, match=r"holds a run with other settings \(budget\)"):
+        run(tmp_path, folder_dataset, resume=True, budget=9, name="x")

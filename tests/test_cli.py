@@ -1,0 +1,80 @@
+"""The CLI end to end (in-process): help, predict, attack, resume, errors."""
+
+from __future__ import annotations
+
+import json
+import types
+
+import pytest
+from click.testing import CliRunner
+
+from segtk.cli import cli
+from segtk.core import registry
+from segtk.core.hookspecs import hookimpl
+from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
+from segtk.core.registry import SegmenterPlugin
+from segtk.testing import TinySegmenter
+
+
+@pytest.fixture
+def tiny_model():
+    """Registers `--model tiny` through the plugin manager, like any plugin object."""
+    reset_plugin_manager()
+    plugin = types.SimpleNamespace(
+        register_segmenters=hookimpl(lambda register: register(
+            SegmenterPlugin("tiny", lambda arg: TinySegmenter(), "tiny", "--model tiny")))
+    )
+    get_plugin_manager().register(plugin, name="tiny-test")
+    registry.reset()
+    yield "tiny"
+    reset_plugin_manager()
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+@pytest.mark.parametrize("command", [[], ["attack"], ["predict"], ["plugins"], ["models"],
+                                     ["datasets"], ["bench"], ["bench", "attacks"],
+                                     ["models", "convert"]])
+def test_every_command_has_help_with_examples(command) -> None:
+    result = invoke(*command, "--help")
+    assert result.exit_code == 0
+    assert "Example" in result.output
+
+
+def test_predict_writes_labels_and_prints_miou(tmp_path, folder_dataset, tiny_model) -> None:
+    result = invoke("predict", "--model", "tiny", "--data", f"folder:{folder_dataset}",
+                    "--out", str(tmp_path / "p"))
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "p" / "summary.json").read_text())
+    assert summary["images"] == 3 and summary["miou"] == 1.0  # labels are the model's own output
+    assert (tmp_path / "p" / "labels" / "img0.png").exists()
+
+
+def test_attack_then_resume(tmp_path, folder_dataset, tiny_model) -> None:
+    args = ["attack", "--plugin", "dla", "--model", "tiny", "--data", f"folder:{folder_dataset}",
+            "--budget", "6", "--out", str(tmp_path / "a"), "--batch-size", "2"]
+    first = invoke(*args)
+    assert first.exit_code == 0, first.output
+    assert "dataset mIoU" in first.output
+    run = json.loads((tmp_path / "a" / "run.json").read_text())
+    assert run["config"]["params"]["budget"] == 6 and "torch" in run["versions"]
+    again = invoke(*args)
+    assert again.exit_code == 1 and "already holds results" in again.output
+    resumed = invoke(*args, "--resume")
+    assert resumed.exit_code == 0
+    assert resumed.output.split("dataset mIoU")[1] == first.output.split("dataset mIoU")[1]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["attack", "--plugin", "nope"], "no attack plugin named 'nope'"),
+    (["attack", "--plugin", "dla", "--model", "tiny", "--data", "folder:/no/such/dir"], "/no/such/dir"),
+    (["attack", "--plugin", "dla", "--model", "zzz:1"], "no segmenter plugin named 'zzz'"),
+    (["attack", "--plugin", "dla", "--param", "bogus=1"], "unknown parameter 'bogus=1'"),
+])
+def test_errors_are_one_line_with_hint(args, message, tiny_model) -> None:
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1
+    assert message in result.output
+    assert "Traceback" not in result.output and "hint:" in result.output
