@@ -112,11 +112,12 @@ def missing_label(image: Path, expected: str, hint: str = "every image needs a l
     return DataError(f"{image}: no label (expected {expected})", hint=hint)
 
 
-def require_images(pairs: Pairs, folder: Path, what: str = "images") -> Pairs:
-    """Refuse an empty dataset, naming the folder that should have held the images."""
+def require_images(pairs: Pairs, folder: Path, what: str = "") -> Pairs:
+    """Refuse an empty dataset, naming the folder (or list) that should have held the images."""
     if not pairs:
+        looked = "" if what else f" (looked for {', '.join('*' + s for s in IMAGE_SUFFIXES)})"
         raise DataError(
-            f"{folder}: no {what} found (looked for {', '.join(IMAGE_SUFFIXES)})",
+            f"{folder}: no {what or 'images'} found{looked}",
             hint="check PATH and --split; the dataset has nothing to read",
         )
     return pairs
@@ -248,9 +249,9 @@ def register_datasets(register) -> None:
         DatasetPlugin(
             "edited",
             load_edited,
-            "edited:DIR (images/, labels/, classes.txt, manifest.jsonl from `segtk edit`)",
+            "edited:DIR (written by `segtk edit`)",
             "--data edited:runs/edit-fog",
-            "a dataset written by `segtk edit`",
+            "images/, labels/, classes.txt and manifest.jsonl from `segtk edit`",
         )
     )
     register(
@@ -266,26 +267,25 @@ def register_datasets(register) -> None:
         DatasetPlugin(
             "cityscapes",
             formats.load_cityscapes,
-            "cityscapes:PATH [--split train|val|test] (leftImg8bit/, gtFine/)",
+            "cityscapes:PATH [--split train|val|test]",
             "--data cityscapes:../shared/data/cityscapes",
-            "Cityscapes gtFine, labelIds mapped to the 19 trainIds",
+            "Cityscapes leftImg8bit/ + gtFine/, labelIds mapped to the 19 trainIds",
         )
     )
     register(
         DatasetPlugin(
             "voc",
             formats.load_voc,
-            "voc:PATH [--split train|val|...] (JPEGImages/ + SegmentationClass/, "
-            "or images/ + targets/)",
+            "voc:PATH [--split train|val]",
             "--data voc:../shared/data/voc",
-            "Pascal VOC 2012, 21 classes",
+            "Pascal VOC 2012, 21 classes: JPEGImages/ + SegmentationClass/, or images/ + targets/",
         )
     )
     register(
         DatasetPlugin(
             "ade20k",
             formats.load_ade20k,
-            "ade20k:PATH [--split training|validation] (images/, annotations/)",
+            "ade20k:PATH [--split training|validation]",
             "--data ade20k:../shared/data/ade20k",
             "ADE20K SceneParsing (ADEChallengeData2016), 150 classes",
         )
