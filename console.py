@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -15,6 +15,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 console = Console()
 err_console = Console(stderr=True)
@@ -33,13 +34,25 @@ def progress() -> Progress:
     )
 
 
-def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
-    t = Table(title=title, title_justify="left")
+def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Group:
+    """A titled table; text columns left-aligned, numeric ones right-aligned."""
+    rows = [[fmt(v) for v in row] for row in rows]
+    t = Table()
     for i, col in enumerate(columns):
-        t.add_column(col, justify="left" if i == 0 else "right")
+        values = [r[i] for r in rows if i < len(r) and r[i]]
+        numeric = bool(values) and all(_is_number(v) for v in values)
+        t.add_column(col, justify="right" if numeric and i > 0 else "left")
     for row in rows:
-        t.add_row(*[fmt(v) for v in row])
-    return t
+        t.add_row(*row)
+    return Group(Text(title, style="bold"), t)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text.split(" ± ")[0])
+        return True
+    except ValueError:
+        return False
 
 
 def fmt(value: Any) -> str:
