@@ -4,7 +4,7 @@ Prints (a) segtk attack time per query / bare batched forward time per image, fo
 and batch 8, and (b) the speed-up of attacking 8 images together over one at a time.
 Evaluation passes (clean and stored image, 2 per image) are inside the attack time.
 
-    OMP_NUM_THREADS=1 python bench/attack_overhead.py [--model SPEC --data SPEC --images 8 --budget 20]
+    OMP_NUM_THREADS=1 python bench/attack_overhead.py [--model SPEC --data SPEC --images 8 --budget 50]
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--model", default=f"espnet:camvid={SHARED / 'models/espnet_camvid.safetensors'}")
     ap.add_argument("--data", default=f"camvid:{SHARED / 'data/camvid'}")
     ap.add_argument("--images", type=int, default=8)
-    ap.add_argument("--budget", type=int, default=20)
+    ap.add_argument("--budget", type=int, default=50)
     args = ap.parse_args()
     torch.set_num_threads(1)
     model = load_segmenter(args.model)

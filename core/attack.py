@@ -67,6 +67,7 @@ class AttackResult:
     queries: torch.Tensor  # [B] queries used, as counted at the segmenter boundary
     history: list[list[float]]  # per image: best proxy after each query
     checkpoints: dict[int, torch.Tensor] = field(default_factory=dict)  # budget -> [B,K,K+1]
+    clean_predictions: torch.Tensor | None = None  # [B,H,W] if every image's clean was queried
 
 
 class Oracle:
@@ -94,6 +95,7 @@ class Oracle:
         self.best_scores = torch.full((b,), float("inf"))
         self.best_labels = torch.zeros(labels.shape, dtype=torch.long, device=labels.device)
         self.history: list[list[float]] = [[] for _ in range(b)]
+        self.clean_labels: list[torch.Tensor | None] = [None] * b  # saves an evaluation pass
         k = proxy.num_classes
         self.snapshots = {c: torch.zeros(b, k, k + 1, dtype=torch.long) for c in self.checkpoints}
 
@@ -140,6 +142,8 @@ class Oracle:
         seen: dict[int, int] = {}
         for row, owner in enumerate(owners.tolist()):
             seen[owner] = seen.get(owner, 0) + 1
+            if not self.history[owner] and torch.equal(images[row], self.clean[owner]):
+                self.clean_labels[owner] = labels[row]
             query_no = int(counts[owner]) - int((owners == owner).sum()) + seen[owner]
             score = float(scores[row])
             if score < float(self.best_scores[owner]):
@@ -171,6 +175,8 @@ class Oracle:
             queries=self.counter.counts.clone(),
             history=self.history,
             checkpoints=self.snapshots,
+            clean_predictions=(torch.stack(self.clean_labels)  # type: ignore[arg-type]
+                               if all(c is not None for c in self.clean_labels) else None),
         )
 
 

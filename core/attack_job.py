@@ -117,7 +117,8 @@ def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path, save
         result = attack.run(segmenter, x, y, seeds=seeds, num_classes=len(dataset.classes),
                             ignore_index=dataset.ignore_index)
         stored = quantise(result.images, clean_u8, attack.params.eps)
-        clean_pred = evaluate(segmenter, x).cpu()
+        clean = result.clean_predictions
+        clean_pred = (clean if clean is not None else evaluate(segmenter, x)).cpu()
         adv_pred = evaluate(segmenter, to_tensor(list(stored)).to(segmenter.device)).cpu()
     except SegtkError as exc:
         raise type(exc)(f"while attacking {', '.join(names)}: {exc.message}", exc.hint) from exc

@@ -64,7 +64,8 @@ def run_shard(shard: Shard) -> list[dict[str, Any]]:
         seeds = [image_seed(attack.params.seed, item.name) for item in batch]
         result = attack.run(model, x, y, seeds=seeds, checkpoints=shard.checkpoints,
                             num_classes=k, ignore_index=ignore)
-        clean = evaluate(model, x).cpu()
+        clean = result.clean_predictions
+        clean = (clean if clean is not None else evaluate(model, x)).cpu()
         for i, item in enumerate(batch):
             records.append({
                 "key": shard.key(item.name),

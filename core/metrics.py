@@ -13,21 +13,29 @@ import torch
 def confusion(
     pred: torch.Tensor, label: torch.Tensor, num_classes: int, ignore_index: int = 255
 ) -> torch.Tensor:
-    """Per-image confusion matrices [B, K, K+1] (int64) for pred/label of shape [B,H,W]."""
+    """Per-image confusion matrices [B, K, K+1] (int64) for pred/label of shape [B,H,W].
+
+    Unscored pixels go to one extra bin that is dropped, so there is no masked copy: this runs
+    once per query and must stay cheap next to a forward pass.
+    """
     if pred.shape != label.shape:
         raise ValueError(f"prediction {tuple(pred.shape)} and label {tuple(label.shape)} differ")
     if pred.dim() == 2:
         pred, label = pred[None], label[None]
-    k = num_classes
-    b = pred.shape[0]
+    k, k1, b = num_classes, num_classes + 1, pred.shape[0]
     pred = pred.reshape(b, -1).long()
     label = label.reshape(b, -1).long()
-    valid = (label != ignore_index) & (label >= 0) & (label < k)
-    pred = torch.where((pred >= 0) & (pred < k), pred, torch.full_like(pred, k))
-    image = torch.arange(b, device=pred.device)[:, None].expand_as(pred)
-    index = (image * k + label) * (k + 1) + pred
-    counts = torch.bincount(index[valid], minlength=b * k * (k + 1))
-    return counts.reshape(b, k, k + 1)
+    valid = (label >= 0) & (label < k)
+    if 0 <= ignore_index < k:
+        valid &= label != ignore_index
+    if pred.numel():
+        lo, hi = torch.aminmax(pred)
+        if lo < 0 or hi > k:  # anything outside the class list is one "wrong" column
+            pred = torch.where((pred >= 0) & (pred < k), pred, k)
+    offsets = torch.arange(b, device=pred.device)[:, None] * (k * k1)
+    index = torch.where(valid, label * k1 + pred + offsets, b * k * k1)
+    counts = torch.bincount(index.reshape(-1), minlength=b * k * k1 + 1)[:-1]
+    return counts.reshape(b, k, k1)
 
 
 def iou_per_class(conf: torch.Tensor) -> torch.Tensor:
