@@ -1,0 +1,114 @@
+"""Bandits_TD (Ilyas et al. 2019): a tiled gradient prior, learned online, drives signed steps.
+
+The prior v lives on a coarse prior_size × prior_size grid per channel and is upsampled
+(nearest, i.e. tiles) to the image. Each step draws exploration noise u on that grid, queries
+the two probes x + η·q/‖q‖₂ with q = up(v ± δu) (2 queries, all counted), turns their proxy
+difference into a directional derivative, updates v with the exponentiated-gradient (ℓ∞) step
+of the paper and moves the image: x ← Π_ε(x + h·sign(up(v))). The loss maximised is −proxy.
+
+Query 1 is the clean image, so a result is never worse than doing nothing. With one query
+left, an image queries its first probe and stops: a shorter budget is an exact prefix of a
+longer one (anytime).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from segtk.core.attack import Attack, AttackParams, Oracle, project
+from segtk.core.errors import SegtkError
+
+
+@dataclass
+class BanditsParams(AttackParams):
+    """Knobs of Bandits_TD; image-space magnitudes are on the 0–255 scale, like eps.
+
+    prior_size: side of the prior grid, upsampled to the image (tile = image side / 20):
+        20, DLA paper §4.1 ("prior size 20").
+    exploration: δ, the exploration noise around the prior: 0.1, DLA paper §4.1.
+    fd_eta: η, ℓ2 length of each finite-difference probe: 25.5 = 0.1 on [0,1];
+    online_lr: learning rate of the prior's exponentiated-gradient step: 100;
+    image_lr: h, the image's ℓ∞ step: 2.55 = 0.01 on [0,1]. These three are the ℓ∞ setting of
+        Ilyas et al. 2019 as released with the paper (MadryLab/blackbox-bandits,
+        configs/linf.json).
+    """
+
+    prior_size: int = 20
+    exploration: float = 0.1
+    fd_eta: float = 25.5
+    online_lr: float = 100.0
+    image_lr: float = 2.55
+
+    def validate(self) -> None:
+        super().validate()
+        if self.prior_size < 1:
+            raise SegtkError(f"prior_size must be at least 1, got {self.prior_size}")
+        knobs = (self.exploration, self.fd_eta, self.online_lr, self.image_lr)
+        if min(knobs) <= 0:
+            raise SegtkError(
+                f"exploration, fd_eta, online_lr and image_lr must be positive: {knobs}"
+            )
+
+
+@dataclass
+class _State:
+    x: torch.Tensor  # current iterate [3,H,W]
+    prior: torch.Tensor  # v in (−1,1), [3,P,P]
+    started: bool = False  # clean image queried
+    noise: torch.Tensor | None = None  # this step's exploration δu [3,P,P]
+
+
+class BanditsAttack(Attack):
+    """Bandits_TD (Ilyas et al. 2019): tiled prior learned by bandit feedback, 2 queries per step."""
+
+    name = "bandits"
+    Params = BanditsParams
+    anytime = True
+
+    def attack(self, oracle: Oracle) -> None:
+        p = self.params
+        grid = (3, p.prior_size, p.prior_size)
+        zeros = torch.zeros(grid, device=oracle.clean.device)
+        states = [_State(oracle.clean[i].clone(), zeros.clone()) for i in range(oracle.batch_size)]
+        while active := oracle.active().tolist():
+            remaining = oracle.remaining()
+            steps = [self._probes(states[i], oracle, i)[: int(remaining[i])] for i in active]
+            sizes = [len(s) for s in steps]
+            owners = torch.repeat_interleave(torch.tensor(active), torch.tensor(sizes))
+            candidates = project(torch.cat(steps), oracle.clean[owners], oracle.eps_unit)
+            scores = oracle.query(candidates, owners).scores
+            for i, s in zip(active, scores.split(sizes)):
+                st = states[i]
+                if not st.started:
+                    st.started = True
+                elif len(s) == 2:  # a partial step only happens when the budget is spent
+                    self._update(st, float(s[1] - s[0]), oracle, i)
+
+    def _probes(self, st: _State, oracle: Oracle, i: int) -> torch.Tensor:
+        """This step's candidates for image i: the clean image first, then x + η·q±/‖q±‖₂."""
+        if not st.started:
+            return oracle.clean[i][None]
+        p = self.params
+        u = torch.randn(st.prior.shape, generator=oracle.rngs[i]).to(st.x.device)
+        st.noise = p.exploration * u / u.numel() ** 0.5
+        q = _upsample(torch.stack((st.prior + st.noise, st.prior - st.noise)), st.x.shape[1:])
+        q = q / q.flatten(1).norm(dim=1).clamp_min(1e-12).view(-1, 1, 1, 1)
+        return st.x + p.fd_eta / 255 * q
+
+    def _update(self, st: _State, gain: float, oracle: Oracle, i: int) -> None:
+        """Bandit feedback: `gain` = L(q+) − L(q−) with L = −proxy (proxy(q−) − proxy(q+))."""
+        p = self.params
+        derivative = gain / (p.fd_eta / 255 * p.exploration)
+        # Exponentiated gradient on (v+1)/2 (the paper's ℓ∞ prior step) is tanh(atanh(v) + lr·g).
+        v = torch.atanh(st.prior.clamp(-1 + 1e-6, 1 - 1e-6))
+        st.prior = torch.tanh(v + p.online_lr * derivative * st.noise)
+        step = p.image_lr / 255 * _upsample(st.prior[None], st.x.shape[1:])[0].sign()
+        st.x = project(st.x + step, oracle.clean[i], oracle.eps_unit)
+
+
+def _upsample(grid: torch.Tensor, size: torch.Size) -> torch.Tensor:
+    """Tile a [N,3,P,P] grid to [N,3,H,W] (nearest neighbour, as the paper's tiling prior)."""
+    return F.interpolate(grid, size=tuple(size), mode="nearest")

@@ -1,0 +1,11 @@
+"""segtk plugin: the NES black-box attack (Ilyas et al. 2018)."""
+
+from segtk.core.hookspecs import Register, hookimpl
+from segtk_nes.attack import NESAttack, NESParams
+
+__all__ = ["NESAttack", "NESParams"]
+
+
+@hookimpl
+def register_attacks(register: Register) -> None:
+    register(NESAttack)

@@ -1,0 +1,11 @@
+"""segtk plugin: the Random attack of the DLA paper (Eq. 2)."""
+
+from segtk.core.hookspecs import Register, hookimpl
+from segtk_random.attack import RandomAttack, RandomParams
+
+__all__ = ["RandomAttack", "RandomParams"]
+
+
+@hookimpl
+def register_attacks(register: Register) -> None:
+    register(RandomAttack)

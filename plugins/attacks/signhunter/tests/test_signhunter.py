@@ -1,0 +1,55 @@
+"""SignHunter: the shared suite plus the ±ε vertex property and the flip schedule."""
+
+from __future__ import annotations
+
+import torch
+
+from segtk.core.attack import project
+from segtk.testing import AttackSuite, TinySegmenter, toy_batch
+from segtk_signhunter import SignHunterAttack
+from segtk_signhunter.attack import _State
+
+
+class Recorder(TinySegmenter):
+    """TinySegmenter that keeps every image it was asked about, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[torch.Tensor] = []
+
+    def predict(self, images: torch.Tensor) -> torch.Tensor:
+        self.seen.extend(images.clone())
+        return super().predict(images)
+
+
+class TestSignHunter(AttackSuite):
+    attack_cls = SignHunterAttack
+
+
+def test_candidates_are_vertices_of_the_eps_ball() -> None:
+    images, labels = toy_batch(1, 10, 14)
+    eps = 8 / 255
+    model = Recorder()
+    SignHunterAttack(budget=20, eps=8).run(model, images, labels)
+    assert torch.equal(model.seen[0], images[0])
+    assert torch.equal(model.seen[1], project(images[0] + eps, images[0], eps))
+    for candidate in model.seen[1:]:
+        plus = project(images[0] + eps, images[0], eps)
+        minus = project(images[0] - eps, images[0], eps)
+        assert bool(((candidate == plus) | (candidate == minus)).all())
+
+
+def test_flip_schedule_covers_each_level_then_restarts() -> None:
+    st, n = _State(torch.ones(5)), 5
+    chunks = [SignHunterAttack._next_chunk(st, n) for _ in range(12)]
+    spans = [(c.start, c.stop) for c in chunks]
+    assert spans[:6] == [(0, 5), (0, 3), (3, 5), (0, 2), (2, 4), (4, 5)]
+    assert spans[6:11] == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]
+    assert spans[11] == (0, 5)  # ⌈log₂ 5⌉ = 3 levels after h = 0, then a new sweep
+
+
+def test_anytime_prefix() -> None:
+    images, labels = toy_batch(2, 12, 12, seed=4)
+    long = SignHunterAttack(budget=30).run(TinySegmenter(), images, labels)
+    short = SignHunterAttack(budget=11).run(TinySegmenter(), images, labels)
+    assert [h[:11] for h in long.history] == short.history
