@@ -1,0 +1,81 @@
+"""`segtk bench attacks`: budgets read off one run equal separate runs; executors agree; resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from segtk.core import registry
+from segtk.core.bench_attacks import aggregate, plan, run_bench, write_outputs
+from segtk.core.executors import InlineExecutor, LocalExecutor, make_executor
+from segtk.core.metrics import confusion
+from segtk.core.runs import RunDir
+from segtk.testing import TinySegmenter, toy_batch
+
+ANYTIME = ["random", "nes", "bandits", "zo-signsgd", "signhunter", "simba"]
+
+
+@pytest.mark.parametrize("name", ANYTIME)
+def test_smaller_budgets_read_off_one_run_equal_separate_runs(name) -> None:
+    cls = registry.attack(name)
+    assert cls.anytime
+    images, labels = toy_batch(2, 16, 16, seed=4)
+    long = cls(budget=24, seed=1).run(TinySegmenter(), images, labels, checkpoints=(5, 12, 24))
+    for b in (5, 12, 24):
+        short = cls(budget=b, seed=1).run(TinySegmenter(), images, labels)
+        expected = confusion(short.predictions, labels, 4)
+        assert torch.equal(long.checkpoints[b], expected), f"{name} at {b} queries"
+        assert [h[:b] for h in long.history] == short.history
+
+
+def test_budget_dependent_attacks_run_once_per_budget() -> None:
+    shards = plan(["m"], "d", None, ["dla", "random"], [10, 50], 2, ["a", "b", "c"], 2, 8.0, 0, 2)
+    runs = {(s.attack, s.repeat, s.budget, s.checkpoints) for s in shards}
+    assert ("dla", 0, 10, (10,)) in runs and ("dla", 0, 50, (50,)) in runs
+    assert ("random", 1, 50, (10, 50)) in runs and not any(r[0] == "random" and r[2] == 10 for r in runs)
+    assert len(shards) == (2 * 2 + 1 * 2) * 2  # (dla 2 budgets + random 1 run) × repeats × chunks
+
+
+def bench(tmp_path, executor, name="b", resume=False, images=("scene_000", "scene_001", "scene_002")):
+    pytest.importorskip("segtk_demo")
+    shards = plan(["demo"], "demo", None, ["dla", "signhunter"], [4, 8], 2, list(images), 2, 8.0, 0, 2)
+    run = RunDir(tmp_path / name, {"t": 1}, resume)
+    run_bench(shards, run, executor)
+    return aggregate(run.done(key="key").values(), shards), run
+
+
+def test_local_process_pool_equals_inline_and_writes_outputs(tmp_path) -> None:
+    inline, _ = bench(tmp_path, InlineExecutor(), "inline")
+    pooled, run = bench(tmp_path, LocalExecutor(workers=2), "pool")
+    assert pooled.rows == inline.rows
+    assert [r["attack"] for r in inline.rows][:1] == ["clean"]
+    assert {(r["attack"], r["budget"]) for r in inline.rows} >= {("dla", 4), ("dla", 8), ("signhunter", 4)}
+    paths = write_outputs(pooled, run.path)
+    header = (run.path / "table.csv").read_text().splitlines()[0]
+    assert header.startswith("model,attack,budget,miou_mean,miou_std,pacc_mean")
+    assert json.loads((run.path / "table.json").read_text()) == pooled.rows
+    assert all(p.exists() for p in paths)
+
+
+def test_interrupted_bench_resumes_to_the_same_table(tmp_path) -> None:
+    full, _ = bench(tmp_path, InlineExecutor(), "full")
+    _, run = bench(tmp_path, InlineExecutor(), "cut")
+    lines = (run.path / "results.jsonl").read_bytes().splitlines(keepends=True)
+    (run.path / "results.jsonl").write_bytes(b"".join(lines[:5]) + lines[5][:20])  # torn line
+    resumed, _ = bench(tmp_path, InlineExecutor(), "cut", resume=True)
+    assert resumed.rows == full.rows
+
+
+@pytest.mark.slow
+def test_ray_executor_equals_local(tmp_path) -> None:
+    pytest.importorskip("ray")
+    import ray
+
+    local, _ = bench(tmp_path, InlineExecutor(), "local", images=("scene_000", "scene_001"))
+    try:
+        remote, _ = bench(tmp_path, make_executor("ray", workers=2), "ray", images=("scene_000", "scene_001"))
+    finally:
+        ray.shutdown()
+    assert remote.rows == local.rows
