@@ -125,6 +125,20 @@ class Oracle:
         self._record(images, owners, labels, scores)
         return Answer(scores, labels)
 
+    def query_each(self, images: list[int], candidates: list[torch.Tensor]) -> list[torch.Tensor]:
+        """One model call for several images' candidates ([n_i,3,H,W] each).
+
+        Candidates are projected onto the ε-ball and [0,1], and each image's list is cut to its
+        remaining budget (a step that no longer fits is truncated, never over-spent). Returns
+        each image's scores, in order.
+        """
+        remaining = self.remaining()
+        candidates = [c[: int(remaining[i])] for i, c in zip(images, candidates)]
+        sizes = [len(c) for c in candidates]
+        owners = torch.repeat_interleave(torch.tensor(images, dtype=torch.long), torch.tensor(sizes))
+        batch = project(torch.cat(candidates), self.clean[owners], self.eps_unit)
+        return list(self.query(batch, owners).scores.split(sizes))
+
     def _check_bounds(self, images: torch.Tensor, owners: torch.Tensor) -> None:
         if images.numel() == 0:
             return

@@ -74,13 +74,8 @@ class BanditsAttack(Attack):
         zeros = torch.zeros(grid, device=oracle.clean.device)
         states = [_State(oracle.clean[i].clone(), zeros.clone()) for i in range(oracle.batch_size)]
         while active := oracle.active().tolist():
-            remaining = oracle.remaining()
-            steps = [self._probes(states[i], oracle, i)[: int(remaining[i])] for i in active]
-            sizes = [len(s) for s in steps]
-            owners = torch.repeat_interleave(torch.tensor(active), torch.tensor(sizes))
-            candidates = project(torch.cat(steps), oracle.clean[owners], oracle.eps_unit)
-            scores = oracle.query(candidates, owners).scores
-            for i, s in zip(active, scores.split(sizes)):
+            steps = [self._probes(states[i], oracle, i) for i in active]
+            for i, s in zip(active, oracle.query_each(active, steps)):
                 st = states[i]
                 if not st.started:
                     st.started = True

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from segtk.core.attack import Attack, AttackParams, Oracle, project
+from segtk.core.attack import Attack, AttackParams, Oracle
 
 HORIZONTAL, VERTICAL = 1, 0  # k = t % 2 in Algorithm 1: 1 = one sign per row
 
@@ -114,10 +114,8 @@ class DLA(Attack):
 
     @staticmethod
     def _query(oracle: Oracle, owners: list[int], deltas: list[torch.Tensor], eps: float):
-        idx = torch.tensor(owners, dtype=torch.long)
-        clean = oracle.clean[idx]
-        candidates = project(clean + eps * torch.stack(deltas), clean, eps)
-        return oracle.query(candidates, idx).scores
+        candidates = [(oracle.clean[i] + eps * d)[None] for i, d in zip(owners, deltas)]
+        return torch.cat(oracle.query_each(owners, candidates))
 
     @staticmethod
     def _start_calibration(st: _State, h: int) -> None:

@@ -61,13 +61,8 @@ class ZOSignSGDAttack(Attack):
         mu, lr = p.mu / 255, p.lr / 255
         states = [_State(oracle.clean[i].clone()) for i in range(oracle.batch_size)]
         while active := oracle.active().tolist():
-            remaining = oracle.remaining()
-            steps = [self._probes(states[i], oracle, i, mu)[: int(remaining[i])] for i in active]
-            sizes = [len(s) for s in steps]
-            owners = torch.repeat_interleave(torch.tensor(active), torch.tensor(sizes))
-            candidates = project(torch.cat(steps), oracle.clean[owners], oracle.eps_unit)
-            scores = oracle.query(candidates, owners).scores
-            for i, s in zip(active, scores.split(sizes)):
+            steps = [self._probes(states[i], oracle, i, mu) for i in active]
+            for i, s in zip(active, oracle.query_each(active, steps)):
                 if len(s) == p.q + 1:  # a partial step only happens when the budget is spent
                     st = states[i]
                     grad = ((s[1:] - s[0]).view(-1, 1, 1, 1) * st.directions).sum(0)
