@@ -11,8 +11,14 @@ import click
 from segtk.console import console, err_console, pct, progress, table
 from segtk.core import registry
 from segtk.core.errors import SegtkError
-
-DEMO_MODEL, DEMO_DATA = "demo", "demo"
+from segtk.options import (
+    DEMO_MODEL,
+    csv_list,
+    data_option,
+    limit_option,
+    model_option,
+    split_option,
+)
 
 
 class SegtkGroup(click.Group):
@@ -126,15 +132,6 @@ def datasets() -> None:
                           _status(i.status)] for i in infos]))
 
 
-model_option = click.option("--model", "model_spec", default=DEMO_MODEL, show_default=True,
-                            help="Model spec PLUGIN:ARG (see `segtk models`).")
-data_option = click.option("--data", "data_spec", default=DEMO_DATA, show_default=True,
-                           help="Dataset spec FORMAT:PATH (see `segtk datasets`).")
-split_option = click.option("--split", default=None, help="Dataset split (default: the reader's).")
-limit_option = click.option("--limit", type=click.IntRange(min=1), default=None,
-                            help="Use only the first N images.")
-
-
 @cli.command()
 @model_option
 @data_option
@@ -237,10 +234,6 @@ def bench() -> None:
     """
 
 
-def _csv(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
-
-
 @bench.command("attacks")
 @click.option("--attacks", default="dla,random,nes,bandits,zo-signsgd,signhunter,simba,square",
               show_default=True, help="Comma-separated attack plugins.")
@@ -278,7 +271,7 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
     from segtk.core.runs import RunDir
     from segtk.core.specs import load_dataset
 
-    names, budget_list = _csv(attacks), [int(b) for b in _csv(budgets)]
+    names, budget_list = csv_list(attacks), [int(b) for b in csv_list(budgets)]
     for name in names:
         registry.attack(name)  # unknown or broken plugins fail before any work
     data = load_dataset(data_spec, split, limit)
@@ -305,6 +298,10 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
                             [[name] + [row.get(b, "") for b in cols] for name, row in cells.items()]))
     for path in write_outputs(result, Path(out)):
         console.print(f"wrote {path}")
+
+
+# Commands defined in their own modules (keep this file to parsing and printing).
+# cli.add_command(...) lines for edit/report/serve go here.
 
 
 def main() -> None:

@@ -1,0 +1,19 @@
+"""Click options shared by several commands."""
+
+from __future__ import annotations
+
+import click
+
+DEMO_MODEL, DEMO_DATA = "demo", "demo"
+
+model_option = click.option("--model", "model_spec", default=DEMO_MODEL, show_default=True,
+                            help="Model spec PLUGIN:ARG (see `segtk models`).")
+data_option = click.option("--data", "data_spec", default=DEMO_DATA, show_default=True,
+                           help="Dataset spec FORMAT:PATH (see `segtk datasets`).")
+split_option = click.option("--split", default=None, help="Dataset split (default: the reader's).")
+limit_option = click.option("--limit", type=click.IntRange(min=1), default=None,
+                            help="Use only the first N images.")
+
+
+def csv_list(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
