@@ -63,6 +63,27 @@ class TinySegmenter(Segmenter):
         return self.logits(images).argmax(1)
 
 
+class RecordingSegmenter(TinySegmenter):
+    """A TinySegmenter that keeps what it was asked: each call's batch, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[torch.Tensor] = []
+
+    def predict(self, images: torch.Tensor) -> torch.Tensor:
+        self.batches.append(images.clone())
+        return super().predict(images)
+
+    @property
+    def seen(self) -> list[torch.Tensor]:
+        """Every queried image [3,H,W], in query order."""
+        return [x for batch in self.batches for x in batch]
+
+    @property
+    def sizes(self) -> list[int]:
+        return [len(batch) for batch in self.batches]
+
+
 def toy_batch(n: int = 2, height: int = 17, width: int = 23, seed: int = 0):
     """Smooth random images and labels equal to the tiny model's clean prediction."""
     g = torch.Generator().manual_seed(seed)
@@ -123,6 +144,14 @@ class AttackSuite:
             single = attack.run(TinySegmenter(), images[i : i + 1], labels[i : i + 1], seeds=[seeds[i]])
             assert torch.equal(batched.images[i], single.images[0]), f"image {i} differs"
             assert batched.history[i] == single.history[0]
+
+    def test_anytime_runs_are_prefixes_of_longer_runs(self) -> None:
+        if not self.attack_cls.anytime:
+            pytest.skip(f"{self.attack_cls.name} has a budget-dependent schedule (anytime = False)")
+        images, labels = toy_batch(2, 12, 12, seed=4)
+        long = self.make(budget=30).run(TinySegmenter(), images, labels)
+        short = self.make(budget=14).run(TinySegmenter(), images, labels)
+        assert [h[:14] for h in long.history] == short.history
 
     def test_lowers_the_proxy(self) -> None:
         if not self.expect_progress:

@@ -4,20 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from segtk.testing import AttackSuite, TinySegmenter, toy_batch
+from segtk.testing import AttackSuite, toy_batch
+from segtk.testing import RecordingSegmenter as Recorder
 from segtk_bandits import BanditsAttack
-
-
-class Recorder(TinySegmenter):
-    """TinySegmenter that records each call's images."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.batches: list[torch.Tensor] = []
-
-    def predict(self, images: torch.Tensor) -> torch.Tensor:
-        self.batches.append(images.clone())
-        return super().predict(images)
 
 
 class TestBandits(AttackSuite):
@@ -34,10 +23,3 @@ def test_two_queries_per_step_with_tiled_probes() -> None:
     assert torch.allclose(tile, tile[:, :1, :1].expand(3, 4, 4), atol=1e-6)
     assert not torch.allclose(probe[:, :4, :4], probe[:, 4:8, :4], atol=1e-6)
     assert abs(float(probe.norm()) - 25.5 / 255) < 1e-3
-
-
-def test_anytime_prefix() -> None:
-    images, labels = toy_batch(2, 12, 12, seed=4)
-    long = BanditsAttack(budget=30).run(TinySegmenter(), images, labels)
-    short = BanditsAttack(budget=14).run(TinySegmenter(), images, labels)
-    assert [h[:14] for h in long.history] == short.history

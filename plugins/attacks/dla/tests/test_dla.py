@@ -7,7 +7,7 @@ import torch
 from segtk.core.attack import Oracle
 from segtk.core.proxy import Proxy
 from segtk.core.segmenter import QueryCounter
-from segtk.testing import AttackSuite, TinySegmenter, toy_batch
+from segtk.testing import AttackSuite, RecordingSegmenter, TinySegmenter, toy_batch
 from segtk_dla import DLA
 from segtk_dla.attack import _State
 
@@ -34,24 +34,14 @@ def test_single_line_image_flips_whole_image() -> None:
     assert [DLA._next_flip(st, 1) for _ in range(3)] == [(0, 1)] * 3
 
 
-class RecordingSegmenter(TinySegmenter):
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[torch.Tensor] = []
-
-    def predict(self, images):
-        self.seen.append(images.clone())
-        return super().predict(images)
-
-
 def test_candidates_are_stripes_of_plus_minus_eps() -> None:
     images, labels = toy_batch(1, 12, 10)
     images = images * 0.5 + 0.25  # away from the box, so no clipping
     model = RecordingSegmenter()
     DLA(budget=20, eps=8).run(model, images, labels)
-    assert torch.equal(model.seen[0], images)  # first query: the clean image
+    assert torch.equal(model.seen[0], images[0])  # first query: the clean image
     for k, x in enumerate(model.seen[1:], start=1):
-        delta = (x - images)[0]
+        delta = x - images[0]
         assert torch.allclose(delta.abs(), torch.full_like(delta, 8 / 255), atol=1e-6)
         delta = delta.sign()  # float rounding differs per channel; the signs must not
         assert torch.equal(delta[0], delta[1]) and torch.equal(delta[1], delta[2])
@@ -78,6 +68,6 @@ def test_exploration_share_sets_the_phase_length() -> None:
     model = RecordingSegmenter()
     DLA(budget=10, exploration=0.5).run(model, images, labels)
     # queries 1..5 after the clean one are exploration draws: they alternate direction
-    deltas = [(x - images)[0, 0].sign() for x in model.seen[1:6]]
+    deltas = [(x - images[0])[0].sign() for x in model.seen[1:6]]
     kinds = ["rows" if bool((d == d[:, :1]).all()) else "cols" for d in deltas]
     assert kinds[:4] == ["rows", "cols", "rows", "cols"]

@@ -5,21 +5,10 @@ from __future__ import annotations
 import torch
 
 from segtk.core.attack import project
-from segtk.testing import AttackSuite, TinySegmenter, toy_batch
+from segtk.testing import AttackSuite, toy_batch
+from segtk.testing import RecordingSegmenter as Recorder
 from segtk_square import SquareAttack
 from segtk_square.attack import p_selection
-
-
-class Recorder(TinySegmenter):
-    """TinySegmenter that keeps every image it was asked about, in order."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[torch.Tensor] = []
-
-    def predict(self, images: torch.Tensor) -> torch.Tensor:
-        self.seen.extend(images.clone())
-        return super().predict(images)
 
 
 class TestSquare(AttackSuite):

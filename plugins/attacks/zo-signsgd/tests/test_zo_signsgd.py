@@ -4,20 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from segtk.testing import AttackSuite, TinySegmenter, toy_batch
+from segtk.testing import AttackSuite, toy_batch
+from segtk.testing import RecordingSegmenter as Recorder
 from segtk_zo_signsgd import ZOSignSGDAttack
-
-
-class Recorder(TinySegmenter):
-    """TinySegmenter that records each call's images."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.batches: list[torch.Tensor] = []
-
-    def predict(self, images: torch.Tensor) -> torch.Tensor:
-        self.batches.append(images.clone())
-        return super().predict(images)
 
 
 class TestZOSignSGD(AttackSuite):
@@ -32,10 +21,3 @@ def test_q_plus_one_queries_per_step_base_first() -> None:
     assert torch.equal(model.batches[0][0], images[0])  # the first base is the clean image
     probes = model.batches[0][1:] - images[0]
     assert torch.allclose(probes.flatten(1).norm(dim=1), torch.full((4,), 25.5 / 255), atol=1e-3)
-
-
-def test_anytime_prefix() -> None:
-    images, labels = toy_batch(2, 12, 12, seed=4)
-    long = ZOSignSGDAttack(budget=35).run(TinySegmenter(), images, labels)
-    short = ZOSignSGDAttack(budget=17).run(TinySegmenter(), images, labels)
-    assert [h[:17] for h in long.history] == short.history
