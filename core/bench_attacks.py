@@ -16,15 +16,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from segtk.core import registry
-from segtk.core.attack_job import evaluate, image_seed
-from segtk.core.data import batch_tensors, same_size_batches
+from segtk.core.attack_job import evaluate, image_seed, quantise
+from segtk.core.data import batch_tensors, same_size_batches, write_png
 from segtk.core.metrics import confusion, mean_iou, pixel_accuracy
 from segtk.core.params import build_attack
 from segtk.core.runs import RunDir
 from segtk.core.specs import check_compatible, load_dataset, load_segmenter
+from segtk.core.visibility import visibility
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class Shard:
     seed: int
     batch_size: int
     params: tuple[str, ...] = ()
+    sheet_dir: str | None = None  # where repeat 0 leaves its adversarial PNGs for the sheet
 
     def key(self, image: str) -> str:
         return f"{self.model}|{self.attack}|{self.repeat}|{self.budget}|{image}"
@@ -66,7 +69,10 @@ def run_shard(shard: Shard) -> list[dict[str, Any]]:
                             num_classes=k, ignore_index=ignore)
         clean = result.clean_predictions
         clean = (clean if clean is not None else evaluate(model, x)).cpu()
+        stored = quantise(result.images, np.stack([it.image for it in batch]), shard.eps)
         for i, item in enumerate(batch):
+            if shard.sheet_dir and shard.repeat == 0:
+                write_png(Path(shard.sheet_dir) / shard.attack / f"{shard.budget}_{item.name}.png", stored[i])
             records.append({
                 "key": shard.key(item.name),
                 "model": shard.model, "attack": shard.attack, "repeat": shard.repeat,
@@ -75,13 +81,14 @@ def run_shard(shard: Shard) -> list[dict[str, Any]]:
                 "clean_confusion": confusion(clean[i], y[i].cpu(), k, ignore)[0].tolist(),
                 "confusions": {str(b): c[i].tolist() for b, c in result.checkpoints.items()},
                 "history": [round(v, 6) for v in result.history[i]],
+                "visibility": visibility(item.image, stored[i]),
             })
     return records
 
 
 def plan(models: list[str], data: str, split: str | None, attacks: list[str], budgets: list[int],
          repeats: int, images: list[str], chunk: int, eps: float, seed: int, batch_size: int,
-         params: tuple[str, ...] = ()) -> list[Shard]:
+         params: tuple[str, ...] = (), sheet_dir: str | None = None) -> list[Shard]:
     budgets = sorted(set(budgets))
     shards = []
     for model in models:
@@ -93,7 +100,7 @@ def plan(models: list[str], data: str, split: str | None, attacks: list[str], bu
                     for start in range(0, len(images), chunk):
                         shards.append(Shard(model, data, split, name, repeat, budget, checkpoints,
                                             tuple(images[start:start + chunk]), eps, seed,
-                                            batch_size, params))
+                                            batch_size, params, sheet_dir))
     return shards
 
 
@@ -130,6 +137,7 @@ def aggregate(records: Iterable[dict[str, Any]], shards: list[Shard]) -> BenchRe
     by_run: dict[tuple, dict[str, torch.Tensor]] = defaultdict(dict)
     clean: dict[str, dict[str, torch.Tensor]] = defaultdict(dict)
     histories: dict[tuple[str, str], list[list[float]]] = defaultdict(list)
+    seen_by: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
     max_budget: dict[tuple[str, str], int] = {}
     for s in shards:
         max_budget[(s.model, s.attack)] = max(s.budget, max_budget.get((s.model, s.attack), 0))
@@ -141,6 +149,8 @@ def aggregate(records: Iterable[dict[str, Any]], shards: list[Shard]) -> BenchRe
             by_run[(rec["model"], rec["attack"], int(b), rec["repeat"])][rec["image"]] = torch.tensor(conf)
         if rec["run_budget"] == max_budget[(rec["model"], rec["attack"])]:
             histories[(rec["model"], rec["attack"])].append(rec["history"])
+            if "visibility" in rec:
+                seen_by[(rec["model"], rec["attack"])].append(rec["visibility"])
     result = BenchResult()
     budgets = sorted({b for s in shards for b in s.checkpoints})
     models = list(dict.fromkeys(s.model for s in shards))
@@ -155,7 +165,10 @@ def aggregate(records: Iterable[dict[str, Any]], shards: list[Shard]) -> BenchRe
                 totals = [sum(by_run[(model, name, b, r)].values()) for r in reps]
                 if totals:
                     n = len(by_run[(model, name, b, reps[0])])
-                    result.rows.append(_row(model, name, b, totals, n))
+                    row = _row(model, name, b, totals, n)
+                    if b == budgets[-1]:
+                        row.update(_visibility(seen_by[(model, name)]))
+                    result.rows.append(row)
             if histories[(model, name)]:
                 result.curves.setdefault(model, {})[name] = _mean_curve(histories[(model, name)])
     return result
@@ -173,6 +186,18 @@ def _row(model: str, attack: str, budget: int, totals: list[torch.Tensor], image
     }
 
 
+def _visibility(values: list[dict[str, float]]) -> dict[str, float]:
+    """Mean PSNR (finite values), SSIM and changed-pixel % of the final adversarial images."""
+    if not values:
+        return {}
+    finite = [v["psnr"] for v in values if v["psnr"] != float("inf")]
+    return {
+        "psnr": statistics.fmean(finite) if finite else float("inf"),
+        "ssim": statistics.fmean(v["ssim"] for v in values),
+        "changed_pct": 100 * statistics.fmean(v["changed"] for v in values),
+    }
+
+
 def _mean_curve(histories: list[list[float]]) -> list[float]:
     length = max(len(h) for h in histories)
     padded = [h + [h[-1]] * (length - len(h)) for h in histories if h]
@@ -187,12 +212,14 @@ def write_outputs(result: BenchResult, out: Path) -> list[Path]:
 
     from segtk.core.data import atomic_write_bytes
 
-    cols = ["model", "attack", "budget", "miou_mean", "miou_std", "pacc_mean", "images", "repeats"]
+    cols = ["model", "attack", "budget", "miou_mean", "miou_std", "pacc_mean", "images", "repeats",
+            "psnr", "ssim", "changed_pct"]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in result.rows:
-        writer.writerow({c: f"{row[c]:.4f}" if isinstance(row[c], float) else row[c] for c in cols})
+        writer.writerow({c: f"{row[c]:.4f}" if isinstance(row.get(c), float) else row.get(c, "")
+                         for c in cols})
     atomic_write_bytes(out / "table.csv", buf.getvalue().encode())
     atomic_write_bytes(out / "table.json", json.dumps(result.rows, indent=2).encode())
     atomic_write_bytes(out / "curves.json", json.dumps(result.curves).encode())
@@ -221,3 +248,38 @@ def plot_curves(curves: dict[str, dict[str, list[float]]], path: Path) -> None:
     fig.savefig(tmp, dpi=110)
     plt.close(fig)
     tmp.replace(path)
+
+
+def write_contact_sheet(out: Path, data, attacks: list[str], budget: int, max_images: int = 3) -> Path | None:
+    """Clean image, then each attack's adversarial image (top) and amplified perturbation
+    (below) at the largest budget, for the first images: strength next to visibility."""
+    from PIL import Image, ImageDraw
+
+    from segtk.core.data import read_image
+    from segtk.core.render import amplify
+
+    sheet_dir = out / "sheet"
+    names = [n for n in data.names[:max_images]
+             if all((sheet_dir / a / f"{budget}_{n}.png").exists() for a in attacks)]
+    if not names:
+        return None
+    h, w = data[0].image.shape[:2]
+    scale = min(1.0, 240 / w)
+    tw, th, header = int(w * scale), int(h * scale), 18
+    sheet = Image.new("RGB", ((len(attacks) + 1) * tw, header + 2 * th * len(names)), "white")
+    draw = ImageDraw.Draw(sheet)
+    for col, title in enumerate(["clean", *attacks]):
+        draw.text((col * tw + 4, 3), title, fill="black")
+    for row, name in enumerate(names):
+        clean = data.subset(names=[name])[0].image
+        tiles = [(clean, np.full_like(clean, 127))]
+        for attack in attacks:
+            adv = read_image(sheet_dir / attack / f"{budget}_{name}.png")
+            tiles.append((adv, amplify(clean, adv)))
+        for col, (top, bottom) in enumerate(tiles):
+            for k, tile in enumerate((top, bottom)):
+                img = Image.fromarray(tile).resize((tw, th))
+                sheet.paste(img, (col * tw, header + (2 * row + k) * th))
+    path = out / "contact_sheet.png"
+    sheet.save(path)
+    return path

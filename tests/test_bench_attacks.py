@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from segtk.core import registry
-from segtk.core.bench_attacks import aggregate, plan, run_bench, write_outputs
+from segtk.core.bench_attacks import aggregate, plan, run_bench, write_contact_sheet, write_outputs
 from segtk.core.executors import InlineExecutor, LocalExecutor, make_executor
 from segtk.core.metrics import confusion
 from segtk.core.runs import RunDir
@@ -40,7 +40,8 @@ def test_budget_dependent_attacks_run_once_per_budget() -> None:
 
 def bench(tmp_path, executor, name="b", resume=False, images=("scene_000", "scene_001", "scene_002")):
     pytest.importorskip("segtk_demo")
-    shards = plan(["demo"], "demo", None, ["dla", "signhunter"], [4, 8], 2, list(images), 2, 8.0, 0, 2)
+    shards = plan(["demo"], "demo", None, ["dla", "signhunter"], [4, 8], 2, list(images), 2, 8.0, 0, 2,
+                  sheet_dir=str(tmp_path / name / "sheet"))
     run = RunDir(tmp_path / name, {"t": 1}, resume)
     run_bench(shards, run, executor)
     return aggregate(run.done(key="key").values(), shards), run
@@ -57,6 +58,13 @@ def test_local_process_pool_equals_inline_and_writes_outputs(tmp_path) -> None:
     assert header.startswith("model,attack,budget,miou_mean,miou_std,pacc_mean")
     assert json.loads((run.path / "table.json").read_text()) == pooled.rows
     assert all(p.exists() for p in paths)
+    final = [r for r in pooled.rows if r["budget"] == 8]
+    assert final and all(r["psnr"] > 20 and 0 < r["ssim"] < 1 and r["changed_pct"] > 0 for r in final)
+    assert "ssim" not in [r for r in pooled.rows if r["budget"] == 4][0]
+    from segtk.core.specs import load_dataset
+
+    sheet = write_contact_sheet(run.path, load_dataset("demo"), ["dla", "signhunter"], 8)
+    assert sheet is not None and sheet.stat().st_size > 0
 
 
 def test_interrupted_bench_resumes_to_the_same_table(tmp_path) -> None:

@@ -1,0 +1,58 @@
+"""colour-stripes: the shared attack suite and the shape of its candidates."""
+
+from __future__ import annotations
+
+import torch
+
+from segtk.testing import AttackSuite, RecordingSegmenter, toy_batch
+from segtk_colour_stripes import ColourStripes
+
+
+class TestColourStripes(AttackSuite):
+    attack_cls = ColourStripes
+
+
+class TestColourStripesJoint(AttackSuite):
+    attack_cls = ColourStripes
+    params = {"flip": "joint"}
+
+
+def test_candidates_are_per_channel_stripes_of_plus_minus_eps() -> None:
+    images, labels = toy_batch(1, 12, 10)
+    images = images * 0.5 + 0.25
+    model = RecordingSegmenter()
+    ColourStripes(budget=25, eps=8).run(model, images, labels)
+    channels_differ = False
+    for x in model.seen[1:]:
+        delta = x - images[0]
+        assert torch.allclose(delta.abs(), torch.full_like(delta, 8 / 255), atol=1e-6)
+        sign = delta.sign()
+        rows = bool((sign == sign[:, :, :1]).all())
+        cols = bool((sign == sign[:, :1, :]).all())
+        assert rows or cols
+        channels_differ |= not (torch.equal(sign[0], sign[1]) and torch.equal(sign[1], sign[2]))
+    assert channels_differ, "signs should differ between colour channels"
+
+
+class NeverFooled(RecordingSegmenter):
+    """Predicts the same labels whatever the input, so no flip is ever kept."""
+
+    def predict(self, images):
+        super().predict(images)
+        return torch.zeros(images.shape[0], *images.shape[2:], dtype=torch.long)
+
+
+def test_channel_flips_try_each_channel_of_a_block_in_turn() -> None:
+    images, labels = toy_batch(1, 8, 8)
+    images = images * 0.5 + 0.25
+    model = NeverFooled()
+    ColourStripes(budget=8, eps=8, exploration=0.0).run(model, images, labels)
+    base = model.seen[1] - images[0]  # first calibration query flips channel 0 of the image
+    assert (base[0] < 0).all() and (base[1:] > 0).all()
+    flipped = []
+    for x in model.seen[1:]:
+        delta = (x - images[0]).sign()
+        changed = (delta < 0).nonzero()  # the all-+ε start is kept: negatives are the flip
+        flipped.append((int(changed[0, 0]), int(changed[:, 1].min()), int(changed[:, 1].max()) + 1))
+    # whole image in channels 0,1,2; then the top half in 0,1,2; then the bottom half
+    assert flipped == [(0, 0, 8), (1, 0, 8), (2, 0, 8), (0, 0, 4), (1, 0, 4), (2, 0, 4), (0, 4, 8)]
