@@ -1,0 +1,42 @@
+"""`segtk serve --model SPEC --host 127.0.0.1 --port 8000`."""
+
+from __future__ import annotations
+
+import click
+
+from segtk.core.errors import PluginError
+from segtk.core.registry import missing_modules
+
+
+@click.command("serve")
+@click.option("--model", "model_spec", default="demo", show_default=True,
+              help="Model spec PLUGIN:ARG to serve (see `segtk models`).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface to listen on (0.0.0.0 exposes the model to the network).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option("--max-batch", type=click.IntRange(min=1), default=64, show_default=True,
+              help="Most images accepted in one request.")
+@click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+              default="warning", show_default=True)
+def serve(model_spec: str, host: str, port: int, max_batch: int, log_level: str) -> None:
+    """Serve a model over HTTP (segtk-http/1) so attacks can query it as a black box.
+
+    \b
+    Examples:
+      segtk serve --model demo --port 8000
+      segtk attack --plugin dla --model http://127.0.0.1:8000
+      curl http://127.0.0.1:8000/stats      # images served so far
+    """
+    from segtk_http.server import SERVER_DEPS, SERVER_INSTALL
+    from segtk_http.server import serve as run_server
+
+    missing = missing_modules(SERVER_DEPS)
+    if missing:
+        raise PluginError(f"segtk serve needs {', '.join(missing)}, which is not installed",
+                          hint=SERVER_INSTALL)
+    from segtk.core.specs import load_segmenter
+
+    model = load_segmenter(model_spec)
+    click.echo(f"serving {model.name} ({model.num_classes} classes) at http://{host}:{port} "
+               f"(GET /info, GET /stats, POST /predict)", err=True)
+    run_server(model, host, port, max_batch, log_level)

@@ -1,0 +1,227 @@
+"""The black-box client: `--model http://HOST:PORT[,timeout=S][,retries=N][,backoff=S][,batch=N]`.
+
+Images travel as float32 npz, so a remote model sees exactly the tensors an in-process one
+would. Connection errors, timeouts and 5xx answers are retried `retries` times with
+exponential backoff (backoff, 2*backoff, 4*backoff, ...); anything else fails at once with a
+ModelError that names the URL and what went wrong.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+import urllib.parse
+from typing import Any
+
+import numpy as np
+import torch
+
+from segtk.core.errors import ModelError
+from segtk.core.segmenter import Segmenter
+from segtk_http.protocol import NPZ, PROTOCOL, ProtocolError, dump_npz, load_npz
+
+SYNTAX = "http://HOST:PORT[,timeout=SECONDS][,retries=N][,backoff=SECONDS][,batch=N]"
+RETRY_STATUS = frozenset({500, 502, 503, 504})
+SERVE_HINT = "start one with `segtk serve --model SPEC --port PORT`, or check the URL"
+
+
+class HttpSegmenter(Segmenter):
+    """A segmenter behind a segtk-http/1 server.
+
+    `queries` counts the images this client had labelled (`requests` the successful POSTs);
+    the core QueryCounter still enforces attack budgets on its own count.
+    """
+
+    def __init__(self, url: str, timeout: float = 30.0, retries: int = 3, backoff: float = 0.5,
+                 batch: int | None = None) -> None:
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ModelError(f"not an http(s) URL: {url!r}", hint=f"syntax: {SYNTAX}")
+        if timeout <= 0 or retries < 0 or backoff < 0 or (batch is not None and batch < 1):
+            raise ModelError(f"bad client options for {url}: timeout={timeout}, retries={retries}, "
+                             f"backoff={backoff}, batch={batch}",
+                             hint="timeout > 0, retries >= 0, backoff >= 0, batch >= 1")
+        self.url = url.rstrip("/")
+        self._scheme, self._host = parsed.scheme, parsed.hostname
+        self._port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        self._prefix = parsed.path.rstrip("/")
+        self.timeout, self.retries, self.backoff = float(timeout), int(retries), float(backoff)
+        self.queries = 0
+        self.requests = 0
+        self._local = threading.local()
+        self._count_lock = threading.Lock()
+        self.info = self._info()
+        self.remote_name = str(self.info.get("name", "?"))
+        self.name = f"{self.remote_name}@{self.url}"
+        self.classes = list(self.info["classes"])
+        self.ignore_index = int(self.info.get("ignore_index", 255))
+        server_max = self.info.get("max_batch")
+        self.batch = batch or (int(server_max) if isinstance(server_max, int) and server_max > 0 else 64)
+
+    # --- transport -------------------------------------------------------------------------
+
+    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn, True
+        cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+        conn = cls(self._host, self._port, timeout=self.timeout)
+        self._local.conn = conn
+        return conn, False
+
+    def _drop(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        self._drop()
+
+    def _once(self, method: str, path: str, body: bytes | None,
+              headers: dict[str, str]) -> tuple[int, str, bytes]:
+        conn, reused = self._connection()
+        try:
+            conn.request(method, self._prefix + path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            self._drop()
+            if not reused:
+                raise
+            # A kept-alive connection the server had closed: reconnect once, not a retry.
+            conn, _ = self._connection()
+            try:
+                conn.request(method, self._prefix + path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+            except BaseException:
+                self._drop()
+                raise
+        except BaseException:
+            self._drop()
+            raise
+        if resp.will_close:
+            self._drop()
+        return resp.status, resp.getheader("content-type", ""), data
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                content_type: str | None = None) -> tuple[str, bytes]:
+        """One call with bounded retries; returns (content type, body) of a 2xx answer."""
+        headers = {"Accept": NPZ if path == "/predict" else "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        tries = self.retries + 1
+        what = f"{method} {self.url}{path}"
+        for attempt in range(tries):
+            try:
+                status, ctype, data = self._once(method, path, body, headers)
+            except TimeoutError:
+                problem, hint = (f"no answer within {self.timeout:g} s",
+                                 "the server is slow or stuck: raise timeout= in the model spec "
+                                 f"({self.url},timeout=120) or send smaller batches")
+            except (OSError, http.client.HTTPException) as exc:
+                problem, hint = (f"cannot connect ({type(exc).__name__}: {exc})",
+                                 f"is the server running? {SERVE_HINT}")
+            else:
+                if 200 <= status < 300:
+                    return ctype, data
+                problem = f"HTTP {status}: {_server_message(data)}"
+                hint = "the server failed; see its log"
+                if status not in RETRY_STATUS:
+                    raise ModelError(f"{what} was refused: {problem}",
+                                     hint="the request does not follow segtk-http/1 for this server "
+                                          "(see plugins/models/http/README.md)" if status < 500 else hint)
+            if attempt + 1 < tries:
+                time.sleep(self.backoff * 2**attempt)
+        if method == "POST":
+            hint += "; results written so far are kept, rerun with --resume"
+        raise ModelError(f"{what} failed after {tries} tr{'y' if tries == 1 else 'ies'}: {problem}",
+                         hint=hint)
+
+    # --- protocol --------------------------------------------------------------------------
+
+    def _info(self) -> dict[str, Any]:
+        _, data = self.request("GET", "/info")
+        try:
+            info = json.loads(data)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            info = None
+        classes = info.get("classes") if isinstance(info, dict) else None
+        if not (isinstance(classes, list) and classes and all(isinstance(c, str) for c in classes)):
+            raise ModelError(f"{self.url}/info is not a segtk-http server's answer "
+                             f"(no class list): {data[:120]!r}",
+                             hint=f"the URL must point at a {PROTOCOL} server; {SERVE_HINT}")
+        return info
+
+    def stats(self) -> dict[str, Any]:
+        """The server's own counters (GET /stats)."""
+        return json.loads(self.request("GET", "/stats")[1])
+
+    def _predict_chunk(self, chunk: np.ndarray) -> np.ndarray:
+        ctype, data = self.request("POST", "/predict", dump_npz(images=chunk), NPZ)
+        try:
+            labels = load_npz(data, "labels")
+        except ProtocolError as exc:
+            raise ModelError(f"{self.url}/predict sent an invalid answer: {exc} "
+                             f"(content type {ctype!r}, {len(data)} bytes: {data[:60]!r})",
+                             hint=f"the server must speak {PROTOCOL} (README of segtk-http); "
+                                  "`segtk serve` does") from exc
+        expected = (chunk.shape[0], chunk.shape[2], chunk.shape[3])
+        if labels.shape != expected or labels.dtype.kind not in "ui":
+            raise ModelError(f"{self.url}/predict sent labels {labels.dtype} {list(labels.shape)}, "
+                             f"expected uint8/uint16 {list(expected)}",
+                             hint=f"the server must speak {PROTOCOL}")
+        return labels
+
+    def predict(self, images: torch.Tensor) -> torch.Tensor:
+        array = np.ascontiguousarray(images.detach().to("cpu", torch.float32).numpy())
+        if array.shape[0] == 0:
+            return torch.empty(0, *images.shape[2:], dtype=torch.long)
+        parts = []
+        for start in range(0, array.shape[0], self.batch):
+            chunk = array[start:start + self.batch]
+            parts.append(self._predict_chunk(chunk))
+            with self._count_lock:
+                self.queries += chunk.shape[0]
+                self.requests += 1
+        return torch.from_numpy(np.concatenate(parts).astype(np.int64)).to(images.device)
+
+
+def _server_message(data: bytes) -> str:
+    try:
+        payload = json.loads(data)
+        if isinstance(payload, dict) and "error" in payload:
+            return str(payload["error"])
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        pass
+    return repr(data[:200])
+
+
+def parse(arg: str) -> tuple[str, dict[str, Any]]:
+    """'http://h:1,timeout=5' -> ('http://h:1', {'timeout': 5.0}); 'h:1' gets http:// added."""
+    url, *options = [part.strip() for part in arg.split(",")] if arg else [""]
+    if not url:
+        raise ModelError("no server URL given", hint=f"syntax: {SYNTAX}")
+    if "://" not in url:
+        url = "http://" + url.lstrip("/")
+    kwargs: dict[str, Any] = {}
+    casts = {"timeout": float, "retries": int, "backoff": float, "batch": int}
+    for option in options:
+        key, _, value = option.partition("=")
+        if key not in casts:
+            raise ModelError(f"unknown http option {key!r}",
+                             hint="options: timeout=SECONDS, retries=N, backoff=SECONDS, batch=N")
+        try:
+            kwargs[key] = casts[key](value)
+        except ValueError as exc:
+            raise ModelError(f"http option {key}={value!r} is not a number",
+                             hint=f"syntax: {SYNTAX}") from exc
+    return url, kwargs
+
+
+def load(arg: str) -> HttpSegmenter:
+    url, kwargs = parse(arg)
+    return HttpSegmenter(url, **kwargs)

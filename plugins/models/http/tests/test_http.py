@@ -1,0 +1,399 @@
+"""segtk-http: `segtk serve` in a subprocess on loopback, DLA through `--model http://...`.
+
+The remote run must equal the in-process run bit for bit, and the server must have labelled
+exactly the attack's queries plus the two evaluation passes. Failure modes (server down, slow,
+garbage, 5xx) are checked against small stdlib fake servers in threads.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from PIL import Image
+
+from segtk.cli import cli, pm_commands
+from segtk.core.attack_job import attack_dataset
+from segtk.core.errors import ModelError
+from segtk.core.params import build_attack
+from segtk.core.runs import RunDir
+from segtk.core.specs import load_dataset, load_segmenter
+from segtk_http.client import parse
+from segtk_http.protocol import dump_npz, load_npz
+
+BUDGET, EPS, SEED, LIMIT = 10, 8.0, 0, 3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def specs(tmp_path_factory) -> tuple[str, str]:
+    """(model spec, data spec): the demo if segtk_demo is installed, else a TorchScript file."""
+    if importlib.util.find_spec("segtk_demo") is not None:
+        return "demo", "demo"
+    from segtk_torchscript import save_with_metadata
+    from segtk_torchscript.segmenter import Preprocessing
+
+    root = tmp_path_factory.mktemp("ts")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Conv2d(8, 4, 3, padding=1)).eval()
+    save_with_metadata(torch.jit.script(net), root / "m.pt",
+                       Preprocessing(classes=["a", "b", "c", "d"], mean=(0.5,) * 3, std=(0.25,) * 3))
+    g = np.random.default_rng(0)
+    for i in range(LIMIT):
+        Image.fromarray(g.integers(0, 256, (24, 32, 3), dtype=np.uint8)).save(
+            _mkdir(root / "data" / "images") / f"im{i}.png")
+        Image.fromarray(g.integers(0, 4, (24, 32), dtype=np.uint8)).save(
+            _mkdir(root / "data" / "labels") / f"im{i}.png")
+    (root / "data" / "classes.txt").write_text("a\nb\nc\nd\n")
+    return f"torchscript:{root / 'm.pt'}", f"folder:{root / 'data'}"
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def get_json(url: str, timeout: float = 5.0) -> dict:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+class Served(str):
+    """The server's URL, with its process."""
+
+    proc: subprocess.Popen
+
+
+@contextmanager
+def segtk_serve(model_spec: str, port: int) -> Iterator[Served]:
+    """`segtk serve` in a subprocess; waits for /info; always killed (by its pid) on exit."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from segtk.cli import main; main()", "serve", "--model",
+         model_spec, "--host", "127.0.0.1", "--port", str(port)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = Served(f"http://127.0.0.1:{port}")
+    url.proc = proc
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"segtk serve exited: {proc.stdout.read().decode()}")
+            try:
+                get_json(url + "/info", timeout=1)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.kill()
+        proc.wait(10)
+        proc.stdout.close()
+
+
+def run_attack(model, data_spec: str, out: Path, batch_size: int = 2, **kw):
+    attack = build_attack("dla", budget=BUDGET, eps=EPS, seed=SEED)
+    data = load_dataset(data_spec, None, LIMIT)
+    run = RunDir(out, cli_config(model if isinstance(model, str) else model.url, data_spec), False)
+    return attack_dataset(attack, model if not isinstance(model, str) else load_segmenter(model),
+                          data, run, batch_size, **kw)
+
+
+def cli_config(model_spec: str, data_spec: str) -> dict:
+    """The run.json config `segtk attack` writes, so a CLI --resume accepts our run."""
+    attack = build_attack("dla", budget=BUDGET, eps=EPS, seed=SEED)
+    return {"attack": "dla", "params": attack.params.__dict__, "model": model_spec,
+            "data": data_spec, "split": None}
+
+
+@pytest.fixture
+def evaluated(monkeypatch) -> list[int]:
+    """Counts the images of the job's (uncounted) evaluation passes, whatever the core does."""
+    from segtk.core import attack_job
+
+    seen = [0]
+    original = attack_job.evaluate
+
+    def evaluate(segmenter, images):
+        seen[0] += images.shape[0]
+        return original(segmenter, images)
+
+    monkeypatch.setattr(attack_job, "evaluate", evaluate)
+    return seen
+
+
+def results(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+
+
+def test_dla_over_http_equals_in_process_and_server_counts(specs, tmp_path, evaluated) -> None:
+    model_spec, data_spec = specs
+    local = run_attack(model_spec, data_spec, tmp_path / "local")
+    evaluated[0] = 0
+    with segtk_serve(model_spec, free_port()) as url:
+        info = get_json(url + "/info")
+        remote_model = load_segmenter(url)
+        assert remote_model.classes == info["classes"] == load_segmenter(model_spec).classes
+        remote = run_attack(remote_model, data_spec, tmp_path / "remote")
+        served, client_count = get_json(url + "/stats")["served_images"], remote_model.queries
+        check_json_and_refusals(url, remote_model)
+    assert results(tmp_path / "remote") == results(tmp_path / "local")
+    assert remote.table == local.table
+    for png in (tmp_path / "local" / "images").iterdir():
+        assert (tmp_path / "remote" / "images" / png.name).read_bytes() == png.read_bytes()
+    queries = sum(r["queries"] for r in remote.records)
+    assert queries == LIMIT * BUDGET  # DLA spends its whole budget
+    assert LIMIT <= evaluated[0] <= 2 * LIMIT  # adversarial (and maybe clean) evaluation
+    assert served == queries + evaluated[0] == client_count
+
+
+def test_server_down_then_back_resume_via_cli(specs, tmp_path, evaluated) -> None:
+    model_spec, data_spec = specs
+    port = free_port()
+    spec = f"http://127.0.0.1:{port},retries=2,backoff=0.01"
+    out = tmp_path / "run"
+    with segtk_serve(model_spec, port) as url:
+        model = load_segmenter(spec)
+        stop = [False]
+
+        def kill_after_first(record) -> None:
+            stop[0] = True
+
+        with pytest.raises(ModelError) as err:
+            attack = build_attack("dla", budget=BUDGET, eps=EPS, seed=SEED)
+            data = load_dataset(data_spec, None, LIMIT)
+            run = RunDir(out, cli_config(spec, data_spec), False)
+            original = model.predict
+
+            def predict(images):  # the server dies once the first image is stored
+                if stop[0] and url.proc.poll() is None:
+                    url.proc.kill()
+                    url.proc.wait(10)
+                return original(images)
+
+            model.predict = predict
+            attack_dataset(attack, model, data, run, 1, on_image=kill_after_first)
+    message = str(err.value)
+    assert f"127.0.0.1:{port}/predict" in message and "cannot connect" in message
+    assert "3 tries" in message and "--resume" in message and "segtk serve" in message
+    assert len(results(out)) == 1
+    first = results(out)[0]["image"]
+
+    pm_commands()
+    args = ["attack", "--plugin", "dla", "--model", spec, "--data", data_spec, "--limit", str(LIMIT),
+            "--budget", str(BUDGET), "--eps", "8", "--batch-size", "1", "--out", str(out)]
+    down = CliRunner().invoke(cli, args + ["--resume"])  # still down: one clear line, exit 1
+    assert down.exit_code == 1 and "cannot connect" in down.output, down.output
+    with segtk_serve(model_spec, port) as url:
+        evaluated[0] = 0
+        resumed = CliRunner().invoke(cli, args + ["--resume"])
+        served, evals = get_json(url + "/stats")["served_images"], evaluated[0]
+    assert resumed.exit_code == 0, resumed.output
+    local = run_attack(model_spec, data_spec, tmp_path / "local", batch_size=1)
+    assert results(out) == [r for r in local.records if r["image"] == first] + \
+        [r for r in local.records if r["image"] != first]
+    assert served == (LIMIT - 1) * BUDGET + evals  # only the images left were attacked
+
+
+def post(url: str, body: bytes, content_type: str) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def check_json_and_refusals(url: str, model) -> None:
+    """8-bit PNG/JSON requests equal npz ones; bad requests get 4xx with a message."""
+    g = np.random.default_rng(1)
+    u8 = g.integers(0, 256, (2, 20, 28, 3), dtype=np.uint8)
+    pngs = []
+    for im in u8:
+        buf = io.BytesIO()
+        Image.fromarray(im).save(buf, format="PNG")
+        pngs.append(base64.b64encode(buf.getvalue()).decode())
+    status, body = post(url + "/predict", json.dumps({"images": pngs}).encode(), "application/json")
+    assert status == 200
+    answer = json.loads(body)
+    labels = np.stack([np.asarray(Image.open(io.BytesIO(base64.b64decode(t)))) for t in answer["labels"]])
+    x = torch.from_numpy(u8).permute(0, 3, 1, 2).float() / 255
+    assert np.array_equal(labels, model.predict(x).numpy())
+    status, body = post(url + "/predict", dump_npz(images=u8.transpose(0, 3, 1, 2)), "application/x-npz")
+    assert status == 200 and np.array_equal(load_npz(body, "labels"), labels)
+
+    assert post(url + "/predict", b"garbage", "application/x-npz")[0] == 400
+    status, body = post(url + "/predict", dump_npz(images=np.zeros((1, 4, 5, 5), np.float32)), "")
+    assert status == 400 and b"[N,3,H,W]" in body
+    assert post(url + "/predict", b"{}", "application/json")[0] == 400
+    assert post(url + "/predict", b"x", "text/plain")[0] == 415
+    too_many = dump_npz(images=np.zeros((65, 3, 2, 2), np.float32))
+    status, body = post(url + "/predict", too_many, "application/x-npz")
+    assert status == 413 and b"at most 64" in body
+    assert get_json(url + "/stats")["failed_requests"] == 5
+    model.batch = 64
+    with pytest.raises(ModelError, match="was refused: HTTP 400"):
+        model.request("POST", "/predict", b"garbage", "application/x-npz")
+    # A batch larger than the server's limit is split by the client.
+    big = torch.rand(70, 3, 4, 4)
+    before = model.requests
+    assert model.predict(big).shape == (70, 4, 4) and model.requests == before + 2
+
+
+# --- failure modes against fake servers ---------------------------------------------------------
+
+INFO = json.dumps({"protocol": "segtk-http/1", "name": "fake", "classes": ["a", "b"],
+                   "ignore_index": 255, "max_batch": 8}).encode()
+
+
+@contextmanager
+def fake_server(behaviour) -> Iterator[str]:
+    """A stdlib HTTP server in a thread; `behaviour(handler)` answers POST /predict."""
+
+    class Handler(BaseHTTPRequestHandler):
+        calls: list[str] = []
+
+        def log_message(self, *args) -> None:
+            pass
+
+        def reply(self, status: int, body: bytes, ctype: str = "application/json") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            Handler.calls.append(self.path)
+            if self.path == "/info" and getattr(behaviour, "info", None):
+                return behaviour.info(self)
+            self.reply(200, INFO)
+
+        def do_POST(self) -> None:
+            Handler.calls.append(self.path)
+            self.rfile.read(int(self.headers["Content-Length"]))
+            behaviour(self)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield url, Handler.calls
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def test_server_down_is_a_clear_error() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    start = time.monotonic()
+    with pytest.raises(ModelError) as err:
+        load_segmenter(f"{url},retries=2,backoff=0.05")
+    assert time.monotonic() - start >= 0.05 + 0.1  # exponential backoff: 0.05 then 0.1 s
+    assert f"GET {url}/info failed after 3 tries: cannot connect" in err.value.message
+    assert "segtk serve" in err.value.hint and "--resume" not in err.value.hint
+
+
+def test_slow_server_times_out() -> None:
+    def slow(handler) -> None:
+        time.sleep(1.5)
+        handler.reply(200, dump_npz(labels=np.zeros((1, 2, 2), np.uint8)), "application/x-npz")
+
+    with fake_server(slow) as (url, calls):
+        model = load_segmenter(f"{url},timeout=0.3,retries=1,backoff=0")
+        with pytest.raises(ModelError) as err:
+            model.predict(torch.rand(1, 3, 2, 2))
+    assert "no answer within 0.3 s" in err.value.message and "2 tries" in err.value.message
+    assert "timeout=" in err.value.hint and calls.count("/predict") == 2
+
+
+def test_garbage_answers_are_clear_errors() -> None:
+    def garbage(handler) -> None:
+        handler.reply(200, b"<html>hello</html>", "text/html")
+
+    with fake_server(garbage) as (url, _):
+        model = load_segmenter(url)
+        assert model.classes == ["a", "b"] and model.batch == 8 and model.name == f"fake@{url}"
+        with pytest.raises(ModelError, match=r"/predict sent an invalid answer: body is not a valid npz"):
+            model.predict(torch.rand(1, 3, 2, 2))
+
+    def wrong_shape(handler) -> None:
+        handler.reply(200, dump_npz(labels=np.zeros((1, 3, 3), np.uint8)), "application/x-npz")
+
+    with fake_server(wrong_shape) as (url, _):
+        with pytest.raises(ModelError, match=r"sent labels uint8 \[1, 3, 3\], expected"):
+            load_segmenter(url).predict(torch.rand(1, 3, 2, 2))
+
+    def not_segtk(handler) -> None:
+        handler.reply(200, b"hello")
+
+    not_segtk.info = lambda h: h.reply(200, b"<html>a web page</html>", "text/html")
+    with fake_server(not_segtk) as (url, _):
+        with pytest.raises(ModelError, match="is not a segtk-http server's answer"):
+            load_segmenter(url)
+
+
+def test_5xx_is_retried_with_backoff_then_succeeds() -> None:
+    answers = [503, 502, 200]
+
+    def flaky(handler) -> None:
+        status = answers.pop(0)
+        if status == 200:
+            handler.reply(200, dump_npz(labels=np.ones((2, 2, 3), np.uint8)), "application/x-npz")
+        else:
+            handler.reply(status, b'{"error": "busy"}')
+
+    with fake_server(flaky) as (url, calls):
+        model = load_segmenter(f"{url},retries=2,backoff=0.01")
+        labels = model.predict(torch.rand(2, 3, 2, 3))
+        assert labels.dtype == torch.int64 and labels.tolist() == [[[1] * 3] * 2] * 2
+        assert calls.count("/predict") == 3 and model.queries == 2 and model.requests == 1
+        answers[:] = [500, 500]
+        with pytest.raises(ModelError, match=r"failed after 2 tries: HTTP 500: busy"):
+            load_segmenter(f"{url},retries=1,backoff=0").predict(torch.rand(1, 3, 2, 2))
+
+
+def test_spec_parsing_and_listing() -> None:
+    assert parse("http://h:1/x,timeout=5,retries=0,backoff=1,batch=4") == (
+        "http://h:1/x", {"timeout": 5.0, "retries": 0, "backoff": 1.0, "batch": 4})
+    assert parse("127.0.0.1:8000") == ("http://127.0.0.1:8000", {})
+    with pytest.raises(ModelError, match="unknown http option 'colour'"):
+        parse("http://h:1,colour=red")
+    with pytest.raises(ModelError, match="not a number"):
+        parse("http://h:1,timeout=soon")
+    with pytest.raises(ModelError, match="bad client options"):
+        load_segmenter("http://h:1,timeout=0")
+    pm_commands()
+    listing = json.loads(CliRunner().invoke(cli, ["plugins", "--json"]).output)
+    assert [r["status"] for r in listing if r["name"] == "http"] == ["ok"]
+    assert "serve" in cli.commands
+    assert "--port" in CliRunner().invoke(cli, ["serve", "--help"]).output

@@ -1,0 +1,34 @@
+"""segtk plugin: MMSegmentation 1.x models from a config file and a checkpoint."""
+
+from __future__ import annotations
+
+from segtk.core.hookspecs import hookimpl
+from segtk.core.registry import SegmenterPlugin
+
+__version__ = "0.1.0"
+
+SYNTAX = "mmseg:CONFIG.py,CHECKPOINT.pth[,classes=a;b;c][,opts=KEY=VALUE;KEY=VALUE][,trust]"
+INSTALL = ('full mmcv with compiled ops (mmcv-lite is not enough; PyPI has only its source): '
+           'pip install "setuptools<80" wheel ninja psutil && MMCV_WITH_OPS=1 FORCE_CUDA=0 '
+           'pip install --no-build-isolation mmcv==2.1.0 && pip install mmengine==0.10.7 '
+           'mmsegmentation==1.2.2 ftfy regex  (or: pip install -e "plugins/models/mmseg[mm]")')
+
+
+def load(arg: str):
+    from segtk_mmseg.segmenter import load as _load
+
+    return _load(arg)
+
+
+@hookimpl
+def register_segmenters(register) -> None:
+    register(SegmenterPlugin(
+        name="mmseg",
+        load=load,
+        syntax=SYNTAX,
+        example="--model mmseg:segformer_mit-b0_8xb2-160k_ade20k-512x512.py,segformer_b0_ade.pth",
+        description="MMSegmentation 1.x EncoderDecoder models: classes from the checkpoint's "
+                    "meta.dataset_meta, the config's data preprocessor and test Resize honoured",
+        requires=("mmengine", "mmseg", "mmcv", "mmcv._ext"),
+        install=INSTALL,
+    ))

@@ -1,0 +1,215 @@
+"""ONNX Runtime adapter.
+
+The model maps normalised images [B,3,h,w] to logits [B,C,h',w'] (upsampled here to the input
+size) or to label maps [B,h',w'] (integer outputs, resized nearest; such models give no
+logits). What the outputs mean and how to normalise travel in the file's `metadata_props`
+under the key "segtk" (JSON, written by `save_metadata`), or are given in the spec; the spec
+wins. A fixed spatial input size in the graph is honoured (images are resized to it) unless
+`size=` says otherwise; a fixed batch size of 1 is run one image at a time.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from segtk.core.errors import ModelError
+from segtk.core.segmenter import Segmenter, labels_from_logits
+
+META_KEY = "segtk"
+HINT = "syntax: onnx:FILE.onnx[,classes=a;b;c][,mean=R;G;B][,std=R;G;B][,scale=255][,bgr][,size=WxH]"
+
+
+@dataclass
+class Preprocessing:
+    """x_model = ((x * scale)[channels] - mean) / std, resized to `size` (W,H) if set."""
+
+    classes: list[str] = field(default_factory=list)
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    scale: float = 1.0
+    bgr: bool = False
+    size: tuple[int, int] | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Preprocessing:
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ValueError("metadata 'segtk' must be a JSON object")
+        known = {k: v for k, v in raw.items() if k in cls.__dataclass_fields__}
+        for key in ("mean", "std", "size"):
+            if known.get(key) is not None:
+                known[key] = tuple(known[key])
+        return cls(**known)
+
+
+_NP_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16,
+             "tensor(double)": np.float64}
+
+
+class OnnxSegmenter(Segmenter):
+    def __init__(self, session, prep: Preprocessing, name: str) -> None:
+        if not prep.classes:
+            raise ModelError(f"{name}: no class list",
+                             hint="store it with segtk_onnx.save_metadata(...) or add classes=a;b;c")
+        self.session = session
+        self.prep = prep
+        self.name = name
+        self.classes = list(prep.classes)
+        inp = session.get_inputs()[0]
+        if len(inp.shape) != 4:
+            raise ModelError(f"{name}: input {inp.name!r} has shape {inp.shape}, expected [B,3,H,W]")
+        if inp.type not in _NP_TYPES:
+            raise ModelError(f"{name}: input {inp.name!r} is {inp.type}, expected a float tensor")
+        self.input_name, self.input_dtype = inp.name, _NP_TYPES[inp.type]
+        batch, channels, height, width = inp.shape
+        if isinstance(channels, int) and channels != 3:
+            raise ModelError(f"{name}: input takes {channels} channels, expected 3 (RGB/BGR)")
+        self.fixed_batch = batch if isinstance(batch, int) else None
+        if prep.size is None and isinstance(height, int) and isinstance(width, int):
+            prep.size = (width, height)
+        self.output_name = session.get_outputs()[0].name
+        self._mean = torch.tensor(prep.mean, dtype=torch.float32).view(1, 3, 1, 1)
+        self._std = torch.tensor(prep.std, dtype=torch.float32).view(1, 3, 1, 1)
+
+    def preprocess(self, images: torch.Tensor) -> torch.Tensor:
+        x = images.detach().to("cpu", torch.float32) * self.prep.scale
+        if self.prep.bgr:
+            x = x.flip(1)
+        x = (x - self._mean) / self._std
+        if self.prep.size is not None and tuple(x.shape[-2:]) != self.prep.size[::-1]:
+            x = F.interpolate(x, size=self.prep.size[::-1], mode="bilinear", align_corners=False)
+        return x
+
+    def _run(self, x: torch.Tensor) -> np.ndarray:
+        array = np.ascontiguousarray(x.numpy().astype(self.input_dtype, copy=False))
+        step = self.fixed_batch or array.shape[0]
+        if step < 1 or (self.fixed_batch and self.fixed_batch != 1 and array.shape[0] % step):
+            raise ModelError(f"{self.name}: the graph has a fixed batch size of {self.fixed_batch}",
+                             hint="re-export with a dynamic batch axis (dynamic_axes / dynamic_shapes)")
+        outs = [self.session.run([self.output_name], {self.input_name: array[i:i + step]})[0]
+                for i in range(0, array.shape[0], step)]
+        return np.concatenate(outs)
+
+    def _raw(self, images: torch.Tensor) -> torch.Tensor:
+        out = torch.from_numpy(self._run(self.preprocess(images)))
+        b = images.shape[0]
+        if out.shape[0] != b or out.dim() not in (3, 4):
+            raise ModelError(f"{self.name} returned shape {tuple(out.shape)}, expected "
+                             f"[{b},C,h,w] logits or [{b},h,w] labels")
+        return out
+
+    def logits(self, images: torch.Tensor) -> torch.Tensor:
+        out = self._raw(images)
+        if out.dim() == 3 or not out.is_floating_point():
+            raise ModelError(f"{self.name} outputs label maps, not scores")
+        return self._resize_logits(out.float(), images)
+
+    @staticmethod
+    def _resize_logits(out: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
+        h, w = images.shape[-2:]
+        if out.shape[-2:] != (h, w):
+            out = F.interpolate(out, size=(h, w), mode="bilinear", align_corners=False)
+        return out.to(images.device)
+
+    def predict(self, images: torch.Tensor) -> torch.Tensor:
+        if images.shape[0] == 0:
+            return torch.empty(0, *images.shape[2:], dtype=torch.long)
+        out = self._raw(images)
+        if out.dim() == 4:
+            if not out.is_floating_point():
+                raise ModelError(f"{self.name}: 4-D output of type {out.dtype}, expected float logits")
+            return labels_from_logits(self._resize_logits(out.float(), images))
+        if out.is_floating_point():
+            out = out.round()
+        out = out.long()
+        h, w = images.shape[-2:]
+        if out.shape[-2:] != (h, w):
+            out = F.interpolate(out[:, None].float(), size=(h, w), mode="nearest")[:, 0].long()
+        return out.to(images.device)
+
+
+def _floats(raw: str, n: int = 3) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in raw.split(";"))
+    except ValueError:
+        values = ()
+    if len(values) != n:
+        raise ModelError(f"expected {n} numbers separated by ';', got {raw!r}", hint=HINT)
+    return values
+
+
+def parse(arg: str) -> tuple[Path, dict[str, object], int | None]:
+    """'m.onnx,classes=a;b,bgr' -> (Path('m.onnx'), {'classes': [...], 'bgr': True}, threads)."""
+    path_str, *options = [part.strip() for part in arg.split(",")] if arg else [""]
+    if not path_str:
+        raise ModelError("no ONNX file given", hint=HINT)
+    override: dict[str, object] = {}
+    threads = None
+    for option in options:
+        key, sep, value = option.partition("=")
+        if key == "classes":
+            override["classes"] = [c for c in value.split(";") if c]
+        elif key in ("mean", "std"):
+            override[key] = _floats(value)
+        elif key == "scale":
+            override["scale"] = _floats(value, 1)[0]
+        elif key == "bgr":
+            override["bgr"] = value.lower() not in ("0", "false", "no") if sep else True
+        elif key == "size":
+            w, _, h = value.partition("x")
+            if not (w.isdigit() and h.isdigit()):
+                raise ModelError(f"size must be WxH, got {value!r}", hint=HINT)
+            override["size"] = (int(w), int(h))
+        elif key == "threads":
+            threads = int(_floats(value, 1)[0])
+        else:
+            raise ModelError(f"unknown onnx option {key!r}",
+                             hint="options: classes=, mean=, std=, scale=, bgr, size=WxH, threads=N")
+    return Path(path_str), override, threads
+
+
+def load(arg: str) -> OnnxSegmenter:
+    import onnxruntime as ort
+
+    path, override, threads = parse(arg)
+    if not path.is_file():
+        raise ModelError(f"{path}: ONNX file not found", hint=HINT)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or torch.get_num_threads()
+    options.inter_op_num_threads = 1
+    try:
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # ORT raises its own Fail/InvalidGraph/... types
+        raise ModelError(f"{path}: not a loadable ONNX model ({type(exc).__name__}: {exc})",
+                         hint="export with torch.onnx.export (opset >= 17) and check it with onnx.checker") from exc
+    meta = session.get_modelmeta().custom_metadata_map
+    try:
+        prep = Preprocessing.from_json(meta[META_KEY]) if META_KEY in meta else Preprocessing()
+    except (ValueError, TypeError) as exc:
+        raise ModelError(f"{path}: bad 'segtk' metadata ({exc})",
+                         hint="rewrite it with segtk_onnx.save_metadata(path, Preprocessing(...))") from exc
+    for key, value in override.items():
+        setattr(prep, key, value)
+    return OnnxSegmenter(session, prep, f"onnx:{path.name}")
+
+
+def save_metadata(path: str | Path, prep: Preprocessing, out: str | Path | None = None) -> None:
+    """Store `prep` in the model's metadata_props (key "segtk"); needs the `onnx` package."""
+    import onnx
+
+    model = onnx.load(str(path))
+    for prop in list(model.metadata_props):
+        if prop.key == META_KEY:
+            model.metadata_props.remove(prop)
+    entry = model.metadata_props.add()
+    entry.key, entry.value = META_KEY, prep.to_json()
+    onnx.save(model, str(out or path))
