@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+from rich.text import Text
 
 from segtk.console import console, err_console, pct, progress, table
 from segtk.core import registry
@@ -79,8 +80,8 @@ def plugins(as_json: bool) -> None:
     ))
 
 
-def _status(status: str) -> str:
-    return {"ok": "[green]ok[/]", "broken": "[red]broken[/]"}.get(status, f"[yellow]{status}[/]")
+def _status(status: str) -> Text:
+    return Text(status, style={"ok": "green", "broken": "red"}.get(status, "yellow"))
 
 
 @cli.group(invoke_without_command=True)
@@ -181,8 +182,9 @@ def predict(model_spec, data_spec, split, limit, out, batch_size) -> None:
 @click.option("--save-images/--no-save-images", default=True, show_default=True)
 @click.option("--param", "extra", multiple=True, metavar="KEY=VALUE",
               help="Attack-specific parameter, e.g. --param exploration=0.3.")
+@click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def attack(attack_name, model_spec, data_spec, split, limit, budget, eps, seed, batch_size, out,
-           resume, save_images, extra) -> None:
+           resume, save_images, extra, write_html) -> None:
     """Run a decision-based attack over a dataset and report the mIoU drop.
 
     \b
@@ -222,6 +224,9 @@ def attack(attack_name, model_spec, data_spec, split, limit, budget, eps, seed, 
         ["max L∞ (0–255)", "", t["max_linf"]],
     ]))
     console.print(f"results: {out / 'results.jsonl'}")
+    if write_html:
+        from segtk.core.report import write_report
+        console.print(f"report: {write_report(out)}")
 
 
 @cli.group()
@@ -256,8 +261,9 @@ def bench() -> None:
 @click.option("--address", default=None, help="Ray cluster address to join (with --executor ray).")
 @click.option("--out", type=click.Path(file_okay=False), default="runs/bench-attacks", show_default=True)
 @click.option("--resume", is_flag=True, help="Keep finished shards in OUT and run the rest.")
+@click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, eps, seed, batch_size,
-                  chunk, executor, workers, address, out, resume) -> None:
+                  chunk, executor, workers, address, out, resume, write_html) -> None:
     """Attacks × budgets → dataset mIoU (mean ± std over repeats), CSV/JSON and curves.
 
     \b
@@ -266,7 +272,13 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
       segtk bench attacks --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
           --data camvid:../shared/data/camvid --limit 20 --budgets 10,50,200 --repeats 3
     """
-    from segtk.core.bench_attacks import aggregate, plan, run_bench, write_outputs
+    from segtk.core.bench_attacks import (
+        aggregate,
+        plan,
+        run_bench,
+        write_contact_sheet,
+        write_outputs,
+    )
     from segtk.core.executors import make_executor
     from segtk.core.runs import RunDir
     from segtk.core.specs import load_dataset
@@ -276,7 +288,7 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
         registry.attack(name)  # unknown or broken plugins fail before any work
     data = load_dataset(data_spec, split, limit)
     shards = plan(list(models_), data_spec, split, names, budget_list, repeats, data.names, chunk,
-                  eps, seed, batch_size)
+                  eps, seed, batch_size, sheet_dir=str(Path(out) / "sheet"))
     config = {"attacks": names, "budgets": budget_list, "models": list(models_), "data": data_spec,
               "split": split, "images": data.names, "repeats": repeats, "eps": eps, "seed": seed}
     run = RunDir(out, config, resume)
@@ -296,12 +308,30 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
         console.print(table(f"{model} — dataset mIoU % (mean ± std over {repeats} repeats), ε={eps:g}",
                             ["attack"] + [f"{b} queries" for b in cols],
                             [[name] + [row.get(b, "") for b in cols] for name, row in cells.items()]))
+    vis = [r for r in result.rows if "ssim" in r]
+    if vis:
+        console.print(table(f"visibility at {max(budget_list)} queries (stored 8-bit images)",
+                            ["model", "attack", "PSNR dB", "SSIM", "changed pixels %"],
+                            [[r["model"], r["attack"], r["psnr"], f"{r['ssim']:.4f}", r["changed_pct"]]
+                             for r in vis]))
     for path in write_outputs(result, Path(out)):
         console.print(f"wrote {path}")
+    sheet = write_contact_sheet(Path(out), data, names, max(budget_list))
+    if sheet:
+        console.print(f"wrote {sheet}")
+    if write_html:
+        from segtk.core.report import write_report
+        console.print(f"report: {write_report(out)}")
 
 
 # Commands defined in their own modules (keep this file to parsing and printing).
 # cli.add_command(...) lines for edit/report/serve go here.
+from segtk.cli_edit import edit  # noqa: E402
+
+cli.add_command(edit)
+from segtk.cli_report import report  # noqa: E402
+
+cli.add_command(report)
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -39,7 +40,7 @@ def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> 
     rows = [[fmt(v) for v in row] for row in rows]
     t = Table()
     for i, col in enumerate(columns):
-        values = [r[i] for r in rows if i < len(r) and r[i]]
+        values = [str(r[i]) for r in rows if i < len(r) and str(r[i])]
         numeric = bool(values) and all(_is_number(v) for v in values)
         t.add_column(col, justify="right" if numeric and i > 0 else "left")
     for row in rows:
@@ -55,10 +56,13 @@ def _is_number(text: str) -> bool:
         return False
 
 
-def fmt(value: Any) -> str:
+def fmt(value: Any) -> str | Text:
+    """Numbers with two decimals; text escaped so '[...]' in a spec is never read as markup."""
+    if isinstance(value, Text):
+        return value
     if isinstance(value, float):
         return f"{value:.2f}"
-    return str(value)
+    return escape(str(value))
 
 
 def pct(value: float) -> float:

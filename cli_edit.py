@@ -1,0 +1,125 @@
+"""`segtk edit`: attribute editing (Gen4Seg) of a labelled dataset into an edited dataset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from segtk.console import console, err_console, progress, table
+from segtk.core.editing import BACKENDS
+from segtk.core.errors import SegtkError
+from segtk.core.samples import DEFAULT_EXCLUDE, DEFAULT_MIN_AREA, SKIP_REASONS
+from segtk.options import csv_list, data_option, limit_option, split_option
+
+
+def parse_params(items: tuple[str, ...]) -> dict[str, str]:
+    params = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SegtkError(f"cannot read --param {item!r}", hint="write --param KEY=VALUE")
+        params[key.strip().replace("-", "_")] = value.strip()
+    return params
+
+
+@click.command()
+@click.option("--plugin", "editor_name", required=True,
+              help="Editor: color, material, style, weather, size, position (see `segtk plugins`).")
+@click.option("--values", default=None,
+              help="Comma-separated attribute values [default: all the editor's values].")
+@click.option("--backend", type=click.Choice(BACKENDS), default="classical", show_default=True,
+              help="classical = OpenCV/numpy, CPU, no weights; diffusion = the segtk-diffusion plugin.")
+@data_option
+@split_option
+@limit_option
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Output folder, an edited dataset [default: runs/edit-PLUGIN].")
+@click.option("--variants", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Edits per image and value, each with its own random stream.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--resume", is_flag=True, help="Keep the edits already in OUT and do the rest.")
+@click.option("--min-area", type=click.FloatRange(0, 1), default=DEFAULT_MIN_AREA, show_default=True,
+              help="Smallest salient object, as a share of the image (object edits).")
+@click.option("--exclude", default=None,
+              help="Classes never picked as the object, comma-separated "
+                   f"[default: {','.join(DEFAULT_EXCLUDE)}]; \"\" for none.")
+@click.option("--classes", "only", default=None,
+              help="Only these classes may be the object (overrides --exclude), e.g. car,pedestrian.")
+@click.option("--param", "extra", multiple=True, metavar="KEY=VALUE",
+              help="Editor parameter (see the plugin's README), e.g. --param strength=0.7; with "
+                   "--backend diffusion, other keys go to the diffusion backend, e.g. "
+                   "--param sd=PATH.")
+@click.option("--sheet-rows", type=click.IntRange(min=0), default=12, show_default=True,
+              help="Rows in OUT/contact_sheet.png (0: none).")
+@click.option("--save-sources/--no-save-sources", default=True, show_default=True,
+              help="Copy the edited source images and labels to OUT/source (a folder dataset).")
+def edit(editor_name, values, backend, data_spec, split, limit, out, variants, seed, resume,
+         min_area, exclude, only, extra, sheet_rows, save_sources) -> None:
+    """Edit an attribute of labelled images into a new dataset whose labels stay valid.
+
+    Object edits (color, material, size, position) change the largest single-class region that
+    covers at least --min-area of the image; image edits (style, weather) change the whole
+    image. Appearance edits keep the label exactly; geometry edits move the label with the
+    object and label the uncovered area ignore. Images without such an object are skipped and
+    counted. Read the result back with --data edited:OUT.
+
+    \b
+    Examples:
+      segtk edit --plugin material                     # the bundled demo images
+      segtk edit --plugin color --values red,blue --data camvid:../shared/data/camvid \\
+                 --limit 20 --out runs/edit-color
+      segtk edit --plugin position --values 0.2,0.4 --data camvid:../shared/data/camvid \\
+                 --classes car --min-area 0.02 --out runs/edit-position
+      segtk edit --plugin weather --values fog,night --variants 2 --seed 1 --out runs/edit-weather
+      segtk edit --plugin color --out runs/edit-color --resume
+      segtk edit --plugin color --backend diffusion --param sd=MODEL_DIR --values red
+      segtk predict --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
+                    --data edited:runs/edit-color
+    """
+    from segtk.core.edit_job import EditRun, build_editor, edit_dataset
+    from segtk.core.specs import load_dataset
+
+    editor = build_editor(editor_name, backend, parse_params(extra))
+    value_list = [editor.check_value(v) for v in csv_list(values)] if values else list(editor.values)
+    if not value_list:
+        raise SegtkError(f"editor {editor_name!r} has no values", hint="pass --values")
+    value_list = list(dict.fromkeys(value_list))
+    data = load_dataset(data_spec, split, limit)
+    exclude_list = None if exclude is None else csv_list(exclude)
+    only_list = csv_list(only) if only else None
+    known = {c.lower() for c in data.classes}
+    if only_list and not any(c.lower() in known for c in only_list):
+        raise SegtkError(f"--classes {only}: none of these is a class of {data.name}",
+                         hint=f"classes: {', '.join(data.classes)}")
+    for name in (only_list or []) + (exclude_list or []):
+        if name.lower() not in known:
+            err_console.print(f"[yellow]warning:[/] {name!r} is not a class of {data.name}")
+    out = Path(out or f"runs/edit-{editor_name}")
+    config = {"plugin": editor_name, "values": value_list, "backend": backend, "data": data_spec,
+              "split": split, "limit": limit, "variants": variants, "seed": seed,
+              "min_area": min_area, "exclude": exclude_list, "classes": only_list,
+              "params": getattr(editor, "parameters", dict)(), "save_sources": save_sources}
+    run = EditRun(out, config, resume)
+    with progress() as bar:
+        task = bar.add_task(f"{editor_name} ({backend})",
+                            total=len(data) * len(value_list) * variants, status="")
+
+        def tick(rec) -> None:
+            status = rec["name"] + (f": skipped ({rec['reason']})" if "reason" in rec else "")
+            bar.update(task, advance=1, status=status)
+
+        summary = edit_dataset(editor, data, run, value_list, variants, seed, min_area,
+                               exclude_list, only_list, save_sources, sheet_rows, tick)
+    console.print(table(
+        f"{editor_name} on {data_spec}: {len(data)} images × {len(value_list)} values"
+        + (f" × {variants} variants" if variants > 1 else ""),
+        ["", "edits", "source images"], summary.table()))
+    for row, _, _ in summary.table()[1:]:
+        reason = row.removeprefix("skipped: ")
+        console.print(f"  {reason}: {SKIP_REASONS.get(reason, '')}")
+    console.print(f"edited dataset: {out}  (read it with --data edited:{out})")
+    if save_sources and summary.edited:
+        console.print(f"originals: {out / 'source'}  (--data folder:{out / 'source'})")
+    if (out / "contact_sheet.png").exists():
+        console.print(f"contact sheet: {out / 'contact_sheet.png'}")

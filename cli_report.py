@@ -1,0 +1,32 @@
+"""`segtk report`: write a run directory's self-contained HTML report."""
+
+from __future__ import annotations
+
+import click
+
+from segtk.console import console
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--data", "data_spec", default=None, metavar="FORMAT:PATH",
+              help="Dataset for clean images and labels [default: the one in RUN_DIR/run.json].")
+@click.option("--open", "open_", is_flag=True, help="Open the report in the default browser.")
+def report(run_dir: str, data_spec: str | None, open_: bool) -> None:
+    """Write RUN_DIR/report.html for an attack, benchmark or edit run.
+
+    The page works offline: pictures it needs are written to RUN_DIR/report_files/ and linked
+    relatively, so the run folder can be zipped and shared as it is.
+
+    \b
+    Examples:
+      segtk report runs/attack-dla --open
+      segtk report runs/bench-attacks
+      segtk report runs/dla --data camvid:../shared/data/camvid   # dataset moved since the run
+    """
+    from segtk.core.report import write_report
+
+    path = write_report(run_dir, data_spec)
+    console.print(f"wrote {path}")
+    if open_:
+        click.launch(str(path))

@@ -1,0 +1,333 @@
+"""`segtk edit` over a dataset: prepared samples, edited datasets on disk, resume, contact sheet.
+
+The output folder is an edited dataset that `--data edited:DIR` reads back:
+
+    DIR/images/NAME.png    edited images (RGB)
+    DIR/labels/NAME.png    their labels (palette PNGs: class ids, 255 = ignore)
+    DIR/masks/NAME.png     the edited object (255) after the edit; all 255 for image-level edits
+    DIR/classes.txt        the source dataset's class names
+    DIR/manifest.jsonl     one line per edited sample (name, source, attribute, value, prompts,
+                           backend, parameters, seed), appended atomically after its PNGs
+    DIR/skipped.jsonl      one line per planned edit that was skipped, with its reason
+    DIR/source/            the source images that were edited, with their labels (a folder
+                           dataset: the "original" to compare with, on the same images)
+    DIR/contact_sheet.png  rows of original | edited | label overlay
+    DIR/run.json           command, versions, config (must match on --resume), summary
+
+NAME is SOURCE__VALUE (SOURCE__VALUE__K with --variants K > 1). Every edit draws from its own
+random stream, seeded from the run seed and NAME (`image_seed`), so results do not depend on
+the order, on --limit or on resuming.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from segtk.core.attack_job import image_seed
+from segtk.core.data import Dataset, atomic_write_bytes, default_palette, write_png
+from segtk.core.editing import AttributeEditor, EditedSample, Editor, Sample, SkipSample
+from segtk.core.errors import DataError, PluginError, SegtkError
+from segtk.core.render import overlay
+from segtk.core.runs import read_results, versions
+from segtk.core.samples import DEFAULT_MIN_AREA, Skip, prepare_sample
+
+RUN_FILE, MANIFEST, SKIPPED = "run.json", "manifest.jsonl", "skipped.jsonl"
+SHEET = "contact_sheet.png"
+
+
+def sample_name(source: str, value: str, variant: int, variants: int) -> str:
+    return f"{source}__{value}" if variants == 1 else f"{source}__{value}__{variant}"
+
+
+def jsonable(value: Any) -> Any:
+    """Metadata as plain JSON types (numpy scalars and arrays included)."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist()) if value.size <= 64 else f"array{list(value.shape)}"
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def append_line(path: Path, record: dict[str, Any]) -> None:
+    """One JSON line with a single write, fsync'd: a crash leaves at most a torn last line."""
+    line = (json.dumps(jsonable(record), separators=(",", ":")) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class EditRun:
+    """An edit output folder. `config` must match on resume, so outputs never mix runs."""
+
+    def __init__(self, path: str | Path, config: dict[str, Any], resume: bool) -> None:
+        self.path = Path(path)
+        self.config = jsonable(config)
+        run_file = self.path / RUN_FILE
+        has_results = (self.path / MANIFEST).exists() or (self.path / SKIPPED).exists()
+        if run_file.exists() or has_results:
+            if not resume and has_results:
+                raise SegtkError(f"{self.path} already holds an edited dataset",
+                                 hint="pass --resume to continue that run, or choose another --out")
+            old = json.loads(run_file.read_text()).get("config", {}) if run_file.exists() else {}
+            if resume and old != self.config:
+                diff = sorted(k for k in set(old) | set(self.config)
+                              if old.get(k) != self.config.get(k))
+                raise SegtkError(f"{self.path} holds an edit run with other settings "
+                                 f"({', '.join(diff)})",
+                                 hint="resume with the same options, or choose another --out")
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.write_run_file()
+
+    def write_run_file(self, summary: dict[str, Any] | None = None) -> None:
+        record: dict[str, Any] = {"command": " ".join(sys.argv), "versions": versions(),
+                                  "config": self.config}
+        if summary is not None:
+            record["summary"] = summary
+        atomic_write_bytes(self.path / RUN_FILE, (json.dumps(record, indent=2) + "\n").encode())
+
+    def done(self) -> dict[str, dict[str, Any]]:
+        return read_results(self.path / MANIFEST, key="name", repair=True)
+
+    def skipped(self) -> dict[str, dict[str, Any]]:
+        return read_results(self.path / SKIPPED, key="name", repair=True)
+
+
+@dataclass
+class EditSummary:
+    planned: int = 0
+    edited: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+
+    def table(self) -> list[tuple[str, int, int]]:
+        """(row, edits, source images): edited, then each skip reason."""
+        rows = [("edited", len(self.edited), len({r["source"] for r in self.edited}))]
+        reasons = Counter(r["reason"] for r in self.skipped)
+        for reason in sorted(reasons):
+            sources = {r["source"] for r in self.skipped if r["reason"] == reason}
+            rows.append((f"skipped: {reason}", reasons[reason], len(sources)))
+        return rows
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"planned": self.planned, "edited": len(self.edited),
+                "skipped": dict(Counter(r["reason"] for r in self.skipped)),
+                "sources_edited": len({r["source"] for r in self.edited})}
+
+
+def check_edit(edited: EditedSample, sample: Sample, num_classes: int, who: str) -> None:
+    """An editor's output must still be a valid labelled image of the same size."""
+    shape = sample.image.shape
+    if edited.image.shape != shape or edited.image.dtype != np.uint8:
+        raise PluginError(f"editor {who} returned image {edited.image.shape} {edited.image.dtype}, "
+                          f"expected {shape} uint8")
+    if edited.label.shape != shape[:2] or edited.mask.shape != shape[:2]:
+        raise PluginError(f"editor {who} returned a label/mask whose size differs from the image")
+    lab = edited.label
+    bad = (lab != sample.ignore_index) & ((lab < 0) | (lab >= num_classes))
+    if bad.any():
+        raise PluginError(f"editor {who} wrote label ids outside the {num_classes} classes")
+
+
+def edit_dataset(
+    editor: Editor,
+    dataset: Dataset,
+    run: EditRun,
+    values: Sequence[str],
+    variants: int = 1,
+    seed: int = 0,
+    min_area: float = DEFAULT_MIN_AREA,
+    exclude: Sequence[str] | None = None,
+    only: Sequence[str] | None = None,
+    save_sources: bool = True,
+    sheet_rows: int = 12,
+    on_edit: Callable[[dict[str, Any]], None] | None = None,
+) -> EditSummary:
+    """Edit every (source image, value, variant) not yet done; return counts over the whole run."""
+    out = run.path
+    palette = dataset.palette if dataset.palette is not None else default_palette(len(dataset.classes))
+    atomic_write_bytes(out / "classes.txt", ("\n".join(dataset.classes) + "\n").encode())
+    if save_sources:
+        atomic_write_bytes(out / "source" / "classes.txt", ("\n".join(dataset.classes) + "\n").encode())
+    done, skipped = run.done(), run.skipped()
+    level = getattr(editor, "level", "object")
+    backend = getattr(editor, "backend", "classical")
+    backend = backend if isinstance(backend, str) else "editor-defined"
+    who = f"{editor.name} ({backend})"
+    summary = EditSummary(planned=len(dataset) * len(values) * variants)
+
+    def finish(record: dict[str, Any], skip: bool) -> None:
+        (summary.skipped if skip else summary.edited).append(record)
+        if on_edit:
+            on_edit(record)
+
+    for index, source in enumerate(dataset.names):
+        plan = [(v, k, sample_name(source, v, k, variants)) for v in values for k in range(variants)]
+        todo = []
+        for value, k, name in plan:
+            if name in done:
+                finish(done[name], False)
+            elif name in skipped:
+                finish(skipped[name], True)
+            else:
+                todo.append((value, k, name))
+        if not todo:
+            continue
+        try:
+            item = dataset[index]
+            prepared: Sample | Skip = prepare_sample(
+                source, item.image, item.label, dataset.classes, level, min_area, exclude, only,
+                dataset.ignore_index)
+        except DataError as exc:
+            item, prepared = None, Skip("bad-data", exc.message)
+        for value, k, name in todo:
+            base = {"name": name, "source": source, "value": value, "variant": k}
+            if isinstance(prepared, Skip):
+                record = {**base, "reason": prepared.reason, "detail": prepared.detail}
+                append_line(out / SKIPPED, record)
+                finish(record, True)
+                continue
+            sample_seed = image_seed(seed, name)
+            try:
+                edited = editor.edit(prepared, value, np.random.default_rng(sample_seed))
+            except SkipSample as exc:
+                record = {**base, "reason": exc.reason, "detail": exc.detail}
+                append_line(out / SKIPPED, record)
+                finish(record, True)
+                continue
+            except SegtkError as exc:
+                raise type(exc)(f"while editing {name}: {exc.message}", exc.hint) from exc
+            except Exception as exc:
+                raise PluginError(
+                    f"while editing {name}: editor {who} raised {type(exc).__name__}: {exc}",
+                    hint="edits written so far are kept; fix the editor and rerun with --resume",
+                ) from exc
+            check_edit(edited, prepared, len(dataset.classes), who)
+            if save_sources and item is not None:
+                src_dir = out / "source"
+                if not (src_dir / "images" / f"{source}.png").exists():
+                    write_png(src_dir / "labels" / f"{source}.png", prepared.label, palette)
+                    write_png(src_dir / "images" / f"{source}.png", prepared.image)
+            write_png(out / "labels" / f"{name}.png", edited.label, palette)
+            write_png(out / "masks" / f"{name}.png", edited.mask.astype(np.uint8) * 255)
+            write_png(out / "images" / f"{name}.png", edited.image)
+            record = {
+                **base,
+                "source_image": (item.image_path or source) if item is not None else source,
+                "attribute": editor.attribute or editor.name,
+                "editor": editor.name,
+                "kind": editor.kind,
+                "level": level,
+                "class": prepared.class_name,
+                "object_area": round(float(prepared.mask.mean()), 5),
+                "prompt_source": prepared.prompt,
+                "prompt": edited.prompt,
+                "backend": backend,
+                "parameters": edited.metadata,
+                "seed": sample_seed,
+                "run_seed": seed,
+            }
+            append_line(out / MANIFEST, record)
+            finish(record, False)
+    if sheet_rows > 0 and summary.edited:
+        contact_sheet(out, dataset, summary.edited, palette, sheet_rows)
+    run.write_run_file(summary.as_dict())
+    return summary
+
+
+# --- contact sheet ----------------------------------------------------------------------------
+
+
+def pick_rows(records: Sequence[dict[str, Any]], rows: int) -> list[dict[str, Any]]:
+    """Up to `rows` records, round-robin over values, each from the least-shown source."""
+    by_value: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        by_value.setdefault(str(rec["value"]), []).append(rec)
+    picked: list[dict[str, Any]] = []
+    used: Counter[str] = Counter()
+    queues = list(by_value.values())
+    while len(picked) < rows and any(queues):
+        for q in queues:
+            if q and len(picked) < rows:
+                best = min(range(len(q)), key=lambda i: (used[q[i]["source"]], i))
+                rec = q.pop(best)
+                used[rec["source"]] += 1
+                picked.append(rec)
+    return picked
+
+
+def _tile(image: np.ndarray, width: int) -> np.ndarray:
+    from PIL import Image
+
+    h, w = image.shape[:2]
+    height = max(1, round(h * width / w))
+    return np.asarray(Image.fromarray(image).resize((width, height), Image.Resampling.BILINEAR))
+
+
+def contact_sheet(out: Path, dataset: Dataset, records: Sequence[dict[str, Any]],
+                  palette: np.ndarray, rows: int = 12, width: int = 320) -> Path:
+    """DIR/contact_sheet.png: one row per edit, original | edited | label overlay, captioned."""
+    from PIL import Image, ImageDraw
+
+    from segtk.core.data import read_image, read_label
+
+    index = {n: i for i, n in enumerate(dataset.names)}
+    strips = []
+    for rec in pick_rows(records, rows):
+        original = dataset[index[rec["source"]]].image if rec["source"] in index else None
+        edited = read_image(out / "images" / f"{rec['name']}.png")
+        label = read_label(out / "labels" / f"{rec['name']}.png")
+        if original is None or original.shape != edited.shape:
+            original = np.zeros_like(edited)
+        tiles = [_tile(a, width) for a in (original, edited,
+                                           overlay(edited, label, palette, 0.5, dataset.ignore_index))]
+        row = np.concatenate([np.pad(t, ((0, 0), (0, 4), (0, 0)), constant_values=255)
+                              for t in tiles], axis=1)
+        head = Image.new("RGB", (row.shape[1], 16), "white")
+        text = f"{rec['name']}   {rec.get('class') or 'image'} -> {rec['value']}"
+        ImageDraw.Draw(head).text((4, 2), text, fill=(0, 0, 0))
+        strips += [np.asarray(head), row, np.full((6, row.shape[1], 3), 255, np.uint8)]
+    widest = max(s.shape[1] for s in strips)
+    strips = [np.pad(s, ((0, 0), (0, widest - s.shape[1]), (0, 0)), constant_values=255)
+              for s in strips]
+    header = Image.new("RGB", (widest, 18), "white")
+    ImageDraw.Draw(header).text((4, 3), "original | edited | edited label overlay (black = ignore)",
+                                fill=(0, 0, 0))
+    sheet = np.concatenate([np.asarray(header)] + strips, axis=0)
+    path = out / SHEET
+    write_png(path, sheet)
+    return path
+
+
+def build_editor(name: str, backend: str, params: dict[str, str]) -> Editor:
+    """The registered editor class `name`, constructed with its backend and parameters."""
+    import inspect
+
+    from segtk.core import registry
+
+    cls = registry.editor(name)
+    if isinstance(cls, type) and issubclass(cls, AttributeEditor):
+        return cls(backend=backend, **params)
+    if not isinstance(cls, type):
+        return cls
+    # Other editors (e.g. `recon` from segtk-diffusion): --param goes to an `options` argument.
+    takes_options = "options" in inspect.signature(cls).parameters
+    if params and not takes_options:
+        raise PluginError(f"editor {name!r} takes no --param options")
+    return cls(options=params) if takes_options else cls()

@@ -1,0 +1,11 @@
+"""segtk plugin: the `color` editor (object colour in OKLab, classical or diffusion backend)."""
+
+from segtk.core.hookspecs import hookimpl
+from segtk_editor_color.editor import ColorEditor, oklab_to_rgb, rgb_to_oklab
+
+__all__ = ["ColorEditor", "oklab_to_rgb", "rgb_to_oklab"]
+
+
+@hookimpl
+def register_editors(register) -> None:
+    register(ColorEditor)

@@ -1,0 +1,11 @@
+"""segtk plugin: the `material` editor (procedural textures, classical or diffusion backend)."""
+
+from segtk.core.hookspecs import hookimpl
+from segtk_editor_material.editor import MaterialEditor
+
+__all__ = ["MaterialEditor"]
+
+
+@hookimpl
+def register_editors(register) -> None:
+    register(MaterialEditor)

@@ -1,0 +1,11 @@
+"""segtk plugin: the `position` editor (classical or diffusion backend)."""
+
+from segtk.core.hookspecs import hookimpl
+from segtk_editor_position.editor import PositionEditor
+
+__all__ = ["PositionEditor"]
+
+
+@hookimpl
+def register_editors(register) -> None:
+    register(PositionEditor)

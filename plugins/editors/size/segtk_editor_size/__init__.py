@@ -1,0 +1,11 @@
+"""segtk plugin: the `size` editor (classical or diffusion backend)."""
+
+from segtk.core.hookspecs import hookimpl
+from segtk_editor_size.editor import SizeEditor
+
+__all__ = ["SizeEditor"]
+
+
+@hookimpl
+def register_editors(register) -> None:
+    register(SizeEditor)

@@ -1,0 +1,177 @@
+"""`segtk edit` end to end (in-process): the edited dataset, read back by predict; resume;
+determinism; skips counted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+from segtk.cli import cli
+from segtk.core.datasets import load_edited
+from segtk.core.edit_job import contact_sheet, pick_rows, sample_name
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+@pytest.fixture(scope="module")
+def material_run(tmp_path_factory) -> tuple[Path, list[str]]:
+    out = tmp_path_factory.mktemp("edit") / "material"
+    args = ["edit", "--plugin", "material", "--values", "wood,glass", "--limit", "3",
+            "--out", str(out), "--seed", "5"]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    return out, args
+
+
+def test_edit_writes_an_edited_dataset(material_run) -> None:
+    out, _ = material_run
+    manifest = lines(out / "manifest.jsonl")
+    skipped = lines(out / "skipped.jsonl")
+    # demo scenes 000..002: 000 and 001 have a building >= 20%, 002 does not
+    assert sorted(r["name"] for r in manifest) == [
+        "scene_000__glass", "scene_000__wood", "scene_001__glass", "scene_001__wood"]
+    assert [(r["source"], r["reason"]) for r in skipped] == [("scene_002", "tiny-object")] * 2
+    rec = manifest[0]
+    for key in ("name", "source", "source_image", "attribute", "value", "prompt", "backend",
+                "parameters", "seed", "class", "prompt_source"):
+        assert key in rec
+    assert rec["attribute"] == "material" and rec["backend"] == "classical"
+    assert rec["prompt"] == f"a photo of a building made of {rec['value']}"
+    assert (out / "classes.txt").read_text().split()[0] == "sky"
+    for r in manifest:
+        name = r["name"]
+        label = Image.open(out / "labels" / f"{name}.png")
+        assert label.mode == "P"
+        src = np.asarray(Image.open(out / "source" / "labels" / f"{r['source']}.png"))
+        assert np.array_equal(np.asarray(label), src)  # appearance edits keep the label
+        mask = np.asarray(Image.open(out / "masks" / f"{name}.png"))
+        assert set(np.unique(mask).tolist()) <= {0, 255} and mask.mean() > 0.2 * 255
+    sheet = Image.open(out / "contact_sheet.png")
+    assert sheet.width > 3 * 300 and sheet.height > 4 * 200
+    run = json.loads((out / "run.json").read_text())
+    assert run["config"]["plugin"] == "material" and run["summary"]["edited"] == 4
+    assert run["summary"]["skipped"] == {"tiny-object": 2}
+
+
+def test_predict_reads_the_edited_dataset(material_run, tmp_path) -> None:
+    out, _ = material_run
+    dataset = load_edited(str(out), None)
+    assert len(dataset) == 4 and len(dataset.extra["manifest"]) == 4
+    result = invoke("predict", "--data", f"edited:{out}", "--out", str(tmp_path / "p"))
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "p" / "summary.json").read_text())
+    assert summary["images"] == 4 and 0 <= summary["miou"] <= 1
+    source = invoke("predict", "--data", f"folder:{out / 'source'}")
+    assert source.exit_code == 0 and '"images": 2' in source.output
+
+
+def test_rerun_refuses_and_resume_skips_done(material_run) -> None:
+    out, args = material_run
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 1 and "already holds" in again.output
+    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "images").iterdir()}
+    resumed = invoke(*args, "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "images").iterdir()} == stamps
+    assert len(lines(out / "manifest.jsonl")) == 4
+    assert "edited" in resumed.output and "tiny-object" in resumed.output
+    other = CliRunner().invoke(cli, args[:-1] + ["6", "--resume"])
+    assert other.exit_code == 1 and "other settings (seed)" in other.output
+
+
+def test_resume_after_a_crash_redoes_only_the_missing_edit(material_run, tmp_path) -> None:
+    out, args = material_run
+    copy = tmp_path / "copy"
+    import shutil
+
+    shutil.copytree(out, copy)
+    manifest = (copy / "manifest.jsonl").read_bytes().splitlines(keepends=True)
+    last = json.loads(manifest[-1])["name"]
+    original = (copy / "images" / f"{last}.png").read_bytes()
+    (copy / "manifest.jsonl").write_bytes(b"".join(manifest[:-1]) + manifest[-1][:20])  # torn
+    (copy / "images" / f"{last}.png").unlink()
+    result = invoke(*args[:-4], "--out", str(copy), "--seed", "5", "--resume")
+    assert result.exit_code == 0, result.output
+    assert [r["name"] for r in lines(copy / "manifest.jsonl")][-1] == last
+    assert len(lines(copy / "manifest.jsonl")) == 4
+    assert (copy / "images" / f"{last}.png").read_bytes() == original  # same seed, same edit
+
+
+def test_same_seed_same_files_other_seed_differs(material_run, tmp_path) -> None:
+    out, args = material_run
+    base = ["edit", "--plugin", "material", "--values", "wood", "--limit", "1", "--sheet-rows", "0"]
+    assert invoke(*base, "--out", str(tmp_path / "a"), "--seed", "5").exit_code == 0
+    assert invoke(*base, "--out", str(tmp_path / "b"), "--seed", "6").exit_code == 0
+    name = "scene_000__wood.png"
+    same = (tmp_path / "a" / "images" / name).read_bytes() == (out / "images" / name).read_bytes()
+    assert same  # --limit and the other value do not change an edit's random stream
+    assert (tmp_path / "b" / "images" / name).read_bytes() != (out / "images" / name).read_bytes()
+
+
+def test_geometry_edit_labels_uncovered_area_ignore(tmp_path) -> None:
+    out = tmp_path / "size"
+    result = invoke("edit", "--plugin", "size", "--values", "0.4", "--limit", "1", "--out", str(out),
+                    "--variants", "2", "--sheet-rows", "2")
+    assert result.exit_code == 0, result.output
+    names = sorted(r["name"] for r in lines(out / "manifest.jsonl"))
+    assert names == ["scene_000__0.4__0", "scene_000__0.4__1"]
+    label = np.asarray(Image.open(out / "labels" / f"{names[0]}.png"))
+    source = np.asarray(Image.open(out / "source" / "labels" / "scene_000.png"))
+    mask = np.asarray(Image.open(out / "masks" / f"{names[0]}.png")) > 0
+    assert (label == 255).sum() > 0 and (source == 255).sum() < (label == 255).sum()
+    assert (label[mask] == 3).all()  # building
+
+
+def test_cli_errors_are_one_line(tmp_path) -> None:
+    for args, message in [
+        (["edit", "--plugin", "nope"], "no editor plugin named 'nope'"),
+        (["edit", "--plugin", "color", "--values", "plaid"], "no value 'plaid'"),
+        (["edit", "--plugin", "color", "--param", "bogus=1"], "unknown parameter 'bogus'"),
+        (["edit", "--plugin", "color", "--classes", "unicorn"], "none of these is a class"),
+    ]:
+        result = CliRunner().invoke(cli, args + ["--out", str(tmp_path / "x")])
+        assert result.exit_code == 1, result.output
+        assert message in result.output and "Traceback" not in result.output
+
+
+def test_help_has_examples() -> None:
+    result = invoke("edit", "--help")
+    assert result.exit_code == 0 and "Example" in result.output and "--min-area" in result.output
+
+
+def test_names_and_sheet_rows() -> None:
+    assert sample_name("a", "red", 0, 1) == "a__red"
+    assert sample_name("a", "red", 2, 3) == "a__red__2"
+    recs = [{"value": v, "source": s} for s in "abc" for v in ("x", "y")]
+    picked = pick_rows(recs, 4)
+    assert [r["value"] for r in picked] == ["x", "y", "x", "y"]
+    assert len({r["source"] for r in picked}) == 3  # spread over sources too
+    assert callable(contact_sheet)
+
+
+@pytest.mark.shared
+def test_real_camvid_geometry_edit_reads_back(tmp_path) -> None:
+    from segtk.core.datasets import CAMVID_CLASSES
+    from segtk.testing import shared
+
+    root = shared("data/camvid")
+    out = tmp_path / "camvid-size"
+    result = invoke("edit", "--plugin", "size", "--values", "0.4", "--data", f"camvid:{root}",
+                    "--limit", "2", "--classes", "car", "--min-area", "0.02", "--sheet-rows", "1",
+                    "--out", str(out))
+    assert result.exit_code == 0, result.output
+    dataset = load_edited(str(out), None)
+    assert dataset.classes == CAMVID_CLASSES and len(dataset) == 2
+    for item in dataset:  # Dataset.__getitem__ validates ids against the 11 classes
+        assert (item.label == 255).any() and (item.label == CAMVID_CLASSES.index("car")).any()
