@@ -21,7 +21,7 @@ def test_candidates_are_per_channel_stripes_of_plus_minus_eps() -> None:
     images, labels = toy_batch(1, 12, 10)
     images = images * 0.5 + 0.25
     model = RecordingSegmenter()
-    ColourStripes(budget=25, eps=8).run(model, images, labels)
+    ColourStripes(budget=25, eps=8, width=2).run(model, images, labels)
     channels_differ = False
     for x in model.seen[1:]:
         delta = x - images[0]
@@ -46,7 +46,7 @@ def test_channel_flips_try_each_channel_of_a_block_in_turn() -> None:
     images, labels = toy_batch(1, 8, 8)
     images = images * 0.5 + 0.25
     model = NeverFooled()
-    ColourStripes(budget=8, eps=8, exploration=0.0).run(model, images, labels)
+    ColourStripes(budget=8, eps=8, exploration=0.0, width=1).run(model, images, labels)
     base = model.seen[1] - images[0]  # first calibration query flips channel 0 of the image
     assert (base[0] < 0).all() and (base[1:] > 0).all()
     flipped = []
@@ -56,3 +56,17 @@ def test_channel_flips_try_each_channel_of_a_block_in_turn() -> None:
         flipped.append((int(changed[0, 0]), int(changed[:, 1].min()), int(changed[:, 1].max()) + 1))
     # whole image in channels 0,1,2; then the top half in 0,1,2; then the bottom half
     assert flipped == [(0, 0, 8), (1, 0, 8), (2, 0, 8), (0, 0, 4), (1, 0, 4), (2, 0, 4), (0, 4, 8)]
+
+
+def test_stripes_are_width_lines_wide() -> None:
+    images, labels = toy_batch(1, 12, 10)
+    images = images * 0.5 + 0.25
+    model = RecordingSegmenter()
+    ColourStripes(budget=12, eps=8, width=4).run(model, images, labels)
+    for x in model.seen[1:]:
+        sign = (x - images[0]).sign()
+        rows = bool((sign == sign[:, :, :1]).all())
+        lines = sign[:, :, 0] if rows else sign[:, 0, :]
+        for start in range(0, lines.shape[1], 4):  # constant within each 4-line stripe
+            block = lines[:, start:start + 4]
+            assert torch.equal(block, block[:, :1].expand_as(block))
