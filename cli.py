@@ -332,6 +332,9 @@ cli.add_command(edit)
 from segtk.cli_report import report  # noqa: E402
 
 cli.add_command(report)
+from segtk.cli_bench_edits import bench_edits  # noqa: E402
+
+bench.add_command(bench_edits)
 
 
 def main() -> None:

@@ -54,8 +54,15 @@ def parse_params(items: tuple[str, ...]) -> dict[str, str]:
               help="Rows in OUT/contact_sheet.png (0: none).")
 @click.option("--save-sources/--no-save-sources", default=True, show_default=True,
               help="Copy the edited source images and labels to OUT/source (a folder dataset).")
+@click.option("--filter", "filter_names", multiple=True, metavar="NAME",
+              help="Noise filter applied to each edit (repeatable), e.g. clip (drops samples), "
+                   "surrogate (sets unreliable pixels to ignore).")
+@click.option("--filter-param", "filter_params", multiple=True, metavar="NAME.KEY=VALUE",
+              help="Filter option, e.g. --filter-param surrogate.model=espnet:camvid=PATH, "
+                   "--filter-param clip.model=DIR.")
 def edit(editor_name, values, backend, data_spec, split, limit, out, variants, seed, resume,
-         min_area, exclude, only, extra, sheet_rows, save_sources) -> None:
+         min_area, exclude, only, extra, sheet_rows, save_sources, filter_names,
+         filter_params) -> None:
     """Edit an attribute of labelled images into a new dataset whose labels stay valid.
 
     Object edits (color, material, size, position) change the largest single-class region that
@@ -74,13 +81,23 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
       segtk edit --plugin weather --values fog,night --variants 2 --seed 1 --out runs/edit-weather
       segtk edit --plugin color --out runs/edit-color --resume
       segtk edit --plugin color --backend diffusion --param sd=MODEL_DIR --values red
+      segtk edit --plugin color --filter surrogate --filter-param surrogate.model=demo
       segtk predict --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
                     --data edited:runs/edit-color
     """
-    from segtk.core.edit_job import EditRun, build_editor, edit_dataset
+    from segtk.core.edit_job import (
+        EditRun,
+        build_editor,
+        build_filter,
+        edit_dataset,
+        parse_filter_params,
+    )
     from segtk.core.specs import load_dataset
 
     editor = build_editor(editor_name, backend, parse_params(extra))
+    filter_names = list(dict.fromkeys(filter_names))
+    filter_opts = parse_filter_params(filter_names, filter_params)
+    filters = [build_filter(n, filter_opts[n]) for n in filter_names]
     value_list = [editor.check_value(v) for v in csv_list(values)] if values else list(editor.values)
     if not value_list:
         raise SegtkError(f"editor {editor_name!r} has no values", hint="pass --values")
@@ -100,6 +117,9 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
               "split": split, "limit": limit, "variants": variants, "seed": seed,
               "min_area": min_area, "exclude": exclude_list, "classes": only_list,
               "params": getattr(editor, "parameters", dict)(), "save_sources": save_sources}
+    if filters:  # only when used, so runs without filters resume as before
+        config["filters"] = {f.name: f.parameters() if hasattr(f, "parameters")
+                             else filter_opts[f.name] for f in filters}
     run = EditRun(out, config, resume)
     with progress() as bar:
         task = bar.add_task(f"{editor_name} ({backend})",
@@ -110,7 +130,8 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
             bar.update(task, advance=1, status=status)
 
         summary = edit_dataset(editor, data, run, value_list, variants, seed, min_area,
-                               exclude_list, only_list, save_sources, sheet_rows, tick)
+                               exclude_list, only_list, save_sources, sheet_rows, tick,
+                               filters)
     console.print(table(
         f"{editor_name} on {data_spec}: {len(data)} images × {len(value_list)} values"
         + (f" × {variants} variants" if variants > 1 else ""),

@@ -26,7 +26,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from segtk.core.attack_job import image_seed
 from segtk.core.data import Dataset, atomic_write_bytes, default_palette, write_png
 from segtk.core.editing import AttributeEditor, EditedSample, Editor, Sample, SkipSample
 from segtk.core.errors import DataError, PluginError, SegtkError
+from segtk.core.filtering import Filter
 from segtk.core.render import overlay
 from segtk.core.runs import read_results, versions
 from segtk.core.samples import DEFAULT_MIN_AREA, Skip, prepare_sample
@@ -158,9 +159,21 @@ def edit_dataset(
     save_sources: bool = True,
     sheet_rows: int = 12,
     on_edit: Callable[[dict[str, Any]], None] | None = None,
+    filters: Sequence[Filter] = (),
 ) -> EditSummary:
-    """Edit every (source image, value, variant) not yet done; return counts over the whole run."""
+    """Edit every (source image, value, variant) not yet done; return counts over the whole run.
+
+    `filters` (Gen4Seg noise filtering) judge each edit before it is written: sample filters
+    first (a rejected edit is skipped with reason `filtered:NAME`), then pixel filters, which
+    rewrite the saved label (rejected pixels = ignore). Their scores go to the manifest under
+    "filters". A filter with `prepare(dataset, cache_dir)` is prepared once on the source
+    dataset (e.g. the surrogate filter's per-class losses), cached under OUT/filters.
+    """
     out = run.path
+    filters = sorted(filters, key=lambda f: 0 if f.stage == "sample" else 1)
+    for flt in filters:
+        if hasattr(flt, "prepare"):
+            flt.prepare(dataset, out / "filters")
     palette = dataset.palette if dataset.palette is not None else default_palette(len(dataset.classes))
     atomic_write_bytes(out / "classes.txt", ("\n".join(dataset.classes) + "\n").encode())
     if save_sources:
@@ -219,6 +232,13 @@ def edit_dataset(
                     hint="edits written so far are kept; fix the editor and rerun with --resume",
                 ) from exc
             check_edit(edited, prepared, len(dataset.classes), who)
+            edited, scores, rejected = apply_filters(filters, prepared, edited, name)
+            if rejected:
+                record = {**base, "reason": f"filtered:{rejected}", "detail": "",
+                          "filters": scores}
+                append_line(out / SKIPPED, record)
+                finish(record, True)
+                continue
             if save_sources and item is not None:
                 src_dir = out / "source"
                 if not (src_dir / "images" / f"{source}.png").exists():
@@ -243,12 +263,36 @@ def edit_dataset(
                 "seed": sample_seed,
                 "run_seed": seed,
             }
+            if filters:
+                record["filters"] = scores
             append_line(out / MANIFEST, record)
             finish(record, False)
     if sheet_rows > 0 and summary.edited:
         contact_sheet(out, dataset, summary.edited, palette, sheet_rows)
     run.write_run_file(summary.as_dict())
     return summary
+
+
+def apply_filters(filters: Sequence[Filter], sample: Sample, edited: EditedSample,
+                  name: str) -> tuple[EditedSample, dict[str, dict[str, float]], str]:
+    """Run the filters: (edited sample with filtered label, scores by filter, rejecting filter)."""
+    scores: dict[str, dict[str, float]] = {}
+    for flt in filters:
+        try:
+            result = flt.apply(sample, edited)
+        except SegtkError as exc:
+            raise type(exc)(f"while filtering {name}: {exc.message}", exc.hint) from exc
+        except Exception as exc:
+            raise PluginError(f"while filtering {name}: filter {flt.name} raised "
+                              f"{type(exc).__name__}: {exc}") from exc
+        scores[flt.name] = dict(result.scores)
+        if flt.stage == "sample" and not result.keep:
+            return edited, scores, flt.name
+        if result.label is not None:
+            if result.label.shape != edited.label.shape:
+                raise PluginError(f"filter {flt.name} returned a label of another size")
+            edited = replace(edited, label=np.asarray(result.label, dtype=np.int64))
+    return edited, scores, ""
 
 
 # --- contact sheet ----------------------------------------------------------------------------
@@ -331,3 +375,34 @@ def build_editor(name: str, backend: str, params: dict[str, str]) -> Editor:
     if params and not takes_options:
         raise PluginError(f"editor {name!r} takes no --param options")
     return cls(options=params) if takes_options else cls()
+
+
+def build_filter(name: str, params: dict[str, str]) -> Filter:
+    """The registered filter class `name`, constructed with its options."""
+    from segtk.core import registry
+
+    cls = registry.filter_(name)
+    if not isinstance(cls, type):
+        return cls
+    try:
+        return cls(**params)
+    except TypeError as exc:
+        raise PluginError(f"filter {name!r}: {exc}",
+                          hint=f"see the filter's README for its options (--filter-param {name}.KEY=VALUE)"
+                          ) from exc
+
+
+def parse_filter_params(names: Sequence[str], items: Sequence[str]) -> dict[str, dict[str, str]]:
+    """`--filter-param NAME.KEY=VALUE` items -> {NAME: {KEY: VALUE}} for the given filters."""
+    out: dict[str, dict[str, str]] = {n: {} for n in names}
+    for item in items:
+        head, sep, value = item.partition("=")
+        fname, dot, key = head.partition(".")
+        if not sep or not dot or not key.strip():
+            raise SegtkError(f"cannot read --filter-param {item!r}",
+                             hint="write --filter-param FILTER.KEY=VALUE, e.g. surrogate.alpha=2")
+        if fname.strip() not in out:
+            raise SegtkError(f"--filter-param {item!r}: filter {fname!r} is not among --filter",
+                             hint=f"add --filter {fname}")
+        out[fname.strip()][key.strip().replace("-", "_")] = value.strip()
+    return out

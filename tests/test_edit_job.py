@@ -175,3 +175,60 @@ def test_real_camvid_geometry_edit_reads_back(tmp_path) -> None:
     assert dataset.classes == CAMVID_CLASSES and len(dataset) == 2
     for item in dataset:  # Dataset.__getitem__ validates ids against the 11 classes
         assert (item.label == 255).any() and (item.label == CAMVID_CLASSES.index("car")).any()
+
+
+def test_edit_with_surrogate_filter(tmp_path) -> None:
+    """--filter surrogate on the demo model (it has logits): labels rewritten, fractions in the
+    manifest, l_g cached; a sample filter that rejects everything counts filtered:NAME skips."""
+    pytest.importorskip("segtk_filter_surrogate")
+    out = tmp_path / "f"
+    result = invoke("edit", "--plugin", "material", "--values", "wood", "--limit", "2",
+                    "--out", str(out), "--filter", "surrogate",
+                    "--filter-param", "surrogate.model=demo",
+                    "--filter-param", "surrogate.mode=code")
+    assert result.exit_code == 0, result.output
+    manifest = lines(out / "manifest.jsonl")
+    assert len(manifest) == 2
+    cache = json.loads((out / "filters" / "surrogate_lg.json").read_text())
+    assert cache["model"] == "demo" and cache["images"] == 2
+    for rec in manifest:
+        kept = rec["filters"]["surrogate"]["kept_fraction"]
+        assert 0 < kept <= 1
+        label = np.asarray(Image.open(out / "labels" / f"{rec['name']}.png"))
+        src = np.asarray(Image.open(out / "source" / "labels" / f"{rec['source']}.png"))
+        labelled = src != 255
+        assert np.all((label == src) | (label == 255))
+        assert (label[labelled] != 255).mean() == pytest.approx(kept, abs=1e-5)
+    run = json.loads((out / "run.json").read_text())
+    assert run["config"]["filters"]["surrogate"]["mode"] == "code"
+    # resume with the same options is fine; with other filter options it is refused
+    again = invoke("edit", "--plugin", "material", "--values", "wood", "--limit", "2",
+                   "--out", str(out), "--resume", "--filter", "surrogate",
+                   "--filter-param", "surrogate.model=demo", "--filter-param", "surrogate.mode=code")
+    assert again.exit_code == 0
+    bad = CliRunner().invoke(cli, ["edit", "--plugin", "material", "--values", "wood", "--limit",
+                                   "2", "--out", str(out), "--resume", "--filter", "surrogate",
+                                   "--filter-param", "surrogate.model=demo"])
+    assert bad.exit_code != 0
+
+
+def test_sample_filter_rejection_is_a_skip_reason(tmp_path) -> None:
+    from segtk.core.data import Dataset
+    from segtk.core.edit_job import EditRun, build_editor, edit_dataset
+    from segtk.core.filtering import Filter, FilterResult
+    from segtk.core.specs import load_dataset
+
+    class Never(Filter):
+        name, stage = "never", "sample"
+
+        def apply(self, original, edited):
+            return FilterResult(keep=False, scores={"score": 0.5})
+
+    data: Dataset = load_dataset("demo", None, 2)
+    run = EditRun(tmp_path / "n", {"x": 1}, resume=False)
+    summary = edit_dataset(build_editor("material", "classical", {}), data, run, ["wood"],
+                           sheet_rows=0, filters=[Never()])
+    assert summary.as_dict()["skipped"] == {"filtered:never": 2}
+    skipped = lines(tmp_path / "n" / "skipped.jsonl")
+    assert skipped[0]["filters"] == {"never": {"score": 0.5}}
+    assert not (tmp_path / "n" / "manifest.jsonl").exists()

@@ -1,0 +1,112 @@
+"""`segtk bench edits`: Gen4Seg robustness tables (mIoU per edited subset, RmIoU, mR)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from segtk.console import console, progress, table
+from segtk.core.editing import BACKENDS
+from segtk.core.errors import SegtkError
+from segtk.options import DEMO_MODEL, csv_list, data_option, limit_option, split_option
+
+
+def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
+    out = {}
+    for item in items:
+        attr, sep, vals = item.partition("=")
+        if not sep or not attr.strip() or not csv_list(vals):
+            raise SegtkError(f"cannot read --values {item!r}", hint="write --values ATTR=V1,V2")
+        out[attr.strip()] = csv_list(vals)
+    return out
+
+
+@click.command("edits")
+@click.option("--models", "models_", default=DEMO_MODEL, show_default=True,
+              help="Comma-separated model specs.")
+@data_option
+@split_option
+@limit_option
+@click.option("--attributes", default="color,material,style,weather,size,position",
+              show_default=True, help="Comma-separated editors, one edited subset each.")
+@click.option("--values", "values", multiple=True, metavar="ATTR=V1,V2",
+              help="Values of one attribute [default: all the editor's values], e.g. "
+                   "--values color=red,blue --values size=0.2.")
+@click.option("--backend", type=click.Choice(BACKENDS), default="classical", show_default=True,
+              help="diffusion also builds and scores a Recon subset (the mR reference).")
+@click.option("--param", "extra", multiple=True, metavar="KEY=VALUE",
+              help="Editor/backend parameter for every attribute, e.g. --param sd=DIR.")
+@click.option("--filters", default="", help="Comma-separated noise filters (clip, surrogate).")
+@click.option("--filter-param", "filter_params", multiple=True, metavar="NAME.KEY=VALUE",
+              help="Filter option, e.g. surrogate.model=espnet:camvid=PATH.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--chunk", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Images per shard.")
+@click.option("--executor", type=click.Choice(["local", "inline", "ray"]), default="local",
+              show_default=True, help="local = process pool; ray = Ray cluster.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes (local) or CPUs (new Ray cluster) [default: all cores].")
+@click.option("--address", default=None, help="Ray cluster address to join (with --executor ray).")
+@click.option("--out", type=click.Path(file_okay=False), default="runs/bench-edits",
+              show_default=True)
+@click.option("--resume", is_flag=True, help="Keep finished results in OUT and run the rest.")
+def bench_edits(models_, data_spec, split, limit, attributes, values, backend, extra, filters,
+                filter_params, seed, batch_size, chunk, executor, workers, address, out,
+                resume) -> None:
+    """Edited subsets × models → mIoU per subset, RmIoU and mR (Gen4Seg Tab. II/III).
+
+    Edited subsets are built (or reused) in OUT/edits/ATTR with `segtk edit`'s job. mR =
+    RmIoU / mIoU(reference): Recon with --backend diffusion, else Original (the source images).
+    Geometry subsets (size, position) are scored on the edited object's pixels only.
+
+    \b
+    Examples:
+      segtk bench edits --attributes color,size --limit 3
+      segtk bench edits --models espnet:camvid=../shared/models/espnet_camvid.safetensors \\
+          --data camvid:../shared/data/camvid --limit 20 --values color=red,blue
+    """
+    from segtk.cli_edit import parse_params
+    from segtk.core.bench_edits import aggregate, build_subsets, plan, run_bench, write_outputs
+    from segtk.core.executors import make_executor
+    from segtk.core.runs import RunDir
+
+    models, attrs = csv_list(models_), csv_list(attributes)
+    if not models or not attrs:
+        raise SegtkError("--models and --attributes must name at least one each")
+    out_dir = Path(out)
+    if not resume and (out_dir / "results.jsonl").exists():
+        raise SegtkError(f"{out_dir} already holds results",
+                         hint="pass --resume to continue that run, or choose another --out")
+
+    def said(attr, summary) -> None:
+        d = summary.as_dict()
+        skipped = ", ".join(f"{k} {v}" for k, v in d["skipped"].items()) or "none"
+        console.print(f"subset {attr}: {d['edited']} edits of {d['sources_edited']} images "
+                      f"(skipped: {skipped})")
+
+    subsets = build_subsets(data_spec, split, limit, attrs, out_dir, backend, parse_values(values),
+                            csv_list(filters), filter_params, seed, parse_params(extra), said)
+    shards = plan(models, subsets, chunk, batch_size)
+    config = {"models": models, "data": data_spec, "split": split, "limit": limit,
+              "attributes": attrs, "backend": backend, "values": parse_values(values),
+              "filters": csv_list(filters), "filter_params": list(filter_params), "seed": seed}
+    run = RunDir(out_dir, config, resume)
+    with progress() as bar:
+        task = bar.add_task(f"{len(shards)} shards", total=sum(len(s.images) for s in shards),
+                            status="")
+        run_bench(shards, run, make_executor(executor, workers, address),
+                  lambda n: bar.advance(task, n))
+    result = aggregate(list(run.done(key="key").values()), shards)
+    cols = result["subsets"]
+    console.print(table("mIoU % per subset (geometry subsets: object pixels only)",
+                        ["model", *cols],
+                        [[m, *(f"{result['miou'][m].get(s, float('nan')):.2f}" for s in cols)]
+                         for m in result["models"]]))
+    console.print(table("robustness: RmIoU = mean over edited subsets, mR = RmIoU / reference",
+                        ["model", "group", "reference", "ref mIoU", "RmIoU", "mR"],
+                        [[g["model"], g["group"], g["reference"], f"{g['reference_miou']:.2f}",
+                          f"{g['rmiou']:.2f}", f"{g['mr']:.3f}"] for g in result["groups"]]))
+    for path in write_outputs(result, out_dir):
+        console.print(f"wrote {path}")

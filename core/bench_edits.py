@@ -1,0 +1,288 @@
+"""`segtk bench edits`: models × edited subsets (Gen4Seg robustness tables), sharded, resumable.
+
+1. Each attribute's edited subset is built with the core edit job into OUT/edits/ATTR (an
+   existing one is reused/continued: its config must match). With the diffusion backend a
+   `recon` subset (DDIM reconstruction of the same images) is built too.
+2. Every model is scored on Original (the source images that were edited, in any subset),
+   Recon (diffusion only) and each subset. Records (one per model, subset and image, with its
+   confusion) land in OUT/results.jsonl atomically; --resume skips those done.
+3. Tables: dataset mIoU per subset; per group (appearance: color, material, style, weather;
+   geometry: size, position) RmIoU = mean mIoU over the group's edited subsets and
+   mR = RmIoU / mIoU(reference) (Gen4Seg Eq. 11), reference = Recon if present, else Original
+   (geometry: Original-object, see below).
+
+Geometry subsets are scored on object pixels only (label outside the saved mask = ignore):
+the repainted background is not labelled reliably. Their mIoU averages the classes present in
+the object labels (`subset_miou`). So that geometry mR compares like with like, the source
+images are also scored on their salient object's pixels (subset `original-object`, masks in
+OUT/edits/original-object/masks) and that is the geometry reference. Original and Recon are scored on all
+labelled pixels, as in the paper.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from segtk.core.data import atomic_write_bytes, batch_tensors, read_label, same_size_batches
+from segtk.core.errors import SegtkError
+from segtk.core.metrics import confusion, iou_per_class, mean_iou, mean_robustness
+from segtk.core.runs import RunDir
+from segtk.core.specs import check_compatible, load_dataset, load_segmenter
+
+APPEARANCE = ("color", "material", "weather", "style")
+GEOMETRY = ("size", "position")
+ORIGINAL, RECON, ORIGINAL_OBJECT = "original", "recon", "original-object"
+
+
+@dataclass(frozen=True)
+class Subset:
+    name: str  # original, recon or the attribute
+    data: str  # dataset spec
+    split: str | None
+    images: tuple[str, ...]
+    object_only: bool = False  # score only pixels inside OUT/edits/NAME/masks
+    masks: str | None = None
+
+
+@dataclass(frozen=True)
+class Shard:
+    model: str
+    subset: Subset
+    images: tuple[str, ...]
+    batch_size: int = 4
+
+    def key(self, image: str) -> str:
+        return f"{self.model}|{self.subset.name}|{image}"
+
+
+@lru_cache(maxsize=4)
+def _model(spec: str):
+    return load_segmenter(spec)
+
+
+def run_shard(shard: Shard) -> list[dict[str, Any]]:
+    """Score one chunk of one subset with one model: a record (confusion) per image."""
+    model = _model(shard.model)
+    sub = shard.subset
+    data = load_dataset(sub.data, sub.split).subset(names=shard.images)
+    k, ignore = len(data.classes), data.ignore_index
+    records = []
+    for batch in same_size_batches(data, range(len(data)), shard.batch_size):
+        x, y = batch_tensors(batch, model.device)
+        with torch.no_grad():
+            pred = model.predict(x).cpu()
+        y = y.cpu()
+        for i, item in enumerate(batch):
+            label = y[i]
+            if sub.object_only and sub.masks:
+                mpath = Path(sub.masks) / f"{item.name}.png"
+                mask = (torch.from_numpy(read_label(mpath) > 0) if mpath.exists()
+                        else torch.zeros_like(label, dtype=torch.bool))
+                label = torch.where(mask, label, torch.full_like(label, ignore))
+            conf = confusion(pred[i], label, k, ignore)[0]
+            records.append({"key": shard.key(item.name), "model": shard.model,
+                            "subset": sub.name, "image": item.name, "confusion": conf.tolist()})
+    return records
+
+
+def build_subsets(data_spec: str, split: str | None, limit: int | None, attributes: Sequence[str],
+                  out: Path, backend: str = "classical", values: dict[str, list[str]] | None = None,
+                  filters: Sequence[str] = (), filter_params: Sequence[str] = (), seed: int = 0,
+                  editor_params: dict[str, str] | None = None,
+                  on_subset: Callable[[str, Any], None] | None = None) -> list[Subset]:
+    """Edit (or reuse) one subset per attribute; return Original, [Recon,] and the subsets."""
+    from segtk.core.edit_job import (
+        EditRun,
+        build_editor,
+        build_filter,
+        edit_dataset,
+        parse_filter_params,
+    )
+
+    data = load_dataset(data_spec, split, limit)
+    opts = parse_filter_params(list(filters), list(filter_params))
+    names = list(attributes) + ([RECON] if backend == "diffusion" else [])
+    built: list[tuple[str, Path, list[str], bool]] = []
+    for attr in names:
+        editor = build_editor(attr, backend, dict(editor_params or {}))
+        vals = [editor.check_value(v) for v in values[attr]] if values and attr in values else (
+            list(editor.values))
+        flts = [build_filter(n, opts[n]) for n in filters] if attr != RECON else []
+        path = out / "edits" / attr
+        config = {"plugin": attr, "values": vals, "backend": backend, "data": data_spec,
+                  "split": split, "limit": limit, "variants": 1, "seed": seed,
+                  "params": getattr(editor, "parameters", dict)(), "save_sources": True,
+                  "filters": {f.name: f.parameters() if hasattr(f, "parameters") else opts[f.name]
+                              for f in flts}}
+        run = EditRun(path, config, resume=True)
+        summary = edit_dataset(editor, data, run, vals, 1, seed, sheet_rows=6, filters=flts)
+        if on_subset:
+            on_subset(attr, summary)
+        edited = [r["name"] for r in summary.edited]
+        built.append((attr, path, edited, getattr(editor, "kind", "appearance") == "geometry"))
+    sources = sorted({n.split("__")[0] for _, _, edited, _ in built for n in edited})
+    if not sources:
+        raise SegtkError("no image could be edited for any attribute",
+                         hint="see OUT/edits/ATTR/skipped.jsonl; try more images or --min-area")
+    subsets = [Subset(ORIGINAL, data_spec, split, tuple(s for s in data.names if s in set(sources)))]
+    geo_sources = sorted({n.split("__")[0] for _, _, edited, g in built if g for n in edited})
+    if geo_sources:  # the geometry reference: source images scored on their object's pixels
+        masks = object_masks(data, geo_sources, out / "edits" / ORIGINAL_OBJECT / "masks")
+        subsets.append(Subset(ORIGINAL_OBJECT, data_spec, split,
+                              tuple(s for s in data.names if s in set(geo_sources)), True, masks))
+    for attr, path, edited, geometry in built:
+        if edited:
+            subsets.append(Subset(attr, f"edited:{path}", None, tuple(edited), geometry,
+                                  str(path / "masks") if geometry else None))
+    return subsets
+
+
+def object_masks(data, sources: Sequence[str], folder: Path) -> str:
+    """The salient-object masks of the source images (as the object editors pick them, with the
+    default --min-area/--exclude), written as PNGs; images without an object get none."""
+    from segtk.core.data import write_png
+    from segtk.core.samples import DEFAULT_MIN_AREA, prepare_sample
+
+    index = {n: i for i, n in enumerate(data.names)}
+    for name in sources:
+        if (folder / f"{name}.png").exists():
+            continue
+        item = data[index[name]]
+        prepared = prepare_sample(name, item.image, item.label, data.classes, "object",
+                                  DEFAULT_MIN_AREA, None, None, data.ignore_index)
+        mask = getattr(prepared, "mask", None)
+        if mask is not None:
+            write_png(folder / f"{name}.png", mask.astype(np.uint8) * 255)
+    return str(folder)
+
+
+def plan(models: Sequence[str], subsets: Sequence[Subset], chunk: int = 8,
+         batch_size: int = 4) -> list[Shard]:
+    return [Shard(m, s, s.images[i:i + chunk], batch_size)
+            for m in models for s in subsets for i in range(0, len(s.images), chunk)]
+
+
+def run_bench(shards: Sequence[Shard], run: RunDir, executor,
+              on_records: Callable[[int], None] | None = None) -> None:
+    done = set(run.done(key="key"))
+    todo = [s for s in shards if any(s.key(i) not in done for i in s.images)]
+    checked: set[str] = set()
+    for s in todo:
+        if s.model not in checked:
+            check_compatible(_model(s.model), load_dataset(s.subset.data, s.subset.split).subset(limit=1))
+            checked.add(s.model)
+    if on_records:
+        on_records(sum(len(s.images) for s in shards) - sum(len(s.images) for s in todo))
+    for records in executor.map(run_shard, todo):
+        for rec in records:
+            run.append(rec)
+        if on_records:
+            on_records(len(records))
+
+
+def subset_miou(conf: torch.Tensor, object_only: bool = False) -> float:
+    """Dataset mIoU (nanmean over classes with a union). Object-only subsets average over the
+    classes present in the scored (object) labels: a class that only appears as a wrong
+    prediction on object pixels would otherwise add a 0 per class."""
+    if not object_only:
+        return float(mean_iou(conf))
+    ious = iou_per_class(conf)
+    present = conf.sum(-1) > 0
+    return float(ious[present].mean()) if bool(present.any()) else float("nan")
+
+
+def aggregate(records: Sequence[dict[str, Any]], shards: Sequence[Shard]) -> dict[str, Any]:
+    """{"miou": {model: {subset: %}}, "images": ..., "groups": [rows with RmIoU and mR]}."""
+    wanted = {s.key(i) for s in shards for i in s.images}
+    totals: dict[tuple[str, str], torch.Tensor] = {}
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for rec in records:
+        if rec["key"] not in wanted:
+            continue
+        key = (rec["model"], rec["subset"])
+        conf = torch.tensor(rec["confusion"])
+        totals[key] = totals[key] + conf if key in totals else conf
+        counts[key] += 1
+    models = list(dict.fromkeys(s.model for s in shards))
+    subsets = list(dict.fromkeys(s.subset.name for s in shards))
+    object_only = {s.subset.name for s in shards if s.subset.object_only}
+    miou = {m: {s: 100 * subset_miou(totals[(m, s)], s in object_only) for s in subsets
+                if (m, s) in totals} for m in models}
+    groups = []
+    for m in models:
+        scores = miou[m]
+        for group, members in (("appearance", APPEARANCE), ("geometry", GEOMETRY)):
+            edited = [s for s in subsets if s in members and s in scores]
+            if not edited:
+                continue
+            if group == "appearance":
+                ref = RECON if RECON in scores else ORIGINAL
+            else:
+                ref = ORIGINAL_OBJECT if ORIGINAL_OBJECT in scores else ORIGINAL
+            if ref not in scores:
+                continue
+            rmiou = float(np.mean([scores[s] for s in edited]))
+            groups.append({"model": m, "group": group, "reference": ref,
+                           "reference_miou": scores[ref], "subsets": edited,
+                           "rmiou": rmiou, "mr": mean_robustness([scores[s] for s in edited],
+                                                                 scores[ref])})
+    return {"models": models, "subsets": subsets, "miou": miou,
+            "images": {m: {s: counts[(m, s)] for s in subsets} for m in models}, "groups": groups}
+
+
+def write_outputs(result: dict[str, Any], out: Path) -> list[Path]:
+    """table.csv (model × subset mIoU, then RmIoU/mR per group), table.json, miou.png."""
+    import csv
+    import io
+    import json
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["model", "subset", "miou", "images"])
+    for m in result["models"]:
+        for s, v in result["miou"][m].items():
+            w.writerow([m, s, f"{v:.4f}", result["images"][m][s]])
+    w.writerow([])
+    w.writerow(["model", "group", "reference", "reference_miou", "rmiou", "mr", "subsets"])
+    for g in result["groups"]:
+        w.writerow([g["model"], g["group"], g["reference"], f"{g['reference_miou']:.4f}",
+                    f"{g['rmiou']:.4f}", f"{g['mr']:.4f}", " ".join(g["subsets"])])
+    atomic_write_bytes(out / "table.csv", buf.getvalue().encode())
+    atomic_write_bytes(out / "table.json", json.dumps(result, indent=2).encode())
+    plot(result, out / "miou.png")
+    return [out / "table.csv", out / "table.json", out / "miou.png"]
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    """Grouped bars: one group per subset, one bar per model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    subsets, models = result["subsets"], result["models"]
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(subsets) * max(1, len(models)) + 2), 4))
+    width = 0.8 / max(1, len(models))
+    for j, m in enumerate(models):
+        xs = [i + (j - (len(models) - 1) / 2) * width for i in range(len(subsets))]
+        ys = [result["miou"][m].get(s, float("nan")) for s in subsets]
+        ax.bar(xs, ys, width, label=m if len(m) < 40 else m[:37] + "...")
+    ax.set_xticks(range(len(subsets)), subsets)
+    ax.set_ylabel("mIoU %")
+    ax.set_title("mIoU per subset (Gen4Seg attribute edits)", fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
