@@ -243,3 +243,21 @@ def test_convert_unreadable_inputs(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="no state dict"):
         convert(str(listy), str(tmp_path / "o.safetensors"))
     assert not (tmp_path / "o.safetensors").exists()
+
+
+def test_cli_models_convert(tmp_path: Path) -> None:
+    """`segtk models convert espnet IN.pth OUT.safetensors` end to end, and its error path."""
+    from click.testing import CliRunner
+
+    from segtk.cli import cli
+
+    state = load_file(str(weights("camvid")))
+    torch.save({"state_dict": {f"module.{k}": v for k, v in state.items()}}, tmp_path / "w.pth")
+    out = tmp_path / "w.safetensors"
+    result = CliRunner().invoke(cli, ["models", "convert", "espnet", str(tmp_path / "w.pth"), str(out)])
+    assert result.exit_code == 0, result.output
+    converted = load_file(str(out))
+    assert converted.keys() == state.keys()
+    assert all(torch.equal(converted[k], state[k]) for k in state)
+    bad = CliRunner().invoke(cli, ["models", "convert", "espnet", str(tmp_path / "nope.pth"), str(out)])
+    assert bad.exit_code == 1 and "nope.pth" in bad.output
