@@ -120,6 +120,9 @@ class Oracle:
             owners = torch.arange(images.shape[0])
         owners = torch.as_tensor(owners, dtype=torch.long).reshape(-1)
         self._check_bounds(images, owners)
+        return self._ask(images, owners)
+
+    def _ask(self, images: torch.Tensor, owners: torch.Tensor) -> Answer:
         labels = self.counter.predict(images, owners)
         scores = self.proxy(labels, self.labels[owners])
         self._record(images, owners, labels, scores)
@@ -137,13 +140,14 @@ class Oracle:
         sizes = [len(c) for c in candidates]
         owners = torch.repeat_interleave(torch.tensor(images, dtype=torch.long), torch.tensor(sizes))
         batch = project(torch.cat(candidates), self.clean[owners], self.eps_unit)
-        return list(self.query(batch, owners).scores.split(sizes))
+        return list(self._ask(batch, owners).scores.split(sizes))  # in bounds by construction
 
     def _check_bounds(self, images: torch.Tensor, owners: torch.Tensor) -> None:
         if images.numel() == 0:
             return
         gap = (images - self.clean[owners]).abs().amax()
-        if float(gap) > self.eps_unit + EPS_TOLERANCE or images.min() < 0 or images.max() > 1:
+        lo, hi = torch.aminmax(images)
+        if float(gap) > self.eps_unit + EPS_TOLERANCE or lo < 0 or hi > 1:
             raise SegtkError(
                 f"attack produced a candidate outside the ε-ball or [0,1] "
                 f"(L∞ = {float(gap) * 255:.3f}/255, ε = {self.eps_unit * 255:.3f}/255)",

@@ -104,3 +104,25 @@ def test_run_dir_refuses_mixing_runs(tmp_path, folder_dataset) -> None:
     assert "--resume" in exc.value.hint
     with pytest.raises(SegtkError, match=r"holds a run with other settings \(budget\)"):
         run(tmp_path, folder_dataset, resume=True, budget=9, name="x")
+
+
+class OutOfBall(DLA):
+    """A broken attack that steps past ε without projecting."""
+
+    def attack(self, oracle) -> None:
+        oracle.query(oracle.clean + 2 * oracle.eps_unit)
+
+
+class OutOfBox(DLA):
+    def attack(self, oracle) -> None:
+        oracle.query(oracle.clean - 1e-3)  # inside the ball, below 0 at the black pixel
+
+
+@pytest.mark.parametrize("cls", [OutOfBall, OutOfBox])
+def test_oracle_refuses_candidates_outside_the_ball_or_box(cls) -> None:
+    images = torch.full((1, 3, 4, 4), 0.5)
+    images[..., 0, 0] = 0.0
+    model = TinySegmenter()
+    with pytest.raises(SegtkError, match="outside the ε-ball or \\[0,1\\]"):
+        cls(budget=3, eps=8).run(model, images, torch.zeros(1, 4, 4, dtype=torch.long))
+    assert model.calls == 0  # refused before the model saw it
