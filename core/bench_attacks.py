@@ -233,6 +233,8 @@ def plot_curves(curves: dict[str, dict[str, list[float]]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from segtk.core.render import save_figure
+
     fig, axes = plt.subplots(1, max(len(curves), 1), figsize=(6 * max(len(curves), 1), 4.2), squeeze=False)
     for ax, (model, by_attack) in zip(axes[0], curves.items()):
         for name, curve in by_attack.items():
@@ -243,11 +245,7 @@ def plot_curves(curves: dict[str, dict[str, list[float]]], path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure(fig, path)
 
 
 def write_contact_sheet(out: Path, data, attacks: list[str], budget: int, max_images: int = 3) -> Path | None:

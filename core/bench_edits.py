@@ -268,6 +268,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from segtk.core.render import save_figure
+
     subsets, models = result["subsets"], result["models"]
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(subsets) * max(1, len(models)) + 2), 4))
     width = 0.8 / max(1, len(models))
@@ -281,8 +283,4 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure(fig, path)

@@ -30,3 +30,17 @@ def amplify(clean: np.ndarray, adv: np.ndarray) -> np.ndarray:
     diff = adv.astype(np.float32) - clean.astype(np.float32)
     scale = max(float(np.abs(diff).max()), 1.0)
     return ((diff / scale) * 127.5 + 127.5).round().clip(0, 255).astype(np.uint8)
+
+
+def save_figure(fig, path) -> None:
+    """Save a matplotlib figure atomically (temp file, then rename) and close it."""
+    from pathlib import Path
+
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)

@@ -10,7 +10,9 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
+from segtk.core.dataset_formats import voc_colormap
 from segtk.core.errors import DataError
+from segtk.core.render import colourise
 
 
 def work_size(height: int, width: int, resolution: int, multiple: int) -> tuple[int, int]:
@@ -51,24 +53,10 @@ def from_model(x: torch.Tensor) -> np.ndarray:
     return x.permute(1, 2, 0).to(torch.uint8).cpu().numpy()
 
 
-def bit_palette(n: int = 256) -> np.ndarray:
-    """The bit-interleaved palette of Pascal VOC: [n,3] uint8, index 0 black."""
-    pal = np.zeros((n, 3), np.uint8)
-    for i in range(n):
-        c, r, g, b = i, 0, 0, 0
-        for j in range(8):
-            r |= ((c >> 0) & 1) << (7 - j)
-            g |= ((c >> 1) & 1) << (7 - j)
-            b |= ((c >> 2) & 1) << (7 - j)
-            c >>= 3
-        pal[i] = (r, g, b)
-    return pal
-
-
 def load_palette(spec) -> np.ndarray:
     """None (VOC bit palette), an [K,3] array-like, or a .npy / .json file of [K,3] colours."""
     if spec is None:
-        return bit_palette()
+        return voc_colormap()
     if isinstance(spec, str | Path):
         p = Path(spec)
         if not p.is_file():
@@ -79,14 +67,6 @@ def load_palette(spec) -> np.ndarray:
     if pal.ndim != 2 or pal.shape[1] != 3 or pal.min() < 0 or pal.max() > 255:
         raise DataError(f"a palette must be [K,3] RGB values in 0..255, got shape {pal.shape}")
     return pal.astype(np.uint8)
-
-
-def colourise(label: np.ndarray, palette: np.ndarray, ignore_index: int = 255) -> np.ndarray:
-    """int [H,W] to uint8 [H,W,3]: class k gets palette[k % K]; ignore pixels are black."""
-    lab = label.astype(np.int64)
-    out = palette[np.mod(lab, len(palette))]
-    out[(lab == ignore_index) | (lab < 0)] = 0
-    return out
 
 
 def control_tensor(label: np.ndarray, palette: np.ndarray, ignore_index: int,
