@@ -52,9 +52,10 @@ def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
 @click.option("--out", type=click.Path(file_okay=False), default="runs/bench-edits",
               show_default=True)
 @click.option("--resume", is_flag=True, help="Keep finished results in OUT and run the rest.")
+@click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def bench_edits(models_, data_spec, split, limit, attributes, values, backend, extra, filters,
                 filter_params, seed, batch_size, chunk, executor, workers, address, out,
-                resume) -> None:
+                resume, write_html) -> None:
     """Edited subsets × models → mIoU per subset, RmIoU and mR (Gen4Seg Tab. II/III).
 
     Edited subsets are built (or reused) in OUT/edits/ATTR with `segtk edit`'s job. mR =
@@ -110,3 +111,6 @@ def bench_edits(models_, data_spec, split, limit, attributes, values, backend, e
                           f"{g['rmiou']:.2f}", f"{g['mr']:.3f}"] for g in result["groups"]]))
     for path in write_outputs(result, out_dir):
         console.print(f"wrote {path}")
+    if write_html:
+        from segtk.core.report import write_report
+        console.print(f"report: {write_report(out_dir)}")

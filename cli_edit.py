@@ -60,9 +60,10 @@ def parse_params(items: tuple[str, ...]) -> dict[str, str]:
 @click.option("--filter-param", "filter_params", multiple=True, metavar="NAME.KEY=VALUE",
               help="Filter option, e.g. --filter-param surrogate.model=espnet:camvid=PATH, "
                    "--filter-param clip.model=DIR.")
+@click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def edit(editor_name, values, backend, data_spec, split, limit, out, variants, seed, resume,
          min_area, exclude, only, extra, sheet_rows, save_sources, filter_names,
-         filter_params) -> None:
+         filter_params, write_html) -> None:
     """Edit an attribute of labelled images into a new dataset whose labels stay valid.
 
     Object edits (color, material, size, position) change the largest single-class region that
@@ -144,3 +145,6 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
         console.print(f"originals: {out / 'source'}  (--data folder:{out / 'source'})")
     if (out / "contact_sheet.png").exists():
         console.print(f"contact sheet: {out / 'contact_sheet.png'}")
+    if write_html:
+        from segtk.core.report import write_report
+        console.print(f"report: {write_report(out)}")

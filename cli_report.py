@@ -13,7 +13,7 @@ from segtk.console import console
               help="Dataset for clean images and labels [default: the one in RUN_DIR/run.json].")
 @click.option("--open", "open_", is_flag=True, help="Open the report in the default browser.")
 def report(run_dir: str, data_spec: str | None, open_: bool) -> None:
-    """Write RUN_DIR/report.html for an attack, benchmark or edit run.
+    """Write RUN_DIR/report.html for an attack, benchmark, edit or edit-benchmark run.
 
     The page works offline: pictures it needs are written to RUN_DIR/report_files/ and linked
     relatively, so the run folder can be zipped and shared as it is.
@@ -22,6 +22,7 @@ def report(run_dir: str, data_spec: str | None, open_: bool) -> None:
     Examples:
       segtk report runs/attack-dla --open
       segtk report runs/bench-attacks
+      segtk report runs/bench-edits      # also writes edits/ATTR/report.html
       segtk report runs/dla --data camvid:../shared/data/camvid   # dataset moved since the run
     """
     from segtk.core.report import write_report

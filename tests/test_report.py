@@ -1,4 +1,5 @@
-"""`segtk report`: attack, bench and edit pages, their files and links, and a real browser.
+"""`segtk report`: attack, bench, edit and bench-edits pages, their files and links, and a real
+browser.
 
 The runs are made once per module through the CLI (`--report`) with the tiny model on a tiny
 folder dataset; the edit run is written by hand in `segtk edit`'s layout. The browser tests
@@ -396,3 +397,71 @@ def test_browser_screenshot_shows_the_styled_page(runs, tmp_path) -> None:
     assert shot.shape == (2000, 1280, 3)
     assert np.abs(shot[20, 20] - [0x17, 0x21, 0x2F]).max() <= 3  # the dark header: CSS applied
     assert shot.std() > 20  # not a blank page
+
+
+# --- segtk bench edits and segtk edit with --report ------------------------------------------------
+
+BENCH_EDITS = ["bench", "edits", "--models", "demo", "--attributes", "color,size", "--values",
+               "color=red,blue", "--values", "size=0.4", "--limit", "3", "--executor", "inline"]
+
+
+@pytest.fixture(scope="module")
+def bench_edits_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bench-edits") / "run"
+    ok(*BENCH_EDITS, "--out", str(out), "--report")
+    return out
+
+
+def test_bench_edits_report_has_the_paper_table_chart_and_subset_reports(bench_edits_run,
+                                                                         tmp_path) -> None:
+    run = bench_edits_run
+    assert detect_kind(run) == "bench-edits"
+    table = json.loads((run / "table.json").read_text())
+    text = page(run)
+    grid = text[text.index('id="miou-table"'):text.index('id="chart"')]
+    for subset, value in table["miou"]["demo"].items():
+        assert f">{subset}<" in grid and f">{value:.2f}<" in grid
+    assert {g["group"] for g in table["groups"]} == {"appearance", "geometry"}
+    for g in table["groups"]:
+        assert f">{g['rmiou']:.2f}<" in grid and f">{g['mr']:.3f}<" in grid
+    assert 'src="miou.png"' in text
+    for attr in ("color", "size"):
+        assert f'href="edits/{attr}/report.html"' in text
+        assert detect_kind(run / "edits" / attr) == "edit"
+        assert f"{attr} edits of demo" in page(run / "edits" / attr)
+    for sub in (run, run / "edits" / "color", run / "edits" / "size"):
+        sub_text = page(sub)
+        assert not re.search(r"(?:src|href)=\"(?:https?:|//|/)", sub_text)
+        for link in links(sub_text):
+            assert (sub / unquote(link)).is_file(), (sub, link)
+    copy = tmp_path / "no-run-json"  # recognised from its files too
+    shutil.copytree(run, copy)
+    (copy / "run.json").unlink()
+    assert detect_kind(copy) == "bench-edits"
+
+
+def test_edit_report_flag_writes_the_page(tmp_path) -> None:
+    out = tmp_path / "edit"
+    ok("edit", "--plugin", "material", "--values", "wood", "--limit", "2", "--sheet-rows", "0",
+       "--out", str(out), "--report")
+    assert detect_kind(out) == "edit"
+    text = page(out)
+    assert "material edits of demo" in text and text.count('<td class="name"') >= 1
+    for link in links(text):
+        assert (out / unquote(link)).is_file(), link
+
+
+@needs_chromium
+@pytest.mark.parametrize("where", ["", "edits/color"])
+def test_browser_loads_the_bench_edits_pages(bench_edits_run, where, tmp_path) -> None:
+    run = bench_edits_run / where
+    out, body = dom(tmp_path, run / "report.html")
+    images = page(run).count("<img ")
+    assert images >= 1 and body["images"] == f"{images}/{images}" and body["images-ok"] == "yes"
+    assert re.search(r'<div[^>]*id="broken"[^>]*hidden', out)
+    if not where:
+        assert out.count("<table") == 3  # mIoU per subset, RmIoU/mR per group, subsets
+        assert 'class="sortable bench-edits-table"' in out and 'id="groups"' in out
+        assert out.count('href="edits/') == 2
+    else:
+        assert 'id="per-image"' in out and 'id="attributes"' in out

@@ -1,0 +1,118 @@
+"""Report context of an edit benchmark (`segtk bench edits`): the paper-style table (mIoU per
+subset per model, RmIoU and mR per group) from table.json, the bar chart (miou.png) and links to
+each edited subset's own report (OUT/edits/ATTR/report.html, written by write_report first)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from segtk.core.errors import SegtkError
+from segtk.core.report_common import REPORT_FILE, _brief, _href, _note
+from segtk.core.runs import RESULTS_FILE, read_results
+
+TABLE_FILE = "table.json"
+CHART_FILE = "miou.png"
+GROUPS = ("appearance", "geometry")
+
+
+def edit_subset_dirs(run: Path) -> list[Path]:
+    """OUT/edits/ATTR folders that are `segtk edit` runs (they have a run.json)."""
+    edits = run / "edits"
+    if not edits.is_dir():
+        return []
+    return [p for p in sorted(edits.iterdir()) if p.is_dir() and (p / "run.json").is_file()]
+
+
+def read_table(run: Path, notes: list[dict[str, str]]) -> dict[str, Any]:
+    """table.json as `segtk bench edits` wrote it, else recomputed from results.jsonl."""
+    path = run / TABLE_FILE
+    if path.is_file():
+        try:
+            table = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise SegtkError(f"{path}: not valid JSON ({exc})",
+                             hint="rerun segtk bench edits with --resume to rewrite it") from exc
+        if isinstance(table, dict) and "miou" in table and "subsets" in table:
+            return table
+    records = list(read_results(run / RESULTS_FILE, key="key").values())
+    if not records:
+        raise SegtkError(f"{run}: no {TABLE_FILE} and no finished records in {RESULTS_FILE} yet",
+                         hint="run the benchmark (or continue it with --resume) first")
+    from segtk.core.bench_edits import GEOMETRY, ORIGINAL_OBJECT, Shard, Subset, aggregate
+
+    _note(notes, f"No {TABLE_FILE} (the benchmark did not finish): the table is recomputed from "
+                 f"the {len(records)} records in {RESULTS_FILE}.", "warn")
+    images: dict[tuple[str, str], list[str]] = {}
+    for rec in records:
+        images.setdefault((rec["model"], rec["subset"]), []).append(rec["image"])
+    shards = [Shard(m, Subset(s, "", None, tuple(imgs), s in GEOMETRY or s == ORIGINAL_OBJECT),
+                    tuple(imgs)) for (m, s), imgs in images.items()]
+    return aggregate(records, shards)
+
+
+def bench_edits_context(run: Path, meta: dict[str, Any], data_spec: str | None,
+                        notes: list[dict[str, str]]) -> dict[str, Any]:
+    config = meta.get("config") or {}
+    table = read_table(run, notes)
+    models, subsets = list(table.get("models") or []), list(table.get("subsets") or [])
+    miou, counts = table.get("miou") or {}, table.get("images") or {}
+    groups = {(g["model"], g["group"]): g for g in table.get("groups") or []}
+    shown_groups = [g for g in GROUPS if any((m, g) in groups for m in models)]
+    rows = []
+    for m in models:
+        scores = miou.get(m) or {}
+        best = {g: groups.get((m, g)) for g in shown_groups}
+        rows.append({"model": m, "cells": [scores.get(s) for s in subsets], "groups": best})
+    group_rows = [dict(g, subsets=list(g.get("subsets") or [])) for g in table.get("groups") or []]
+
+    subset_info = []
+    edit_dirs = {p.name: p for p in edit_subset_dirs(run)}
+    for s in subsets:
+        folder = edit_dirs.get(s)
+        summary = {}
+        if folder is not None:
+            try:
+                summary = json.loads((folder / "run.json").read_text()).get("summary") or {}
+            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+                summary = {}
+        skipped = summary.get("skipped")
+        subset_info.append({
+            "name": s,
+            "role": _role(s),
+            "images": max((int((counts.get(m) or {}).get(s, 0)) for m in models), default=0),
+            "edited": summary.get("edited"),
+            "skipped": sum(skipped.values()) if isinstance(skipped, dict) else skipped,
+            "report": (_href(f"edits/{s}/{REPORT_FILE}")
+                       if folder is not None and (folder / REPORT_FILE).is_file() else None),
+        })
+    chart = _href(CHART_FILE) if (run / CHART_FILE).is_file() else None
+    if chart is None:
+        _note(notes, f"No {CHART_FILE} in the run folder (matplotlib missing, or the benchmark "
+                     f"did not finish): the bar chart is not shown.", "warn")
+    files = [f for f in ("table.csv", TABLE_FILE, CHART_FILE, RESULTS_FILE) if (run / f).is_file()]
+    attrs = config.get("attributes") or [s["name"] for s in subset_info if s["role"] != "reference"]
+    return {
+        "title": f"Edit benchmark: {', '.join(str(a) for a in attrs)} on "
+                 f"{', '.join(_brief(m) for m in models)} / {_brief(config.get('data'))}",
+        "models": models,
+        "subsets": subsets,
+        "rows": rows,
+        "group_names": shown_groups,
+        "group_rows": group_rows,
+        "subset_info": subset_info,
+        "chart": chart,
+        "files": files,
+        "backend": config.get("backend") or "?",
+    }
+
+
+def _role(subset: str) -> str:
+    from segtk.core.bench_edits import APPEARANCE, GEOMETRY
+
+    if subset in APPEARANCE:
+        return "appearance"
+    if subset in GEOMETRY:
+        return "geometry"
+    return "reference"

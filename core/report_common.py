@@ -1,0 +1,194 @@
+"""Pieces shared by the report pages of every kind of run (see segtk.core.report)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+
+from segtk.core.data import Dataset, default_palette, write_png
+from segtk.core.errors import SegtkError
+
+REPORT_FILE = "report.html"
+FILES_DIR = "report_files"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+@lru_cache(maxsize=1)
+def _environment():
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["num"] = _num
+    env.filters["wbr"] = _wbr
+    return env
+
+
+def _wbr(text: Any):
+    """Escaped text with line-break opportunities after _ / - . (long image names)."""
+    import re
+
+    from markupsafe import Markup, escape
+
+    return Markup(re.sub(r"([_/.-]+)", r"\1<wbr>", str(escape(str(text)))))
+
+
+def _num(value: Any, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _common_context(run: Path, meta: dict[str, Any], kind: str) -> dict[str, Any]:
+    versions = {str(k): str(v) for k, v in (meta.get("versions") or {}).items()}
+    main = [(k, versions.pop(k)) for k in ("segtk", "torch", "python") if k in versions]
+    command = str(meta.get("command") or "")
+    return {
+        "kind": kind,
+        "run_name": run.resolve().name,
+        "run_path": str(run.resolve()),
+        "generated": datetime.now().strftime("%Y-%m-%d %H:%M"),
+        "command": _short_command(command),
+        "command_full": command,
+        "versions": main,
+        "plugin_versions": sorted(versions.items()),
+        "config": _flatten(meta.get("config") or {}),
+        "notes": [],
+    }
+
+
+def _short_command(command: str) -> str:
+    """'/long/path/bin/segtk attack ...' -> 'segtk attack ...'."""
+    head, _, rest = command.partition(" ")
+    if head.endswith("/segtk") or head.endswith("\\segtk") or head.endswith("segtk.exe"):
+        return f"segtk {rest}".strip()
+    return command
+
+
+def _brief(spec: Any) -> str:
+    """A spec for a title: folders dropped ('camvid:../data/camvid' -> 'camvid:camvid')."""
+    import re
+
+    return re.sub(r"[^\s:=,;]*[/\\]", "", str(spec).rstrip("/\\")) if spec else "?"
+
+
+def _flatten(config: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            rows.extend(_flatten(value, f"{name}."))
+        elif isinstance(value, list):
+            shown = ", ".join(str(v) for v in value[:12])
+            rows.append((name, shown + (f", … ({len(value)} in all)" if len(value) > 12 else "")))
+        else:
+            rows.append((name, "–" if value is None else str(value)))
+    return rows
+
+
+def _note(notes: list[dict[str, str]], text: str, level: str = "info") -> None:
+    notes.append({"level": level, "text": text})
+
+
+def _load_dataset(spec: str | None, split: str | None, run: Path | None = None,
+                  notes: list[dict[str, str]] | None = None) -> tuple[Dataset | None, str]:
+    """The run's dataset, or None and why not (a report never fails for want of it).
+
+    A relative PATH in FORMAT:PATH is relative to where the run was started, which run.json
+    does not record: where it does not resolve from here, the folders above the run directory
+    are tried too (a run in REPO/runs/x made from REPO is found from anywhere).
+    """
+    if not spec:
+        return None, "run.json names no dataset"
+    from segtk.core.specs import load_dataset, split_spec
+
+    def attempt(candidate: str) -> tuple[Dataset | None, str]:
+        try:
+            return load_dataset(candidate, split), ""
+        except SegtkError as exc:
+            return None, exc.message
+        except Exception as exc:  # a third-party reader may raise anything
+            return None, f"{type(exc).__name__}: {exc}"
+
+    dataset, why = attempt(spec)
+    name, arg = split_spec(spec)
+    if dataset is not None or run is None or not arg or Path(arg).is_absolute() or Path(arg).exists():
+        return dataset, why
+    for base in list(run.resolve().parents)[:4]:
+        if (base / arg).exists():
+            found, _ = attempt(f"{name}:{base / arg}")
+            if found is not None:
+                if notes is not None:
+                    _note(notes, f"The dataset {spec} was found at {base / arg} (relative to {base}).")
+                return found, ""
+    return dataset, why
+
+
+def _classes_and_palette(dataset: Dataset | None, k: int) -> tuple[list[str], np.ndarray]:
+    if dataset is not None and len(dataset.classes) == k:
+        classes = list(dataset.classes)
+        if dataset.palette is not None and len(dataset.palette) >= k:
+            return classes, np.asarray(dataset.palette, dtype=np.uint8)
+        return classes, default_palette(k)
+    return [f"class {i}" for i in range(k)], default_palette(k)
+
+
+def _hex(colour: Sequence[int]) -> str:
+    return "#{:02x}{:02x}{:02x}".format(*(int(c) for c in colour[:3]))
+
+
+def _legend(classes: list[str], palette: np.ndarray, clean_iou: list[float] | None = None,
+            adv_iou: list[float] | None = None) -> list[dict[str, Any]]:
+    out = []
+    for i, name in enumerate(classes):
+        entry: dict[str, Any] = {"id": i, "name": name, "colour": _hex(palette[i])}
+        if clean_iou is not None and adv_iou is not None:
+            c, a = 100 * clean_iou[i], 100 * adv_iou[i]
+            entry.update(clean=c, adv=a, drop=c - a if math.isfinite(c) and math.isfinite(a) else None,
+                         clean_w=f"{c:.1f}" if math.isfinite(c) else "0",
+                         adv_w=f"{a:.1f}" if math.isfinite(a) else "0")
+        out.append(entry)
+    return out
+
+
+def _href(path: str) -> str:
+    return quote(path, safe="/")
+
+
+def _derived(run: Path, folder: str, name: str, array: np.ndarray) -> str:
+    """Write report_files/FOLDER/NAME.png; return its link relative to report.html."""
+    rel = f"{FILES_DIR}/{folder}/{name}.png"
+    write_png(run / rel, array)
+    return _href(rel)
+
+
+def _picture(href: str | None, shape: Sequence[int] | None, caption: str = "") -> dict[str, Any] | None:
+    if href is None:
+        return None
+    h, w = (int(shape[0]), int(shape[1])) if shape is not None else (0, 0)
+    return {"src": href, "width": w, "height": h, "caption": caption}
+
+
+def _spread(histories: list[list[float]]) -> dict[str, list[float]]:
+    """Per query: mean, quartiles and range over images (%), histories padded with their last value."""
+    histories = [h for h in histories if h]
+    if not histories:
+        return {}
+    length = max(len(h) for h in histories)
+    cols = np.array([h + [h[-1]] * (length - len(h)) for h in histories], dtype=np.float64) * 100
+    return {
+        "mean": cols.mean(0).tolist(),
+        "q25": np.percentile(cols, 25, axis=0).tolist(),
+        "q75": np.percentile(cols, 75, axis=0).tolist(),
+        "min": cols.min(0).tolist(),
+        "max": cols.max(0).tolist(),
+    }

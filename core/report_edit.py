@@ -1,0 +1,212 @@
+"""Report context of an edit run (`segtk edit`): the contact sheet, a per-attribute table and
+the edited images."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from segtk.core.data import IMAGE_SUFFIXES, Dataset, read_image, read_label
+from segtk.core.errors import SegtkError
+from segtk.core.render import overlay
+from segtk.core.report_common import (
+    _brief,
+    _classes_and_palette,
+    _derived,
+    _href,
+    _legend,
+    _load_dataset,
+    _note,
+    _picture,
+)
+
+# Manifest fields shown in their own columns or not meant for averaging.
+SKIP_FIELDS = {"name", "image", "source", "source_image", "attribute", "value", "variant", "prompt",
+               "prompt_source", "editor", "kind", "level", "backend", "seed", "run_seed", "index",
+               "mask", "label", "class_name", "class", "object", "object_area", "parameters",
+               "reason", "detail"}
+
+
+def edit_context(run: Path, meta: dict[str, Any], data_spec: str | None,
+                  notes: list[dict[str, str]]) -> dict[str, Any]:
+    from segtk.core.datasets import read_classes, read_manifest
+
+    config = meta.get("config") or {}
+    manifest = read_manifest(run / "manifest.jsonl") if (run / "manifest.jsonl").is_file() else []
+    skipped = read_manifest(run / "skipped.jsonl") if (run / "skipped.jsonl").is_file() else []
+    images = _image_files(run / "images")
+    if not manifest:
+        if not images and not skipped:
+            raise SegtkError(f"{run}: no manifest.jsonl and no edited images yet",
+                             hint="run segtk edit (or let it finish) first")
+        if images:
+            _note(notes, "No manifest.jsonl: attributes and values are unknown.", "warn")
+        manifest = [{"name": n} for n in images]
+    classes = read_classes(run) if (run / "classes.txt").is_file() else []
+    source = data_spec or config.get("data")
+    dataset, _ = _load_dataset(source, config.get("split"), run, notes) if source else (None, "")
+    if not classes and dataset is not None:
+        classes = list(dataset.classes)
+    if not classes:
+        _note(notes, "No classes.txt: labels are shown with the default colours.", "warn")
+    _, palette = _classes_and_palette(dataset, len(classes) or 256)
+
+    originals = _originals(run, manifest, dataset)
+    rows = [_edit_row(run, rec, images.get(_edit_name(rec)), palette, originals) for rec in manifest]
+    missing = sum(1 for r in rows if r["pictures"]["image"] is None)
+    if missing:
+        _note(notes, f"{missing} of {len(rows)} manifest entries have no image in images/.", "warn")
+    attribute = str(config.get("plugin") or (rows[0]["attribute"] if rows else "") or "edit")
+    summary = meta.get("summary") or {}
+    plugin = config.get("plugin")
+    return {
+        "title": (f"{plugin} edits of {_brief(source)}" if plugin
+                  else f"Edited images from {_brief(source) if source else run.name}"),
+        "sheets": [_picture(_href(p.name), None) for p in _contact_sheets(run)],
+        "values_table": _values_table(rows, skipped, attribute),
+        "skips": _skip_table(skipped),
+        "score_columns": sorted({k for r in rows for k in r["scores"]}),
+        "rows": rows,
+        "edited": len(rows),
+        "planned": summary.get("planned") or len(rows) + len(skipped),
+        "skipped": len(skipped),
+        "sources": len({r["source"] for r in rows if r["source"]}),
+        "legend": _legend(classes, palette) if classes else [],
+        "source": source,
+    }
+
+
+def _edit_name(rec: dict[str, Any]) -> str:
+    return str(rec.get("name") or rec.get("image") or "")
+
+
+def _image_files(folder: Path) -> dict[str, Path]:
+    if not folder.is_dir():
+        return {}
+    return {p.stem: p for p in sorted(folder.iterdir())
+            if p.suffix.lower() in IMAGE_SUFFIXES and not p.name.startswith(".")}
+
+
+def _contact_sheets(run: Path) -> list[Path]:
+    """Top-level pictures of an edit run, contact sheets first."""
+    pics = [p for p in sorted(run.iterdir())
+            if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES and not p.name.startswith(".")]
+    return sorted(pics, key=lambda p: ("contact" not in p.name.lower() and "sheet" not in p.name.lower()))
+
+
+def _originals(run: Path, manifest: list[dict[str, Any]], dataset: Dataset | None) -> dict[str, str]:
+    """Source name -> link to the unedited image: DIR/source/images/ (segtk edit keeps them
+    there), else a copy from the dataset in report_files/original/."""
+    sources = list(dict.fromkeys(str(r["source"]) for r in manifest if r.get("source")))
+    kept = _image_files(run / "source" / "images")
+    links = {s: _href(f"source/images/{kept[s].name}") for s in sources if s in kept}
+    wanted = [s for s in sources if s not in links]
+    if wanted and dataset is not None:
+        sub = dataset.subset(names=wanted)
+        for i in range(len(sub)):
+            try:
+                item = sub[i]
+            except SegtkError:
+                continue
+            links[item.name] = _derived(run, "original", item.name, item.image)
+    return links
+
+
+def _edit_row(run: Path, rec: dict[str, Any], image_file: Path | None, palette: np.ndarray,
+              originals: dict[str, str]) -> dict[str, Any]:
+    name = _edit_name(rec)
+    pics: dict[str, dict[str, Any] | None] = dict.fromkeys(("original", "image", "label", "mask"))
+    coverage = None
+    if image_file is not None:
+        image = read_image(image_file)
+        pics["image"] = _picture(_href(f"images/{image_file.name}"), image.shape)
+        label_file = run / "labels" / f"{name}.png"
+        if label_file.is_file():
+            label = read_label(label_file)
+            if label.shape == image.shape[:2]:
+                pics["label"] = _picture(_derived(run, "label", name, overlay(image, label, palette)),
+                                         image.shape)
+        mask_file = run / "masks" / f"{name}.png"
+        if mask_file.is_file():
+            mask = np.asarray(read_label(mask_file)) > 0
+            if mask.shape == image.shape[:2]:
+                coverage = 100 * float(mask.mean())
+                shown = np.where(mask[..., None], image, (image * 0.25 + 40).astype(np.uint8))
+                pics["mask"] = _picture(_derived(run, "mask", name, shown), image.shape)
+        if str(rec.get("source")) in originals:
+            pics["original"] = _picture(originals[str(rec.get("source"))], image.shape)
+    scores = {k: float(v) for k, v in rec.items()
+              if k not in SKIP_FIELDS and isinstance(v, float) and math.isfinite(v)}
+    area = rec.get("object_area")
+    return {
+        "name": name,
+        "attribute": str(rec.get("attribute") or "–"),
+        "value": "–" if rec.get("value") is None else str(rec.get("value")),
+        "editor": str(rec.get("editor") or ""),
+        "source": str(rec.get("source") or ""),
+        "prompt": str(rec.get("prompt") or ""),
+        "object": str(rec.get("class") or rec.get("class_name") or rec.get("object") or ""),
+        "object_area": 100 * float(area) if isinstance(area, int | float) else None,
+        "coverage": coverage,
+        "scores": scores,
+        "pictures": pics,
+    }
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.fmean(values) if values else None
+
+
+def _values_table(rows: list[dict[str, Any]], skipped: list[dict[str, Any]],
+                  attribute: str) -> list[dict[str, Any]]:
+    """One row per attribute and value (plus an 'all values' row where there are several)."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["attribute"], r["value"])].append(r)
+    skips: dict[tuple[str, str], int] = defaultdict(int)
+    for rec in skipped:
+        key = (str(rec.get("attribute") or attribute), str(rec.get("value", "–")))
+        skips[key] += 1
+        groups.setdefault(key, [])
+
+    def line(attr: str, value: str, group: list[dict[str, Any]], skip: int, total: bool) -> dict:
+        names = {k for r in group for k in r["scores"]}
+        return {
+            "attribute": attr, "value": value, "total": total, "edits": len(group),
+            "skipped": skip, "sources": len({r["source"] for r in group if r["source"]}),
+            "coverage": _mean(r["coverage"] for r in group),
+            "object_area": _mean(r["object_area"] for r in group),
+            "objects": list(dict.fromkeys(r["object"] for r in group if r["object"])),
+            "scores": {k: _mean(r["scores"].get(k) for r in group) for k in names},
+        }
+
+    out = []
+    for attr in dict.fromkeys(a for a, _ in groups):
+        keys = [k for k in groups if k[0] == attr]
+        out.extend(line(attr, v, groups[(attr, v)], skips[(attr, v)], False) for _, v in keys)
+        if len(keys) > 1:
+            out.append(line(attr, "all values", [r for k in keys for r in groups[k]],
+                            sum(skips[k] for k in keys), True))
+    return out
+
+
+def _skip_table(skipped: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    try:
+        from segtk.core.samples import SKIP_REASONS
+    except ImportError:  # pragma: no cover - the editing core is optional here
+        SKIP_REASONS = {}
+    by_reason: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for rec in skipped:
+        by_reason[str(rec.get("reason") or "unknown")].append(rec)
+    return [{"reason": reason, "count": len(recs),
+             "sources": len({r.get("source") for r in recs}),
+             "meaning": SKIP_REASONS.get(reason, ""),
+             "example": str(recs[0].get("detail") or "")}
+            for reason, recs in sorted(by_reason.items(), key=lambda kv: -len(kv[1]))]
