@@ -23,6 +23,20 @@ def parse_params(items: tuple[str, ...]) -> dict[str, str]:
     return params
 
 
+def load_prompt_writer(path: str):
+    """The segtk-lm-prompts PromptWriter for --prompt-model PATH (a clear error if unusable)."""
+    if not str(path).strip() or not Path(path).is_dir():
+        raise SegtkError(f"--prompt-model {path}: no such model folder",
+                         hint="give a local folder with a transformers chat LM and its tokenizer "
+                              "(save_pretrained); nothing is downloaded")
+    try:
+        from segtk_lm_prompts import PromptWriter
+    except ImportError as exc:
+        raise SegtkError("--prompt-model needs the segtk-lm-prompts plugin",
+                         hint="pip install -e plugins/editors/lm-prompts") from exc
+    return PromptWriter(path, option="--prompt-model")
+
+
 @click.command()
 @click.option("--plugin", "editor_name", required=True,
               help="Editor: color, material, style, weather, size, position (see `segtk plugins`).")
@@ -60,10 +74,13 @@ def parse_params(items: tuple[str, ...]) -> dict[str, str]:
 @click.option("--filter-param", "filter_params", multiple=True, metavar="NAME.KEY=VALUE",
               help="Filter option, e.g. --filter-param surrogate.model=espnet:camvid=PATH, "
                    "--filter-param clip.model=DIR.")
+@click.option("--prompt-model", "prompt_model", default=None, metavar="PATH",
+              help="Local chat LM folder (transformers) that writes the edit prompts instead of "
+                   "the templates (the segtk-lm-prompts plugin); manifest: prompt_writer.")
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def edit(editor_name, values, backend, data_spec, split, limit, out, variants, seed, resume,
          min_area, exclude, only, extra, sheet_rows, save_sources, filter_names,
-         filter_params, write_html) -> None:
+         filter_params, prompt_model, write_html) -> None:
     """Edit an attribute of labelled images into a new dataset whose labels stay valid.
 
     Object edits (color, material, size, position) change the largest single-class region that
@@ -83,6 +100,7 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
       segtk edit --plugin color --out runs/edit-color --resume
       segtk edit --plugin color --backend diffusion --param sd=MODEL_DIR --values red
       segtk edit --plugin color --filter surrogate --filter-param surrogate.model=demo
+      segtk edit --plugin color --values red --prompt-model MODELS/chat-lm
       segtk predict --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
                     --data edited:runs/edit-color
     """
@@ -95,6 +113,7 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
     )
     from segtk.core.specs import load_dataset
 
+    prompt_writer = load_prompt_writer(prompt_model) if prompt_model is not None else None
     editor = build_editor(editor_name, backend, parse_params(extra))
     filter_names = list(dict.fromkeys(filter_names))
     filter_opts = parse_filter_params(filter_names, filter_params)
@@ -118,6 +137,8 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
               "split": split, "limit": limit, "variants": variants, "seed": seed,
               "min_area": min_area, "exclude": exclude_list, "classes": only_list,
               "params": getattr(editor, "parameters", dict)(), "save_sources": save_sources}
+    if prompt_model is not None:  # only when used, so other runs resume as before
+        config["prompt_model"] = str(prompt_model)
     if filters:  # only when used, so runs without filters resume as before
         config["filters"] = {f.name: f.parameters() if hasattr(f, "parameters")
                              else filter_opts[f.name] for f in filters}
@@ -132,7 +153,7 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
 
         summary = edit_dataset(editor, data, run, value_list, variants, seed, min_area,
                                exclude_list, only_list, save_sources, sheet_rows, tick,
-                               filters)
+                               filters, prompt_writer)
     console.print(table(
         f"{editor_name} on {data_spec}: {len(data)} images × {len(value_list)} values"
         + (f" × {variants} variants" if variants > 1 else ""),

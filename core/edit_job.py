@@ -7,7 +7,8 @@ The output folder is an edited dataset that `--data edited:DIR` reads back:
     DIR/masks/NAME.png     the edited object (255) after the edit; all 255 for image-level edits
     DIR/classes.txt        the source dataset's class names
     DIR/manifest.jsonl     one line per edited sample (name, source, attribute, value, prompts,
-                           backend, parameters, seed), appended atomically after its PNGs
+                           backend, parameters, seed; with --prompt-model also prompt_writer),
+                           appended atomically after its PNGs
     DIR/skipped.jsonl      one line per planned edit that was skipped, with its reason
     DIR/source/            the source images that were edited, with their labels (a folder
                            dataset: the "original" to compare with, on the same images)
@@ -160,6 +161,7 @@ def edit_dataset(
     sheet_rows: int = 12,
     on_edit: Callable[[dict[str, Any]], None] | None = None,
     filters: Sequence[Filter] = (),
+    prompt_writer: Any = None,
 ) -> EditSummary:
     """Edit every (source image, value, variant) not yet done; return counts over the whole run.
 
@@ -168,8 +170,19 @@ def edit_dataset(
     rewrite the saved label (rejected pixels = ignore). Their scores go to the manifest under
     "filters". A filter with `prepare(dataset, cache_dir)` is prepared once on the source
     dataset (e.g. the surrogate filter's per-class losses), cached under OUT/filters.
+
+    `prompt_writer` (`segtk edit --prompt-model`, the segtk-lm-prompts plugin) writes the edit
+    prompts instead of the templates; attribute editors only. The manifest then records who
+    wrote each prompt under "prompt_writer" ("lm:PATH", or "template" where the model's answer
+    was empty). Without it nothing changes.
     """
     out = run.path
+    if prompt_writer is not None:
+        if not isinstance(editor, AttributeEditor):
+            raise SegtkError(f"--prompt-model: editor {editor.name!r} writes its own prompts",
+                             hint="use --prompt-model with the attribute editors (color, "
+                                  "material, style, weather, size, position)")
+        editor.prompt_writer = prompt_writer
     filters = sorted(filters, key=lambda f: 0 if f.stage == "sample" else 1)
     for flt in filters:
         if hasattr(flt, "prepare"):
@@ -217,6 +230,8 @@ def edit_dataset(
                 finish(record, True)
                 continue
             sample_seed = image_seed(seed, name)
+            if prompt_writer is not None:
+                prompt_writer.last_source = ""
             try:
                 edited = editor.edit(prepared, value, np.random.default_rng(sample_seed))
             except SkipSample as exc:
@@ -263,6 +278,8 @@ def edit_dataset(
                 "seed": sample_seed,
                 "run_seed": seed,
             }
+            if prompt_writer is not None:
+                record["prompt_writer"] = prompt_writer.last_source or "template"
             if filters:
                 record["filters"] = scores
             append_line(out / MANIFEST, record)

@@ -167,10 +167,18 @@ class AttributeEditor(Editor):
                               hint=f"values: {', '.join(self.values)}")
         return v
 
+    # Set by `edit_dataset(prompt_writer=...)` (`segtk edit --prompt-model`): an object whose
+    # `rewrite(sample, attribute, value, template)` returns the edit prompt written by a
+    # language model (segtk-lm-prompts), keeping who wrote it in `last_source`.
+    prompt_writer: Any = None
+
     def prompt(self, sample: Sample, value: str) -> str:
         from segtk.core.samples import edit_prompt
 
-        return edit_prompt(self.attribute, value, sample)
+        text = edit_prompt(self.attribute, value, sample)
+        if self.prompt_writer is not None:
+            text = self.prompt_writer.rewrite(sample, self.attribute, value, text)
+        return text
 
     def parameters(self) -> dict[str, Any]:
         """What the manifest records about this editor's settings."""
