@@ -18,6 +18,7 @@ from segtk.options import (
     data_option,
     limit_option,
     model_option,
+    shard_options,
     split_option,
 )
 
@@ -252,13 +253,7 @@ def bench() -> None:
 @click.option("--eps", type=click.FloatRange(0, 255, min_open=True), default=8.0, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="Repeat r uses seed + r.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("--chunk", type=click.IntRange(min=1), default=8, show_default=True,
-              help="Images per shard.")
-@click.option("--executor", type=click.Choice(["local", "inline", "ray"]), default="local",
-              show_default=True, help="local = process pool; ray = Ray cluster.")
-@click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="Processes (local) or CPUs (new Ray cluster) [default: all cores].")
-@click.option("--address", default=None, help="Ray cluster address to join (with --executor ray).")
+@shard_options
 @click.option("--out", type=click.Path(file_okay=False), default="runs/bench-attacks", show_default=True)
 @click.option("--resume", is_flag=True, help="Keep finished shards in OUT and run the rest.")
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")

@@ -9,7 +9,14 @@ import click
 from segtk.console import console, progress, table
 from segtk.core.editing import BACKENDS
 from segtk.core.errors import SegtkError
-from segtk.options import DEMO_MODEL, csv_list, data_option, limit_option, split_option
+from segtk.options import (
+    DEMO_MODEL,
+    csv_list,
+    data_option,
+    limit_option,
+    shard_options,
+    split_option,
+)
 
 
 def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
@@ -42,13 +49,7 @@ def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
               help="Filter option, e.g. surrogate.model=espnet:camvid=PATH.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=4, show_default=True)
-@click.option("--chunk", type=click.IntRange(min=1), default=8, show_default=True,
-              help="Images per shard.")
-@click.option("--executor", type=click.Choice(["local", "inline", "ray"]), default="local",
-              show_default=True, help="local = process pool; ray = Ray cluster.")
-@click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="Processes (local) or CPUs (new Ray cluster) [default: all cores].")
-@click.option("--address", default=None, help="Ray cluster address to join (with --executor ray).")
+@shard_options
 @click.option("--out", type=click.Path(file_okay=False), default="runs/bench-edits",
               show_default=True)
 @click.option("--resume", is_flag=True, help="Keep finished results in OUT and run the rest.")

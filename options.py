@@ -17,3 +17,19 @@ limit_option = click.option("--limit", type=click.IntRange(min=1), default=None,
 
 def csv_list(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def shard_options(command):
+    """--chunk, --executor, --workers, --address: how a benchmark's shards are run."""
+    for option in reversed([
+        click.option("--chunk", type=click.IntRange(min=1), default=8, show_default=True,
+                     help="Images per shard."),
+        click.option("--executor", type=click.Choice(["local", "inline", "ray"]), default="local",
+                     show_default=True, help="local = process pool; ray = Ray cluster."),
+        click.option("--workers", type=click.IntRange(min=1), default=None,
+                     help="Processes (local) or CPUs (new Ray cluster) [default: all cores]."),
+        click.option("--address", default=None,
+                     help="Ray cluster address to join (with --executor ray)."),
+    ]):
+        command = option(command)
+    return command
