@@ -10,8 +10,6 @@ wins. A fixed spatial input size in the graph is honoured (images are resized to
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -19,36 +17,11 @@ import torch
 import torch.nn.functional as F
 
 from segtk.core.errors import ModelError
+from segtk.core.preprocessing import Preprocessing, parse_options
 from segtk.core.segmenter import Segmenter, labels_from_logits
 
 META_KEY = "segtk"
 HINT = "syntax: onnx:FILE.onnx[,classes=a;b;c][,mean=R;G;B][,std=R;G;B][,scale=255][,bgr][,size=WxH]"
-
-
-@dataclass
-class Preprocessing:
-    """x_model = ((x * scale)[channels] - mean) / std, resized to `size` (W,H) if set."""
-
-    classes: list[str] = field(default_factory=list)
-    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
-    scale: float = 1.0
-    bgr: bool = False
-    size: tuple[int, int] | None = None
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> Preprocessing:
-        raw = json.loads(text)
-        if not isinstance(raw, dict):
-            raise ValueError("metadata 'segtk' must be a JSON object")
-        known = {k: v for k, v in raw.items() if k in cls.__dataclass_fields__}
-        for key in ("mean", "std", "size"):
-            if known.get(key) is not None:
-                known[key] = tuple(known[key])
-        return cls(**known)
 
 
 _NP_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16,
@@ -77,17 +50,9 @@ class OnnxSegmenter(Segmenter):
         if prep.size is None and isinstance(height, int) and isinstance(width, int):
             prep.size = (width, height)
         self.output_name = session.get_outputs()[0].name
-        self._mean = torch.tensor(prep.mean, dtype=torch.float32).view(1, 3, 1, 1)
-        self._std = torch.tensor(prep.std, dtype=torch.float32).view(1, 3, 1, 1)
 
     def preprocess(self, images: torch.Tensor) -> torch.Tensor:
-        x = images.detach().to("cpu", torch.float32) * self.prep.scale
-        if self.prep.bgr:
-            x = x.flip(1)
-        x = (x - self._mean) / self._std
-        if self.prep.size is not None and tuple(x.shape[-2:]) != self.prep.size[::-1]:
-            x = F.interpolate(x, size=self.prep.size[::-1], mode="bilinear", align_corners=False)
-        return x
+        return self.prep.normalise(images.detach().cpu())
 
     def _run(self, x: torch.Tensor) -> np.ndarray:
         array = np.ascontiguousarray(x.numpy().astype(self.input_dtype, copy=False))
@@ -137,44 +102,16 @@ class OnnxSegmenter(Segmenter):
         return out.to(images.device)
 
 
-def _floats(raw: str, n: int = 3) -> tuple[float, ...]:
-    try:
-        values = tuple(float(v) for v in raw.split(";"))
-    except ValueError:
-        values = ()
-    if len(values) != n:
-        raise ModelError(f"expected {n} numbers separated by ';', got {raw!r}", hint=HINT)
-    return values
-
-
 def parse(arg: str) -> tuple[Path, dict[str, object], int | None]:
     """'m.onnx,classes=a;b,bgr' -> (Path('m.onnx'), {'classes': [...], 'bgr': True}, threads)."""
     path_str, *options = [part.strip() for part in arg.split(",")] if arg else [""]
     if not path_str:
         raise ModelError("no ONNX file given", hint=HINT)
-    override: dict[str, object] = {}
-    threads = None
-    for option in options:
-        key, sep, value = option.partition("=")
-        if key == "classes":
-            override["classes"] = [c for c in value.split(";") if c]
-        elif key in ("mean", "std"):
-            override[key] = _floats(value)
-        elif key == "scale":
-            override["scale"] = _floats(value, 1)[0]
-        elif key == "bgr":
-            override["bgr"] = value.lower() not in ("0", "false", "no") if sep else True
-        elif key == "size":
-            w, _, h = value.partition("x")
-            if not (w.isdigit() and h.isdigit()):
-                raise ModelError(f"size must be WxH, got {value!r}", hint=HINT)
-            override["size"] = (int(w), int(h))
-        elif key == "threads":
-            threads = int(_floats(value, 1)[0])
-        else:
-            raise ModelError(f"unknown onnx option {key!r}",
-                             hint="options: classes=, mean=, std=, scale=, bgr, size=WxH, threads=N")
-    return Path(path_str), override, threads
+    override, own = parse_options(options, "onnx", HINT, extra=("threads",))
+    threads = own.get("threads")
+    if threads is not None and not threads.isdigit():
+        raise ModelError(f"threads must be a whole number, got {threads!r}", hint=HINT)
+    return Path(path_str), override, int(threads) if threads else None
 
 
 def load(arg: str) -> OnnxSegmenter:

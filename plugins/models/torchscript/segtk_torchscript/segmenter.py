@@ -6,28 +6,16 @@ How to normalise and which classes the outputs mean travel inside the file as an
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from segtk.core.errors import ModelError
+from segtk.core.preprocessing import Preprocessing, parse_options
 from segtk.core.segmenter import Segmenter, labels_from_logits
 
 META_FILE = "segtk.json"
-
-
-@dataclass
-class Preprocessing:
-    """x_model = ((x * scale)[channels] - mean) / std, optionally resized to `size` (W,H)."""
-
-    classes: list[str] = field(default_factory=list)
-    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
-    scale: float = 1.0
-    bgr: bool = False
-    size: tuple[int, int] | None = None
+HINT = "syntax: torchscript:FILE.pt[,classes=a;b;c][,mean=R;G;B][,std=R;G;B][,scale=255][,bgr][,size=WxH]"
 
 
 class TorchScriptSegmenter(Segmenter):
@@ -41,18 +29,10 @@ class TorchScriptSegmenter(Segmenter):
         self.prep = prep
         self.name = name
         self.classes = list(prep.classes)
-        self._mean = torch.tensor(prep.mean).view(1, 3, 1, 1)
-        self._std = torch.tensor(prep.std).view(1, 3, 1, 1)
 
     def logits(self, images: torch.Tensor) -> torch.Tensor:
         h, w = images.shape[-2:]
-        x = images * self.prep.scale
-        if self.prep.bgr:
-            x = x.flip(1)
-        x = (x - self._mean) / self._std
-        if self.prep.size is not None:
-            x = torch.nn.functional.interpolate(x, size=self.prep.size[::-1], mode="bilinear",
-                                                align_corners=False)
+        x = self.prep.normalise(images)
         with torch.inference_mode():
             out = self.module(x)
         if isinstance(out, (tuple, list)):
@@ -70,15 +50,7 @@ class TorchScriptSegmenter(Segmenter):
 
 
 def save_with_metadata(module: torch.jit.ScriptModule, path: str | Path, prep: Preprocessing) -> None:
-    meta = {k: v for k, v in prep.__dict__.items()}
-    torch.jit.save(module, str(path), _extra_files={META_FILE: json.dumps(meta)})
-
-
-def _floats(raw: str) -> tuple[float, float, float]:
-    values = tuple(float(v) for v in raw.split(";"))
-    if len(values) != 3:
-        raise ModelError(f"expected three values separated by ';', got {raw!r}")
-    return values  # type: ignore[return-value]
+    torch.jit.save(module, str(path), _extra_files={META_FILE: prep.to_json()})
 
 
 def load(arg: str) -> TorchScriptSegmenter:
@@ -93,23 +65,8 @@ def load(arg: str) -> TorchScriptSegmenter:
     except Exception as exc:  # torch raises RuntimeError/ValueError for non-TorchScript files
         raise ModelError(f"{path}: not a TorchScript file ({type(exc).__name__})",
                          hint="export with torch.jit.script or torch.jit.trace, then torch.jit.save") from exc
-    meta = json.loads(extra[META_FILE]) if extra[META_FILE] else {}
-    prep = Preprocessing(**{k: (tuple(v) if isinstance(v, list) and k != "classes" else v)
-                            for k, v in meta.items()})
-    for option in options:
-        key, _, value = option.partition("=")
-        if key == "classes":
-            prep.classes = [c for c in value.split(";") if c]
-        elif key in ("mean", "std"):
-            setattr(prep, key, _floats(value))
-        elif key == "scale":
-            prep.scale = float(value)
-        elif key == "bgr":
-            prep.bgr = True
-        elif key == "size":
-            w, _, h = value.partition("x")
-            prep.size = (int(w), int(h))
-        else:
-            raise ModelError(f"unknown torchscript option {key!r}",
-                             hint="options: classes=, mean=, std=, scale=, bgr, size=WxH")
+    prep = Preprocessing.from_json(extra[META_FILE]) if extra[META_FILE] else Preprocessing()
+    override, _ = parse_options(options, "torchscript", HINT)
+    for key, value in override.items():
+        setattr(prep, key, value)
     return TorchScriptSegmenter(module, prep, f"torchscript:{path.name}")
