@@ -27,7 +27,7 @@ from segtk.core.data import (
     to_tensor,
     write_png,
 )
-from segtk.core.errors import ModelError, SegtkError
+from segtk.core.errors import ModelError, naming
 from segtk.core.metrics import ConfusionAccumulator, confusion, mean_iou, pixel_accuracy
 from segtk.core.render import overlay
 from segtk.core.runs import RunDir
@@ -113,20 +113,14 @@ def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path, save
     clean_u8 = np.stack([item.image for item in batch])
     x, y = batch_tensors(batch, segmenter.device)
     seeds = [image_seed(attack.params.seed, n) for n in names]
-    try:
+    with naming(f"while attacking {', '.join(names)}", ModelError, "the model",
+                hint="results written so far are kept; fix the model and rerun with --resume"):
         result = attack.run(segmenter, x, y, seeds=seeds, num_classes=len(dataset.classes),
                             ignore_index=dataset.ignore_index)
         stored = quantise(result.images, clean_u8, attack.params.eps)
         clean = result.clean_predictions
         clean_pred = (clean if clean is not None else evaluate(segmenter, x)).cpu()
         adv_pred = evaluate(segmenter, to_tensor(list(stored)).to(segmenter.device)).cpu()
-    except SegtkError as exc:
-        raise type(exc)(f"while attacking {', '.join(names)}: {exc.message}", exc.hint) from exc
-    except Exception as exc:
-        raise ModelError(
-            f"while attacking {', '.join(names)}: the model raised {type(exc).__name__}: {exc}",
-            hint="results written so far are kept; fix the model and rerun with --resume",
-        ) from exc
     k, ignore = len(dataset.classes), dataset.ignore_index
     for i, item in enumerate(batch):
         clean_conf = confusion(clean_pred[i], y[i].cpu(), k, ignore)[0]

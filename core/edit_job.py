@@ -36,7 +36,7 @@ import numpy as np
 from segtk.core.attack_job import image_seed
 from segtk.core.data import Dataset, atomic_write_bytes, default_palette, write_png
 from segtk.core.editing import AttributeEditor, EditedSample, Editor, Sample, SkipSample
-from segtk.core.errors import DataError, PluginError, SegtkError
+from segtk.core.errors import DataError, PluginError, SegtkError, naming
 from segtk.core.filtering import Filter
 from segtk.core.render import overlay
 from segtk.core.runs import read_results, versions
@@ -233,19 +233,15 @@ def edit_dataset(
             if prompt_writer is not None:
                 prompt_writer.last_source = ""
             try:
-                edited = editor.edit(prepared, value, np.random.default_rng(sample_seed))
+                with naming(f"while editing {name}", PluginError, f"editor {who}",
+                            hint="edits written so far are kept; fix the editor and rerun with --resume",
+                            passthrough=(SkipSample,)):
+                    edited = editor.edit(prepared, value, np.random.default_rng(sample_seed))
             except SkipSample as exc:
                 record = {**base, "reason": exc.reason, "detail": exc.detail}
                 append_line(out / SKIPPED, record)
                 finish(record, True)
                 continue
-            except SegtkError as exc:
-                raise type(exc)(f"while editing {name}: {exc.message}", exc.hint) from exc
-            except Exception as exc:
-                raise PluginError(
-                    f"while editing {name}: editor {who} raised {type(exc).__name__}: {exc}",
-                    hint="edits written so far are kept; fix the editor and rerun with --resume",
-                ) from exc
             check_edit(edited, prepared, len(dataset.classes), who)
             edited, scores, rejected = apply_filters(filters, prepared, edited, name)
             if rejected:
@@ -295,13 +291,8 @@ def apply_filters(filters: Sequence[Filter], sample: Sample, edited: EditedSampl
     """Run the filters: (edited sample with filtered label, scores by filter, rejecting filter)."""
     scores: dict[str, dict[str, float]] = {}
     for flt in filters:
-        try:
+        with naming(f"while filtering {name}", PluginError, f"filter {flt.name}"):
             result = flt.apply(sample, edited)
-        except SegtkError as exc:
-            raise type(exc)(f"while filtering {name}: {exc.message}", exc.hint) from exc
-        except Exception as exc:
-            raise PluginError(f"while filtering {name}: filter {flt.name} raised "
-                              f"{type(exc).__name__}: {exc}") from exc
         scores[flt.name] = dict(result.scores)
         if flt.stage == "sample" and not result.keep:
             return edited, scores, flt.name

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class SegtkError(Exception):
     """A problem the user can fix: bad input, a missing file or dependency."""
@@ -29,3 +32,18 @@ class PluginError(SegtkError):
 
 class BudgetExceeded(SegtkError):
     """An attack asked for more model queries than its budget allows: a bug in that attack."""
+
+
+@contextmanager
+def naming(context: str, wrap: type[SegtkError], culprit: str, hint: str | None = None,
+           passthrough: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+    """Say which image (or step) failed: prefix segtk errors with `context`, and turn anything
+    else a model, editor or filter raises into `wrap`, naming the `culprit`."""
+    try:
+        yield
+    except passthrough:
+        raise
+    except SegtkError as exc:
+        raise type(exc)(f"{context}: {exc.message}", exc.hint) from exc
+    except Exception as exc:
+        raise wrap(f"{context}: {culprit} raised {type(exc).__name__}: {exc}", hint=hint) from exc

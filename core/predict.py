@@ -18,7 +18,7 @@ from segtk.core.data import (
     to_tensor,
     write_png,
 )
-from segtk.core.errors import ModelError, SegtkError
+from segtk.core.errors import ModelError, naming
 from segtk.core.metrics import ConfusionAccumulator
 from segtk.core.render import overlay
 from segtk.core.segmenter import Segmenter, check_prediction
@@ -36,13 +36,8 @@ def predict_dataset(
     palette = dataset.palette if dataset.palette is not None else default_palette(len(dataset.classes))
     for batch in same_size_batches(dataset, range(len(dataset)), batch_size):
         x = to_tensor([it.image for it in batch]).to(segmenter.device)
-        try:
-            with torch.inference_mode():
-                pred = check_prediction(x, segmenter.predict(x), segmenter.name).cpu()
-        except SegtkError as exc:
-            raise type(exc)(f"while predicting {batch[0].name}: {exc.message}", exc.hint) from exc
-        except Exception as exc:
-            raise ModelError(f"while predicting {batch[0].name}: {type(exc).__name__}: {exc}") from exc
+        with naming(f"while predicting {batch[0].name}", ModelError, "the model"), torch.inference_mode():
+            pred = check_prediction(x, segmenter.predict(x), segmenter.name).cpu()
         acc.add(pred, torch.from_numpy(np.stack([it.label for it in batch])))
         if out is not None:
             for item, labels in zip(batch, pred.numpy()):

@@ -77,3 +77,19 @@ def test_wrong_shape_and_nan_are_model_errors() -> None:
         labels_from_logits(torch.tensor([[[[float("nan")]]]]))
     with pytest.raises(ModelError, match="NaN labels"):
         check_prediction(torch.rand(1, 3, 1, 1), torch.tensor([[[float("nan")]]]), "m")
+
+
+def test_naming_prefixes_segtk_errors_and_wraps_others() -> None:
+    from segtk.core.errors import PluginError, SegtkError, naming
+
+    with pytest.raises(ModelError, match=r"^while predicting a\.png: the model raised ValueError: boom$"):
+        with naming("while predicting a.png", ModelError, "the model"):
+            raise ValueError("boom")
+    with pytest.raises(PluginError, match="^while editing b: bad value") as exc:
+        with naming("while editing b", ModelError, "editor x"):
+            raise PluginError("bad value", hint="use red")
+    assert exc.value.hint == "use red"
+    with pytest.raises(KeyError):
+        with naming("ctx", ModelError, "m", passthrough=(KeyError,)):
+            raise KeyError("skip me")
+    assert issubclass(ModelError, SegtkError)
