@@ -12,7 +12,6 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from segtk.core.data import batch_tensors, same_size_batches, write_png
 from segtk.core.metrics import confusion, mean_iou, pixel_accuracy
 from segtk.core.params import build_attack
 from segtk.core.runs import RunDir
-from segtk.core.specs import check_compatible, load_dataset, load_segmenter
+from segtk.core.specs import cached_segmenter, check_compatible, load_dataset
 from segtk.core.visibility import visibility
 
 
@@ -49,14 +48,9 @@ class Shard:
         return f"{self.model}|{self.attack}|{self.repeat}|{self.budget}|{image}"
 
 
-@lru_cache(maxsize=4)
-def _model(spec: str):
-    return load_segmenter(spec)  # once per worker process
-
-
 def run_shard(shard: Shard) -> list[dict[str, Any]]:
     """Attack one chunk of images; one record per image (runs in a worker)."""
-    model = _model(shard.model)
+    model = cached_segmenter(shard.model)
     data = load_dataset(shard.data, shard.split).subset(names=shard.images)
     attack = build_attack(shard.attack, budget=shard.budget, eps=shard.eps,
                           seed=shard.seed + shard.repeat, extra=shard.params)
@@ -118,7 +112,7 @@ def run_bench(shards: list[Shard], run: RunDir, executor, on_records: Callable[[
         on_records(sum(len(s.images) for s in shards) - sum(len(s.images) for s in todo))
     if todo:
         first = todo[0]
-        check_compatible(_model(first.model), load_dataset(first.data, first.split).subset(limit=1))
+        check_compatible(cached_segmenter(first.model), load_dataset(first.data, first.split).subset(limit=1))
     for records in executor.map(run_shard, todo):
         for rec in records:
             run.append(rec)

@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from segtk.core.data import atomic_write_bytes, batch_tensors, read_label, same_
 from segtk.core.errors import SegtkError
 from segtk.core.metrics import confusion, iou_per_class, mean_iou, mean_robustness
 from segtk.core.runs import RunDir
-from segtk.core.specs import check_compatible, load_dataset, load_segmenter
+from segtk.core.specs import cached_segmenter, check_compatible, load_dataset
 
 APPEARANCE = ("color", "material", "weather", "style")
 GEOMETRY = ("size", "position")
@@ -63,14 +62,9 @@ class Shard:
         return f"{self.model}|{self.subset.name}|{image}"
 
 
-@lru_cache(maxsize=4)
-def _model(spec: str):
-    return load_segmenter(spec)
-
-
 def run_shard(shard: Shard) -> list[dict[str, Any]]:
     """Score one chunk of one subset with one model: a record (confusion) per image."""
-    model = _model(shard.model)
+    model = cached_segmenter(shard.model)
     sub = shard.subset
     data = load_dataset(sub.data, sub.split).subset(names=shard.images)
     k, ignore = len(data.classes), data.ignore_index
@@ -177,7 +171,7 @@ def run_bench(shards: Sequence[Shard], run: RunDir, executor,
     checked: set[str] = set()
     for s in todo:
         if s.model not in checked:
-            check_compatible(_model(s.model), load_dataset(s.subset.data, s.subset.split).subset(limit=1))
+            check_compatible(cached_segmenter(s.model), load_dataset(s.subset.data, s.subset.split).subset(limit=1))
             checked.add(s.model)
     if on_records:
         on_records(sum(len(s.images) for s in shards) - sum(len(s.images) for s in todo))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from segtk.core import registry
 from segtk.core.data import Dataset
 from segtk.core.errors import DataError, ModelError, SegtkError
@@ -29,6 +31,12 @@ def load_segmenter(spec: str) -> Segmenter:
             hint=f"syntax: {plugin.syntax}  e.g. {plugin.example}",
         ) from exc
     return model
+
+
+@lru_cache(maxsize=4)
+def cached_segmenter(spec: str) -> Segmenter:
+    """One loaded model per spec and process: benchmark workers reuse it across shards."""
+    return load_segmenter(spec)
 
 
 def load_dataset(spec: str, split: str | None = None, limit: int | None = None) -> Dataset:
