@@ -74,6 +74,8 @@ class ESPNetSegmenter(Segmenter):
         for param in self.net.parameters():
             param.requires_grad_(False)
         self.flushed = flush_denormals_(self.net)  # bit-identical outputs, much faster on CPU
+        # NHWC convolutions: about 25% faster on CPU (bench/attack_overhead.py), same labels
+        self.net = self.net.to(memory_format=torch.channels_last)
         # [1,3,1,1] constants in BGR order, made once
         self._mean = torch.tensor(variant.mean_bgr, device=self.device).view(1, 3, 1, 1)
         self._std = torch.tensor(variant.std_bgr, device=self.device).view(1, 3, 1, 1)
@@ -85,7 +87,7 @@ class ESPNetSegmenter(Segmenter):
     def preprocess(self, images: torch.Tensor) -> torch.Tensor:
         """RGB [0,1] [B,3,H,W] -> the network's input (BGR, normalised, /255)."""
         bgr = images.to(self.device, torch.float32).flip(1) * 255
-        return (bgr - self._mean) / self._std / 255
+        return ((bgr - self._mean) / self._std / 255).contiguous(memory_format=torch.channels_last)
 
     def _forward(self, images: torch.Tensor) -> torch.Tensor:
         h, w = images.shape[-2:]
