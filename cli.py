@@ -255,7 +255,8 @@ def bench() -> None:
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
 @shard_options
 @click.option("--out", type=click.Path(file_okay=False), default="runs/bench-attacks", show_default=True)
-@click.option("--resume", is_flag=True, help="Keep finished shards in OUT and run the rest.")
+@click.option("--resume", is_flag=True,
+              help="Keep finished shards in OUT and run the rest; --attacks may add attacks.")
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, eps, seed, batch_size,
                   chunk, executor, workers, address, out, resume, write_html) -> None:
@@ -286,7 +287,7 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
                   eps, seed, batch_size, sheet_dir=str(Path(out) / "sheet"))
     config = {"attacks": names, "budgets": budget_list, "models": list(models_), "data": data_spec,
               "split": split, "images": data.names, "repeats": repeats, "eps": eps, "seed": seed}
-    run = RunDir(out, config, resume)
+    run = RunDir(out, config, resume, may_differ=("attacks",))  # records are keyed per attack
     total = sum(len(s.images) for s in shards)
     with progress() as bar:
         task = bar.add_task(f"{len(shards)} shards", total=total, status="")

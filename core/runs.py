@@ -32,9 +32,14 @@ def versions() -> dict[str, str]:
 
 
 class RunDir:
-    """A run's output folder. `config` must match on resume, so results never mix runs."""
+    """A run's output folder. `config` must match on resume, so results never mix runs.
 
-    def __init__(self, path: str | Path, config: dict[str, Any], resume: bool) -> None:
+    `may_differ` names config keys a resume may change because every record carries that
+    setting in its key (e.g. a benchmark's attack list: adding an attack reuses the others).
+    """
+
+    def __init__(self, path: str | Path, config: dict[str, Any], resume: bool,
+                 may_differ: tuple[str, ...] = ()) -> None:
         self.path = Path(path)
         self.config = config
         run_file = self.path / RUN_FILE
@@ -45,9 +50,9 @@ class RunDir:
                     f"{self.path} already holds results",
                     hint="pass --resume to continue that run, or choose another --out",
                 )
-            if resume and old.get("config") != config:
-                diff = sorted(k for k in set(old.get("config", {})) | set(config)
-                              if old.get("config", {}).get(k) != config.get(k))
+            diff = sorted(k for k in set(old.get("config", {})) | set(config)
+                          if old.get("config", {}).get(k) != config.get(k) and k not in may_differ)
+            if resume and diff:
                 raise SegtkError(
                     f"{self.path} holds a run with other settings ({', '.join(diff)})",
                     hint="resume with the same options, or choose another --out",

@@ -78,3 +78,18 @@ def test_errors_are_one_line_with_hint(args, message, tiny_model) -> None:
     assert result.exit_code == 1
     assert message in result.output
     assert "Traceback" not in result.output and "hint:" in result.output
+
+
+def test_bench_resume_adds_an_attack_without_rerunning_the_others(tmp_path, folder_dataset, tiny_model) -> None:
+    out = tmp_path / "b"
+    args = ["bench", "attacks", "--model", "tiny", "--data", f"folder:{folder_dataset}", "--budgets", "3,5",
+            "--repeats", "1", "--executor", "inline", "--out", str(out)]
+    assert invoke(*args, "--attacks", "random").exit_code == 0
+    first = (out / "results.jsonl").read_text().splitlines()
+    grown = invoke(*args, "--attacks", "random,signhunter", "--resume")
+    assert grown.exit_code == 0, grown.output
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert lines[: len(first)] == first and len(lines) == 2 * len(first)  # random kept, not rerun
+    assert {r["attack"] for r in json.loads((out / "table.json").read_text())} == {"clean", "random", "signhunter"}
+    other_eps = invoke(*args, "--attacks", "random", "--eps", "4", "--resume")
+    assert other_eps.exit_code == 1 and "other settings (eps)" in other_eps.output
