@@ -14,7 +14,7 @@ from segtk.core.metrics import confusion
 from segtk.core.runs import RunDir
 from segtk.testing import TinySegmenter, toy_batch
 
-ANYTIME = ["random", "nes", "bandits", "zo-signsgd", "signhunter", "simba"]
+ANYTIME = ["random", "nes", "bandits", "zo-signsgd", "signhunter", "simba", "colour-stripes"]
 
 
 @pytest.mark.parametrize("name", ANYTIME)

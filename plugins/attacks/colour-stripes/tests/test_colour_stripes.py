@@ -12,16 +12,16 @@ class TestColourStripes(AttackSuite):
     attack_cls = ColourStripes
 
 
-class TestColourStripesJoint(AttackSuite):
+class TestColourStripesNoExploration(AttackSuite):
     attack_cls = ColourStripes
-    params = {"flip": "joint"}
+    params = {"explore": 0}
 
 
 def test_candidates_are_per_channel_stripes_of_plus_minus_eps() -> None:
     images, labels = toy_batch(1, 12, 10)
     images = images * 0.5 + 0.25
     model = RecordingSegmenter()
-    ColourStripes(budget=25, eps=8, width=2).run(model, images, labels)
+    ColourStripes(budget=25, eps=8, width=0.2).run(model, images, labels)
     channels_differ = False
     for x in model.seen[1:]:
         delta = x - images[0]
@@ -46,7 +46,7 @@ def test_channel_flips_try_each_channel_of_a_block_in_turn() -> None:
     images, labels = toy_batch(1, 8, 8)
     images = images * 0.5 + 0.25
     model = NeverFooled()
-    ColourStripes(budget=8, eps=8, exploration=0.0, width=1).run(model, images, labels)
+    ColourStripes(budget=8, eps=8, explore=0, width=1 / 8).run(model, images, labels)
     base = model.seen[1] - images[0]  # first calibration query flips channel 0 of the image
     assert (base[0] < 0).all() and (base[1:] > 0).all()
     flipped = []
@@ -58,11 +58,11 @@ def test_channel_flips_try_each_channel_of_a_block_in_turn() -> None:
     assert flipped == [(0, 0, 8), (1, 0, 8), (2, 0, 8), (0, 0, 4), (1, 0, 4), (2, 0, 4), (0, 4, 8)]
 
 
-def test_stripes_are_width_lines_wide() -> None:
+def test_stripes_are_a_share_of_the_shorter_side_wide() -> None:
     images, labels = toy_batch(1, 12, 10)
     images = images * 0.5 + 0.25
     model = RecordingSegmenter()
-    ColourStripes(budget=12, eps=8, width=4).run(model, images, labels)
+    ColourStripes(budget=12, eps=8, width=0.4).run(model, images, labels)  # 0.4 × 10 = 4 lines
     for x in model.seen[1:]:
         sign = (x - images[0]).sign()
         rows = bool((sign == sign[:, :, :1]).all())
@@ -70,3 +70,16 @@ def test_stripes_are_width_lines_wide() -> None:
         for start in range(0, lines.shape[1], 4):  # constant within each 4-line stripe
             block = lines[:, start:start + 4]
             assert torch.equal(block, block[:, :1].expand_as(block))
+
+
+def test_the_best_draw_sets_the_direction_even_if_it_does_not_beat_clean() -> None:
+    images, labels = toy_batch(1, 12, 16)
+    images = images * 0.5 + 0.25
+    model = NeverFooled()
+    ColourStripes(budget=6, eps=8, explore=2, width=0.25).run(model, images, labels)
+    draws, calibration = model.seen[1:3], model.seen[3:]
+    rows = [bool(((x - images[0]).sign() == (x - images[0]).sign()[:, :, :1]).all()) for x in draws]
+    assert rows == [True, False]  # exploration alternates direction, horizontal first
+    first = (draws[0] - images[0]).sign()  # equal scores: the first draw is kept
+    assert all(((x - images[0]).sign() != first).any() for x in calibration)
+    assert all(((x - images[0]).sign() == (x - images[0]).sign()[:, :, :1]).all() for x in calibration)
