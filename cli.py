@@ -299,6 +299,8 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
         cells: dict[str, dict[int, str]] = {}
         for r in (r for r in result.rows if r["model"] == model):
             text = f"{r['miou_mean']:.2f} ± {r['miou_std']:.2f}"
+            if r["attack"] != "clean" and r["repeats"] < repeats:
+                text += f" ({r['repeats']} of {repeats} repeats finished)"
             cells.setdefault(r["attack"], {}).update({b: text for b in cols} if r["attack"] == "clean"
                                                      else {r["budget"]: text})
         console.print(table(f"{model} — dataset mIoU % (mean ± std over {repeats} repeats), ε={eps:g}",

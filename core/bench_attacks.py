@@ -125,7 +125,7 @@ def _records(run: RunDir) -> Iterable[dict[str, Any]]:
 
 
 def aggregate(records: Iterable[dict[str, Any]], shards: list[Shard]) -> BenchResult:
-    """Table rows (clean first, then attack × budget, mean ± std over repeats) and curves."""
+    """Table rows (clean first, then attack × budget, mean ± std over complete repeats) and curves."""
     records = list(records)
     wanted = {(s.model, s.attack, s.budget) for s in shards}
     by_run: dict[tuple, dict[str, torch.Tensor]] = defaultdict(dict)
@@ -133,8 +133,10 @@ def aggregate(records: Iterable[dict[str, Any]], shards: list[Shard]) -> BenchRe
     histories: dict[tuple[str, str], list[list[float]]] = defaultdict(list)
     seen_by: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
     max_budget: dict[tuple[str, str], int] = {}
+    images: dict[str, set[str]] = defaultdict(set)
     for s in shards:
         max_budget[(s.model, s.attack)] = max(s.budget, max_budget.get((s.model, s.attack), 0))
+        images[s.model].update(s.images)
     for rec in records:
         if (rec["model"], rec["attack"], rec["run_budget"]) not in wanted:
             continue
@@ -155,11 +157,12 @@ def aggregate(records: Iterable[dict[str, Any]], shards: list[Shard]) -> BenchRe
             result.rows.append(_row(model, "clean", 0, [total], len(clean[model])))
         for name in attacks:
             for b in budgets:
-                reps = sorted(r for (m, a, bb, r) in by_run if (m, a, bb) == (model, name, b))
+                # a repeat still running (or cut short) would be a mIoU over other images
+                reps = sorted(r for (m, a, bb, r) in by_run if (m, a, bb) == (model, name, b)
+                              and len(by_run[(m, a, bb, r)]) == len(images[model]))
                 totals = [sum(by_run[(model, name, b, r)].values()) for r in reps]
                 if totals:
-                    n = len(by_run[(model, name, b, reps[0])])
-                    row = _row(model, name, b, totals, n)
+                    row = _row(model, name, b, totals, len(images[model]))
                     if b == budgets[-1]:
                         row.update(_visibility(seen_by[(model, name)]))
                     result.rows.append(row)

@@ -94,8 +94,9 @@ def _shards_from_records(records: list[dict[str, Any]], config: dict[str, Any]):
         return (models.index(m) if m in models else len(models), m,
                 attacks.index(a) if a in attacks else len(attacks), a, r, b)
 
+    images = tuple(config.get("images") or sorted({rec["image"] for rec in records}))
     return [Shard(m, str(config.get("data", "")), config.get("split"), a, r, b, tuple(sorted(cps)),
-                  (), float(config.get("eps", 0)), int(config.get("seed", 0)), 1)
+                  images, float(config.get("eps", 0)), int(config.get("seed", 0)), 1)
             for (m, a, r, b), cps in sorted(runs.items(), key=lambda kv: order(kv[0]))]
 
 

@@ -87,3 +87,17 @@ def test_ray_executor_equals_local(tmp_path) -> None:
     finally:
         ray.shutdown()
     assert remote.rows == local.rows
+
+
+def test_a_repeat_missing_images_is_left_out_of_the_table(tmp_path) -> None:
+    full, run = bench(tmp_path, InlineExecutor(), "part")
+    shards = plan(["demo"], "demo", None, ["dla", "signhunter"], [4, 8], 2,
+                  ["scene_000", "scene_001", "scene_002"], 2, 8.0, 0, 2)
+    records = [r for r in run.done(key="key").values()
+               if not (r["repeat"] == 1 and r["image"] == "scene_002" and r["attack"] == "dla")]
+    part = aggregate(records, shards)
+    by = {(r["attack"], r["budget"]): r for r in part.rows}
+    assert by[("dla", 4)]["repeats"] == 1 and by[("dla", 8)]["repeats"] == 1
+    assert by[("signhunter", 8)]["repeats"] == 2
+    first = aggregate([r for r in records if r["repeat"] == 0], shards)
+    assert by[("dla", 8)]["miou_mean"] == next(r for r in first.rows if r["attack"] == "dla" and r["budget"] == 8)["miou_mean"]
