@@ -309,9 +309,9 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
     vis = [r for r in result.rows if "ssim" in r]
     if vis:
         console.print(table(f"visibility at {max(budget_list)} queries (stored 8-bit images)",
-                            ["model", "attack", "PSNR dB", "SSIM", "changed pixels %"],
-                            [[r["model"], r["attack"], r["psnr"], f"{r['ssim']:.4f}", r["changed_pct"]]
-                             for r in vis]))
+                            ["model", "attack", "PSNR dB", "SSIM", "changed pixels %", "ΔE OKLab", "Δ chroma"],
+                            [[r["model"], r["attack"], r["psnr"], f"{r['ssim']:.4f}", r["changed_pct"],
+                              r.get("delta_e", ""), r.get("delta_chroma", "")] for r in vis]))
     for path in write_outputs(result, Path(out)):
         console.print(f"wrote {path}")
     sheet = write_contact_sheet(Path(out), data, names, max(budget_list))

@@ -184,15 +184,19 @@ def _row(model: str, attack: str, budget: int, totals: list[torch.Tensor], image
 
 
 def _visibility(values: list[dict[str, float]]) -> dict[str, float]:
-    """Mean PSNR (finite values), SSIM and changed-pixel % of the final adversarial images."""
+    """Mean PSNR (finite values), SSIM, changed-pixel % and OKLab ΔE of the final images."""
     if not values:
         return {}
     finite = [v["psnr"] for v in values if v["psnr"] != float("inf")]
-    return {
+    out = {
         "psnr": statistics.fmean(finite) if finite else float("inf"),
         "ssim": statistics.fmean(v["ssim"] for v in values),
         "changed_pct": 100 * statistics.fmean(v["changed"] for v in values),
     }
+    if all("delta_e" in v for v in values):  # records written before segtk measured colour lack it
+        out["delta_e"] = statistics.fmean(v["delta_e"] for v in values)
+        out["delta_chroma"] = statistics.fmean(v["delta_chroma"] for v in values)
+    return out
 
 
 def _mean_curve(histories: list[list[float]]) -> list[float]:
@@ -210,7 +214,7 @@ def write_outputs(result: BenchResult, out: Path) -> list[Path]:
     from segtk.core.data import atomic_write_bytes
 
     cols = ["model", "attack", "budget", "miou_mean", "miou_std", "pacc_mean", "images", "repeats",
-            "psnr", "ssim", "changed_pct"]
+            "psnr", "ssim", "changed_pct", "delta_e", "delta_chroma"]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()

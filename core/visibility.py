@@ -1,4 +1,10 @@
-"""How visible is a perturbation? PSNR, SSIM and the share of changed pixels (8-bit images)."""
+"""How visible is a perturbation? PSNR, SSIM, the share of changed pixels and the colour
+difference in OKLab (8-bit images).
+
+PSNR and SSIM treat R, G and B alike and SSIM is computed per channel, so they barely see a
+change of hue: a ±ε pattern with independent channel signs scores a *higher* SSIM than a grey
+one of the same size. The OKLab difference splits the change into lightness and chroma.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,8 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from segtk.core.colour import rgb_to_oklab
 
 
 def psnr(clean: np.ndarray, adv: np.ndarray) -> float:
@@ -40,5 +48,16 @@ def changed_fraction(clean: np.ndarray, adv: np.ndarray) -> float:
     return float(np.any(clean != adv, axis=-1).mean())
 
 
+def colour_difference(clean: np.ndarray, adv: np.ndarray) -> tuple[float, float]:
+    """Mean OKLab distance and mean chroma (a, b) distance per pixel, ×100.
+
+    About 2 on this scale is a just-noticeable difference between flat patches.
+    """
+    diff = rgb_to_oklab(adv) - rgb_to_oklab(clean)
+    return 100 * float(np.linalg.norm(diff, axis=-1).mean()), 100 * float(np.linalg.norm(diff[..., 1:], axis=-1).mean())
+
+
 def visibility(clean: np.ndarray, adv: np.ndarray) -> dict[str, float]:
-    return {"psnr": psnr(clean, adv), "ssim": ssim(clean, adv), "changed": changed_fraction(clean, adv)}
+    delta_e, delta_chroma = colour_difference(clean, adv)
+    return {"psnr": psnr(clean, adv), "ssim": ssim(clean, adv), "changed": changed_fraction(clean, adv),
+            "delta_e": delta_e, "delta_chroma": delta_chroma}

@@ -33,3 +33,20 @@ def test_changed_fraction_counts_pixels_not_channels() -> None:
     assert changed_fraction(img, adv) == 0.25
     noisy = np.clip(img.astype(int) + 60, 0, 255).astype(np.uint8)
     assert ssim(np.pad(img, ((5, 5), (5, 5), (0, 0))), np.pad(noisy, ((5, 5), (5, 5), (0, 0)))) < 1
+
+
+def test_colour_difference_separates_lightness_from_chroma() -> None:
+    from segtk.core.visibility import colour_difference, visibility
+
+    img = np.full((8, 8, 3), 120, dtype=np.uint8)
+    assert colour_difference(img, img) == (0.0, 0.0)
+    grey = img + 8  # the same ±ε in every channel: lighter, no hue
+    delta_e, chroma = colour_difference(img, grey)
+    assert delta_e > 2 and chroma < 1e-3 * delta_e
+    coloured = img.copy()
+    coloured[..., 0] += 8  # +ε red, −ε green and blue: the same PSNR as `grey`
+    coloured[..., 1:] -= 8
+    assert psnr(img, coloured) == pytest.approx(psnr(img, grey))
+    delta_e_c, chroma_c = colour_difference(img, coloured)
+    assert chroma_c > 1.5 and delta_e_c > 1.5  # as visible overall, but as a change of hue
+    assert set(visibility(img, coloured)) == {"psnr", "ssim", "changed", "delta_e", "delta_chroma"}
