@@ -257,9 +257,12 @@ def bench() -> None:
 @click.option("--out", type=click.Path(file_okay=False), default="runs/bench-attacks", show_default=True)
 @click.option("--resume", is_flag=True,
               help="Keep finished shards in OUT and run the rest; --attacks may add attacks.")
+@click.option("--table-only", is_flag=True,
+              help="Run nothing: print and write the table of the complete repeats OUT holds "
+                   "(e.g. while another process is still running it).")
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, eps, seed, batch_size,
-                  chunk, executor, workers, address, out, resume, write_html) -> None:
+                  chunk, executor, workers, address, out, resume, table_only, write_html) -> None:
     """Attacks × budgets → dataset mIoU (mean ± std over repeats), CSV/JSON and curves.
 
     \b
@@ -267,6 +270,7 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
       segtk bench attacks --repeats 1 --budgets 10,50
       segtk bench attacks --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
           --data camvid:../shared/data/camvid --limit 20 --budgets 10,50,200 --repeats 3
+      segtk bench attacks --attacks dla,colour-stripes --out runs/b --table-only
     """
     from segtk.core.bench_attacks import (
         aggregate,
@@ -276,7 +280,7 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
         write_outputs,
     )
     from segtk.core.executors import make_executor
-    from segtk.core.runs import RunDir
+    from segtk.core.runs import RESULTS_FILE, RunDir
     from segtk.core.specs import load_dataset
 
     names, budget_list = csv_list(attacks), [int(b) for b in csv_list(budgets)]
@@ -287,12 +291,15 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
                   eps, seed, batch_size, sheet_dir=str(Path(out) / "sheet"))
     config = {"attacks": names, "budgets": budget_list, "models": list(models_), "data": data_spec,
               "split": split, "images": data.names, "repeats": repeats, "eps": eps, "seed": seed}
-    run = RunDir(out, config, resume, may_differ=("attacks",))  # records are keyed per attack
+    if table_only and not (Path(out) / RESULTS_FILE).is_file():
+        raise SegtkError(f"{out} holds no benchmark records", hint="run it first, without --table-only")
+    run = RunDir(out, config, resume or table_only, may_differ=("attacks",))  # records are keyed per attack
     total = sum(len(s.images) for s in shards)
-    with progress() as bar:
-        task = bar.add_task(f"{len(shards)} shards", total=total, status="")
-        run_bench(shards, run, make_executor(executor, workers, address),
-                  lambda n: bar.advance(task, n))
+    if not table_only:
+        with progress() as bar:
+            task = bar.add_task(f"{len(shards)} shards", total=total, status="")
+            run_bench(shards, run, make_executor(executor, workers, address),
+                      lambda n: bar.advance(task, n))
     result = aggregate(run.done(key="key").values(), shards)
     cols = sorted(set(budget_list))
     for model in list(dict.fromkeys(models_)):

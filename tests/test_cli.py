@@ -80,7 +80,7 @@ def test_errors_are_one_line_with_hint(args, message, tiny_model) -> None:
     assert "Traceback" not in result.output and "hint:" in result.output
 
 
-def test_bench_resume_adds_an_attack_without_rerunning_the_others(tmp_path, folder_dataset, tiny_model) -> None:
+def test_bench_resume_adds_an_attack_and_table_only_runs_nothing(tmp_path, folder_dataset, tiny_model) -> None:
     out = tmp_path / "b"
     args = ["bench", "attacks", "--model", "tiny", "--data", f"folder:{folder_dataset}", "--budgets", "3,5",
             "--repeats", "1", "--executor", "inline", "--out", str(out)]
@@ -93,3 +93,8 @@ def test_bench_resume_adds_an_attack_without_rerunning_the_others(tmp_path, fold
     assert {r["attack"] for r in json.loads((out / "table.json").read_text())} == {"clean", "random", "signhunter"}
     other_eps = invoke(*args, "--attacks", "random", "--eps", "4", "--resume")
     assert other_eps.exit_code == 1 and "other settings (eps)" in other_eps.output
+    shown = invoke(*args, "--attacks", "signhunter", "--table-only")
+    assert shown.exit_code == 0 and "signhunter" in shown.output
+    assert (out / "results.jsonl").read_text().splitlines() == lines  # nothing was run
+    empty = invoke(*args[:-1], str(tmp_path / "none"), "--attacks", "random", "--table-only")
+    assert empty.exit_code == 1 and "holds no benchmark records" in empty.output
