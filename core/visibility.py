@@ -2,8 +2,9 @@
 difference in OKLab (8-bit images).
 
 PSNR and SSIM treat R, G and B alike and SSIM is computed per channel, so they barely see a
-change of hue: a ±ε pattern with independent channel signs scores a *higher* SSIM than a grey
-one of the same size. The OKLab difference splits the change into lightness and chroma.
+change of hue: on the README's images colour-stripes' coloured ±ε stripes score a *higher*
+SSIM than DLA's grey ones of the same L∞ size. The OKLab difference splits the change into
+lightness and chroma (hue).
 """
 
 from __future__ import annotations
@@ -51,10 +52,12 @@ def changed_fraction(clean: np.ndarray, adv: np.ndarray) -> float:
 def colour_difference(clean: np.ndarray, adv: np.ndarray) -> tuple[float, float]:
     """Mean OKLab distance and mean chroma (a, b) distance per pixel, ×100.
 
-    About 2 on this scale is a just-noticeable difference between flat patches.
+    About 2 on this scale (0.02 in OKLab units) is a just-noticeable difference.
     """
     diff = rgb_to_oklab(adv) - rgb_to_oklab(clean)
-    return 100 * float(np.linalg.norm(diff, axis=-1).mean()), 100 * float(np.linalg.norm(diff[..., 1:], axis=-1).mean())
+    total = np.linalg.norm(diff, axis=-1).mean()
+    chroma = np.linalg.norm(diff[..., 1:], axis=-1).mean()
+    return 100 * float(total), 100 * float(chroma)
 
 
 def visibility(clean: np.ndarray, adv: np.ndarray) -> dict[str, float]:
