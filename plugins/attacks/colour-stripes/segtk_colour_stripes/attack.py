@@ -14,10 +14,12 @@ Stripes are `width` × the shorter image side wide (16 px on 480×360 CamVid), s
 scales with the image. The exploration length does not depend on the budget, so the first b
 queries of a long run are a run with budget b (`anytime`).
 
-Measured on CamVid val (README, "our own attack"): with ESPNet it ends far below DLA at
-10, 50 and 200 queries. Visibility: every pixel moves by exactly ±ε like DLA's (the same PSNR
-and changed-pixel share), but the stripes are coloured rather than grey, which a person notices
-more easily; see the bench's contact sheet.
+Measured (README, "segtk's own attack"): ESPNet CamVid, all 101 val images, 3 repeats,
+dataset mIoU 17.4 / 14.8 / 11.6 at 10 / 50 / 200 queries against DLA's 36.2 / 34.4 / 31.8.
+**More visible than DLA**: every pixel moves by exactly ±ε like DLA's (the same PSNR and
+changed-pixel share), but the stripes are coloured: a mean OKLab chroma change of 2.8 (about 2
+is just noticeable) against DLA's 0.08. SSIM rates it less visible only because it barely sees
+hue; see the bench's contact sheet.
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ class ESPNetSegmenter(Segmenter):
         for param in self.net.parameters():
             param.requires_grad_(False)
         self.flushed = flush_denormals_(self.net)  # bit-identical outputs, much faster on CPU
-        # NHWC convolutions: about 25% faster on CPU (bench/attack_overhead.py), same labels
+        # NHWC convolutions: about 25% faster on one CPU thread (bench/attack_overhead.py)
         self.net = self.net.to(memory_format=torch.channels_last)
         # [1,3,1,1] constants in BGR order, made once
         self._mean = torch.tensor(variant.mean_bgr, device=self.device).view(1, 3, 1, 1)
