@@ -48,9 +48,11 @@ class ColourStripesParams(AttackParams):
     def validate(self) -> None:
         super().validate()
         if self.explore < 0:
-            raise SegtkError(f"explore must be at least 0, got {self.explore}")
+            raise SegtkError(f"explore must be at least 0, got {self.explore}",
+                             hint="e.g. --param explore=4 (random draws before calibration)")
         if not 0 < self.width <= 1:
-            raise SegtkError(f"width must be in (0, 1], got {self.width}")
+            raise SegtkError(f"width must be in (0, 1], got {self.width}",
+                             hint="it is a share of the shorter image side, e.g. --param width=0.045")
 
 
 @dataclass
@@ -72,6 +74,7 @@ class _State:
 
 
 def stripe_count(lines: int, shorter_side: int, width: float) -> int:
+    """Signs along `lines` when a stripe is `width` × the shorter side (so patterns scale)."""
     return math.ceil(lines / max(1, round(width * shorter_side)))
 
 
