@@ -1,0 +1,56 @@
+"""Quick attack comparisons on a fixed CamVid val subset (the README's ablation rows).
+
+One run per attack spec at BUDGET, with the dataset mIoU read off at 10 / 50 / 200 queries
+(exact for `anytime` attacks; a budget-dependent one is run at BUDGET only). Every 13th val
+image by default, seed 0:
+
+    OMP_NUM_THREADS=1 python bench/attack_subset.py 200 colour-stripes colour-stripes:explore=6 dla
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+
+from segtk.core.attack_job import image_seed
+from segtk.core.data import batch_tensors
+from segtk.core.metrics import mean_iou
+from segtk.core.params import build_attack
+from segtk.core.specs import load_dataset, load_segmenter
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("budget", type=int)
+    parser.add_argument("specs", nargs="+", help="ATTACK[:key=value...]")
+    parser.add_argument("--model", default=f"espnet:camvid={SHARED}/models/espnet_camvid.safetensors")
+    parser.add_argument("--data", default=f"camvid:{SHARED}/data/camvid")
+    parser.add_argument("--step", type=int, default=13, help="use every STEP-th image")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    model = load_segmenter(args.model)
+    full = load_dataset(args.data)
+    data = full.subset(names=full.names[:: args.step])
+    x, y = batch_tensors([data[i] for i in range(len(data))], model.device)
+    checkpoints = tuple(c for c in (10, 50, 200) if c <= args.budget) or (args.budget,)
+    for spec in args.specs:
+        name, *extra = spec.split(":")
+        attack = build_attack(name, budget=args.budget, eps=8, seed=args.seed, extra=tuple(extra))
+        checkpoints_run = checkpoints if attack.anytime else (args.budget,)
+        start = time.time()
+        result = attack.run(model, x, y, seeds=[image_seed(args.seed, n) for n in data.names],
+                            checkpoints=checkpoints_run, num_classes=len(data.classes),
+                            ignore_index=data.ignore_index)
+        cells = " ".join(f"@{c}: {100 * float(mean_iou(result.checkpoints[c].sum(0))):6.2f}"
+                         for c in checkpoints_run)
+        print(f"{spec:40s} {len(data)} images  {cells}  ({time.time() - start:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
