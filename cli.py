@@ -9,10 +9,10 @@ from pathlib import Path
 import click
 from rich.text import Text
 
-from segtk.console import console, err_console, pct, progress, table
+from segtk.commands.console import console, err_console, pct, progress, table
 from segtk.core import registry
 from segtk.core.errors import SegtkError
-from segtk.options import (
+from segtk.commands.options import (
     DEMO_MODEL,
     csv_list,
     data_option,
@@ -150,7 +150,7 @@ def predict(model_spec, data_spec, split, limit, out, batch_size) -> None:
       segtk predict --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
                     --data camvid:../shared/data/camvid --out runs/predict
     """
-    from segtk.core.predict import predict_dataset
+    from segtk.jobs.predict import predict_dataset
     from segtk.core.specs import load_dataset, load_segmenter
 
     model = load_segmenter(model_spec)
@@ -195,7 +195,7 @@ def attack(attack_name, model_spec, data_spec, split, limit, budget, eps, seed, 
                    --data camvid:../shared/data/camvid --limit 10 --budget 50 --out runs/dla
       segtk attack --plugin dla --out runs/dla --resume
     """
-    from segtk.core.attack_job import attack_dataset
+    from segtk.jobs.attack import attack_dataset
     from segtk.core.params import build_attack
     from segtk.core.runs import RunDir
     from segtk.core.specs import load_dataset, load_segmenter
@@ -226,7 +226,7 @@ def attack(attack_name, model_spec, data_spec, split, limit, budget, eps, seed, 
     ]))
     console.print(f"results: {out / 'results.jsonl'}")
     if write_html:
-        from segtk.core.report import write_report
+        from segtk.reports.writer import write_report
         console.print(f"report: {write_report(out)}")
 
 
@@ -272,14 +272,14 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
           --data camvid:../shared/data/camvid --limit 20 --budgets 10,50,200 --repeats 3
       segtk bench attacks --attacks dla,colour-stripes --out runs/b --table-only
     """
-    from segtk.core.bench_attacks import (
+    from segtk.benchmarks.attacks import (
         aggregate,
         plan,
         run_bench,
         write_contact_sheet,
         write_outputs,
     )
-    from segtk.core.executors import make_executor
+    from segtk.jobs.executors import make_executor
     from segtk.core.runs import RESULTS_FILE, RunDir
     from segtk.core.specs import load_dataset
 
@@ -325,19 +325,19 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
     if sheet:
         console.print(f"wrote {sheet}")
     if write_html:
-        from segtk.core.report import write_report
+        from segtk.reports.writer import write_report
         console.print(f"report: {write_report(out)}")
 
 
 # Commands defined in their own modules (keep this file to parsing and printing).
 # cli.add_command(...) lines for edit/report/serve go here.
-from segtk.cli_edit import edit  # noqa: E402
+from segtk.commands.edit import edit  # noqa: E402
 
 cli.add_command(edit)
-from segtk.cli_report import report  # noqa: E402
+from segtk.commands.report import report  # noqa: E402
 
 cli.add_command(report)
-from segtk.cli_bench_edits import bench_edits  # noqa: E402
+from segtk.commands.bench_edits import bench_edits  # noqa: E402
 
 bench.add_command(bench_edits)
 

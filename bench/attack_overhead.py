@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from segtk.core.attack_job import attack_dataset
+from segtk.jobs.attack import attack_dataset
 from segtk.core.data import batch_tensors
 from segtk.core.params import build_attack
 from segtk.core.runs import RunDir

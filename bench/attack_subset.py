@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from segtk.core.attack_job import image_seed
+from segtk.jobs.attack import image_seed
 from segtk.core.data import batch_tensors
 from segtk.core.metrics import mean_iou
 from segtk.core.params import build_attack

@@ -1,7 +1,7 @@
 """Visibility of the adversarial images a `segtk bench attacks` run stored for its contact sheet.
 
 The bench keeps repeat 0's 8-bit adversarial PNGs under OUT/sheet/ATTACK/BUDGET_IMAGE.png.
-This re-measures them with the current `segtk.core.visibility` (e.g. the OKLab colour
+This re-measures them with the current `segtk.benchmarks.visibility` (e.g. the OKLab colour
 difference, for runs recorded before it existed) and prints one row per attack:
 
     python bench/sheet_visibility.py OUT --data camvid:../shared/data/camvid --budget 200
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from segtk.core.data import read_image
 from segtk.core.specs import load_dataset
-from segtk.core.visibility import visibility
+from segtk.benchmarks.visibility import visibility
 
 
 def main() -> None:

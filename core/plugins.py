@@ -56,7 +56,7 @@ def _version() -> str:
 def get_plugin_manager() -> PluginManager:
     global _manager
     if _manager is None:
-        from segtk.core import datasets
+        from segtk.datasets import readers as datasets
 
         _manager = PluginManager()
         _manager.register(datasets, name="segtk.datasets")  # built-in readers, same mechanism

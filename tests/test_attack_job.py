@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from segtk.core.attack_job import attack_dataset, quantise
+from segtk.jobs.attack import attack_dataset, quantise
 from segtk.core.data import read_image, to_tensor
 from segtk.core.errors import ModelError, SegtkError
 from segtk.core.runs import RunDir, read_results

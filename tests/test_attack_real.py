@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from segtk.core.attack_job import attack_dataset
+from segtk.jobs.attack import attack_dataset
 from segtk.core.runs import RunDir
 from segtk.core.specs import load_dataset, load_segmenter
 from segtk.testing import shared

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from segtk.core import registry
-from segtk.core.bench_attacks import aggregate, plan, run_bench, write_contact_sheet, write_outputs
-from segtk.core.executors import InlineExecutor, LocalExecutor, make_executor
+from segtk.benchmarks.attacks import aggregate, plan, run_bench, write_contact_sheet, write_outputs
+from segtk.jobs.executors import InlineExecutor, LocalExecutor, make_executor
 from segtk.core.metrics import confusion
 from segtk.core.runs import RunDir
 from segtk.testing import TinySegmenter, toy_batch

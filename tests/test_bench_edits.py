@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from segtk.cli import cli
-from segtk.core.bench_edits import subset_miou
+from segtk.benchmarks.edits import subset_miou
 from segtk.core.metrics import mean_iou
 
 ARGS = ["bench", "edits", "--models", "demo", "--attributes", "color,size", "--values",

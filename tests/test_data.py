@@ -8,14 +8,14 @@ from PIL import Image
 
 from segtk.core import registry
 from segtk.core.data import read_label
-from segtk.core.dataset_formats import (
+from segtk.datasets.formats import (
     ADE20K_CLASSES,
     CITYSCAPES_CLASSES,
     CITYSCAPES_TRAIN_IDS,
     VOC_CLASSES,
     cityscapes_train_ids,
 )
-from segtk.core.datasets import CAMVID_CLASSES
+from segtk.datasets.readers import CAMVID_CLASSES
 from segtk.core.errors import DataError
 from segtk.core.specs import load_dataset
 from segtk.testing import shared

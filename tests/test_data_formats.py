@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from segtk.core.data import read_image, read_label, write_png
-from segtk.core.dataset_formats import (
+from segtk.datasets.formats import (
     ADE20K_CLASSES,
     CITYSCAPES_CLASSES,
     VOC_CLASSES,

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from PIL import Image
 
 from segtk.cli import cli
-from segtk.core.datasets import load_edited
-from segtk.core.edit_job import contact_sheet, pick_rows, sample_name
+from segtk.datasets.readers import load_edited
+from segtk.jobs.edit import contact_sheet, pick_rows, sample_name
 
 
 def invoke(*args: str):
@@ -162,7 +162,7 @@ def test_names_and_sheet_rows() -> None:
 
 @pytest.mark.shared
 def test_real_camvid_geometry_edit_reads_back(tmp_path) -> None:
-    from segtk.core.datasets import CAMVID_CLASSES
+    from segtk.datasets.readers import CAMVID_CLASSES
     from segtk.testing import shared
 
     root = shared("data/camvid")
@@ -214,7 +214,7 @@ def test_edit_with_surrogate_filter(tmp_path) -> None:
 
 def test_sample_filter_rejection_is_a_skip_reason(tmp_path) -> None:
     from segtk.core.data import Dataset
-    from segtk.core.edit_job import EditRun, build_editor, edit_dataset
+    from segtk.jobs.edit import EditRun, build_editor, edit_dataset
     from segtk.core.filtering import Filter, FilterResult
     from segtk.core.specs import load_dataset
 

@@ -24,15 +24,15 @@ from PIL import Image
 
 from segtk.cli import cli
 from segtk.core import registry
-from segtk.core.attack_job import summarise
+from segtk.jobs.attack import summarise
 from segtk.core.data import default_palette, read_image, read_label, to_uint8, write_png
 from segtk.core.errors import SegtkError
 from segtk.core.hookspecs import hookimpl
 from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
 from segtk.core.registry import SegmenterPlugin
 from segtk.core.render import amplify
-from segtk.core.report import FILES_DIR, detect_kind, write_report
-from segtk.core.report_svg import Series, line_chart, nice_ticks
+from segtk.reports.writer import FILES_DIR, detect_kind, write_report
+from segtk.reports.svg import Series, line_chart, nice_ticks
 from segtk.core.runs import read_results
 from segtk.testing import TinySegmenter, toy_batch
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from segtk.core.visibility import changed_fraction, psnr, ssim
+from segtk.benchmarks.visibility import changed_fraction, psnr, ssim
 
 
 def test_identical_images() -> None:
@@ -36,7 +36,7 @@ def test_changed_fraction_counts_pixels_not_channels() -> None:
 
 
 def test_colour_difference_separates_lightness_from_chroma() -> None:
-    from segtk.core.visibility import colour_difference, visibility
+    from segtk.benchmarks.visibility import colour_difference, visibility
 
     img = np.full((8, 8, 3), 120, dtype=np.uint8)
     assert colour_difference(img, img) == (0.0, 0.0)

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from segtk.core.dataset_formats import voc_colormap
+from segtk.datasets.formats import voc_colormap
 from segtk.core.errors import DataError
 from segtk.core.render import colourise
 

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core.edit_job import edit_dataset
+from segtk.jobs.edit import edit_dataset
 from segtk.core.editing import Editor
 from segtk.core.errors import PluginError, SegtkError
 from segtk_lm_prompts import SYSTEM_PROMPT, PromptWriter, clean_line

@@ -31,7 +31,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from segtk.cli import cli, pm_commands
-from segtk.core.attack_job import attack_dataset
+from segtk.jobs.attack import attack_dataset
 from segtk.core.errors import ModelError
 from segtk.core.params import build_attack
 from segtk.core.runs import RunDir
@@ -135,7 +135,7 @@ def cli_config(model_spec: str, data_spec: str) -> dict:
 @pytest.fixture
 def evaluated(monkeypatch) -> list[int]:
     """Counts the images of the job's (uncounted) evaluation passes, whatever the core does."""
-    from segtk.core import attack_job
+    from segtk.jobs import attack as attack_job
 
     seen = [0]
     original = attack_job.evaluate

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from segtk.core.attack_job import image_seed
+from segtk.jobs.attack import image_seed
 from segtk.core.data import Dataset, atomic_write_bytes, default_palette, write_png
 from segtk.core.editing import AttributeEditor, EditedSample, Editor, Sample, SkipSample
 from segtk.core.errors import DataError, PluginError, SegtkError, naming

@@ -19,13 +19,13 @@ import numpy as np
 import torch
 
 from segtk.core import registry
-from segtk.core.attack_job import evaluate, image_seed, quantise
+from segtk.jobs.attack import evaluate, image_seed, quantise
 from segtk.core.data import batch_tensors, same_size_batches, write_png
 from segtk.core.metrics import confusion, mean_iou, pixel_accuracy
 from segtk.core.params import build_attack
 from segtk.core.runs import RunDir
 from segtk.core.specs import cached_segmenter, check_compatible, load_dataset
-from segtk.core.visibility import visibility
+from segtk.benchmarks.visibility import visibility
 
 
 @dataclass(frozen=True)

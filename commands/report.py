@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from segtk.console import console
+from segtk.commands.console import console
 
 
 @click.command()
@@ -25,7 +25,7 @@ def report(run_dir: str, data_spec: str | None, open_: bool) -> None:
       segtk report runs/bench-edits      # also writes edits/ATTR/report.html
       segtk report runs/dla --data camvid:../shared/data/camvid   # dataset moved since the run
     """
-    from segtk.core.report import write_report
+    from segtk.reports.writer import write_report
 
     path = write_report(run_dir, data_spec)
     console.print(f"wrote {path}")

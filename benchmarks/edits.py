@@ -93,7 +93,7 @@ def build_subsets(data_spec: str, split: str | None, limit: int | None, attribut
                   editor_params: dict[str, str] | None = None,
                   on_subset: Callable[[str, Any], None] | None = None) -> list[Subset]:
     """Edit (or reuse) one subset per attribute; return Original, [Recon,] and the subsets."""
-    from segtk.core.edit_job import (
+    from segtk.jobs.edit import (
         EditRun,
         build_editor,
         build_filter,

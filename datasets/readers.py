@@ -234,7 +234,7 @@ def load_camvid(arg: str, split: str | None) -> Dataset:
 
 @hookimpl
 def register_datasets(register) -> None:
-    from segtk.core import dataset_formats as formats
+    from segtk.datasets import formats as formats
 
     register(
         DatasetPlugin(

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from segtk.core.data import Dataset, default_palette, read_label
-from segtk.core.datasets import (
+from segtk.datasets.readers import (
     _dir,
     _images,
     _subdirs,

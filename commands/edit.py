@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from segtk.console import console, err_console, progress, table
+from segtk.commands.console import console, err_console, progress, table
 from segtk.core.editing import BACKENDS
 from segtk.core.errors import SegtkError
 from segtk.core.samples import DEFAULT_EXCLUDE, DEFAULT_MIN_AREA, SKIP_REASONS
-from segtk.options import csv_list, data_option, limit_option, split_option
+from segtk.commands.options import csv_list, data_option, limit_option, split_option
 
 
 def parse_params(items: tuple[str, ...]) -> dict[str, str]:
@@ -104,7 +104,7 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
       segtk predict --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
                     --data edited:runs/edit-color
     """
-    from segtk.core.edit_job import (
+    from segtk.jobs.edit import (
         EditRun,
         build_editor,
         build_filter,
@@ -167,5 +167,5 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
     if (out / "contact_sheet.png").exists():
         console.print(f"contact sheet: {out / 'contact_sheet.png'}")
     if write_html:
-        from segtk.core.report import write_report
+        from segtk.reports.writer import write_report
         console.print(f"report: {write_report(out)}")

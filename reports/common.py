@@ -1,4 +1,4 @@
-"""Pieces shared by the report pages of every kind of run (see segtk.core.report)."""
+"""Pieces shared by the report pages of every kind of run (see segtk.reports.writer)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from segtk.core.errors import SegtkError
-from segtk.core.report_common import REPORT_FILE, _brief, _href, _note
+from segtk.reports.common import REPORT_FILE, _brief, _href, _note
 from segtk.core.runs import RESULTS_FILE, read_results
 
 TABLE_FILE = "table.json"
@@ -40,7 +40,7 @@ def read_table(run: Path, notes: list[dict[str, str]]) -> dict[str, Any]:
     if not records:
         raise SegtkError(f"{run}: no {TABLE_FILE} and no finished records in {RESULTS_FILE} yet",
                          hint="run the benchmark (or continue it with --resume) first")
-    from segtk.core.bench_edits import GEOMETRY, ORIGINAL_OBJECT, Shard, Subset, aggregate
+    from segtk.benchmarks.edits import GEOMETRY, ORIGINAL_OBJECT, Shard, Subset, aggregate
 
     _note(notes, f"No {TABLE_FILE} (the benchmark did not finish): the table is recomputed from "
                  f"the {len(records)} records in {RESULTS_FILE}.", "warn")
@@ -109,7 +109,7 @@ def bench_edits_context(run: Path, meta: dict[str, Any], data_spec: str | None,
 
 
 def _role(subset: str) -> str:
-    from segtk.core.bench_edits import APPEARANCE, GEOMETRY
+    from segtk.benchmarks.edits import APPEARANCE, GEOMETRY
 
     if subset in APPEARANCE:
         return "appearance"

@@ -27,10 +27,10 @@ from typing import Any
 
 from segtk.core.data import atomic_write_bytes
 from segtk.core.errors import SegtkError
-from segtk.core.report_attack import attack_context
-from segtk.core.report_bench import bench_context
-from segtk.core.report_bench_edits import bench_edits_context, edit_subset_dirs
-from segtk.core.report_common import (
+from segtk.reports.attack import attack_context
+from segtk.reports.bench_attacks import bench_context
+from segtk.reports.bench_edits import bench_edits_context, edit_subset_dirs
+from segtk.reports.common import (
     FILES_DIR,
     REPORT_FILE,
     TEMPLATES,
@@ -38,7 +38,7 @@ from segtk.core.report_common import (
     _environment,
     _note,
 )
-from segtk.core.report_edit import edit_context
+from segtk.reports.edit import edit_context
 from segtk.core.runs import RESULTS_FILE, RUN_FILE
 
 __all__ = ["FILES_DIR", "REPORT_FILE", "TEMPLATES", "detect_kind", "read_run_json", "write_report"]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from segtk.core.errors import SegtkError
-from segtk.core.report_common import (
+from segtk.reports.common import (
     _brief,
     _classes_and_palette,
     _legend,
@@ -17,13 +17,13 @@ from segtk.core.report_common import (
     _note,
     _spread,
 )
-from segtk.core.report_svg import SERIES_COLOURS, Series, line_chart
+from segtk.reports.svg import SERIES_COLOURS, Series, line_chart
 from segtk.core.runs import RESULTS_FILE, read_results
 
 
 def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                    notes: list[dict[str, str]]) -> dict[str, Any]:
-    from segtk.core.bench_attacks import aggregate
+    from segtk.benchmarks.attacks import aggregate
 
     records = list(read_results(run / RESULTS_FILE, key="key").values())
     if not records:
@@ -80,7 +80,7 @@ def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
 
 def _shards_from_records(records: list[dict[str, Any]], config: dict[str, Any]):
     """The runs the records came from, in the config's order (what `aggregate` needs)."""
-    from segtk.core.bench_attacks import Shard
+    from segtk.benchmarks.attacks import Shard
 
     models = list(config.get("models") or [])
     attacks = list(config.get("attacks") or [])

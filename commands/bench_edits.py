@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from segtk.console import console, progress, table
+from segtk.commands.console import console, progress, table
 from segtk.core.editing import BACKENDS
 from segtk.core.errors import SegtkError
-from segtk.options import (
+from segtk.commands.options import (
     DEMO_MODEL,
     csv_list,
     data_option,
@@ -69,9 +69,9 @@ def bench_edits(models_, data_spec, split, limit, attributes, values, backend, e
       segtk bench edits --models espnet:camvid=../shared/models/espnet_camvid.safetensors \\
           --data camvid:../shared/data/camvid --limit 20 --values color=red,blue
     """
-    from segtk.cli_edit import parse_params
-    from segtk.core.bench_edits import aggregate, build_subsets, plan, run_bench, write_outputs
-    from segtk.core.executors import make_executor
+    from segtk.commands.edit import parse_params
+    from segtk.benchmarks.edits import aggregate, build_subsets, plan, run_bench, write_outputs
+    from segtk.jobs.executors import make_executor
     from segtk.core.runs import RunDir
 
     models, attrs = csv_list(models_), csv_list(attributes)
@@ -113,5 +113,5 @@ def bench_edits(models_, data_spec, split, limit, attributes, values, backend, e
     for path in write_outputs(result, out_dir):
         console.print(f"wrote {path}")
     if write_html:
-        from segtk.core.report import write_report
+        from segtk.reports.writer import write_report
         console.print(f"report: {write_report(out_dir)}")

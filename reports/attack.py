@@ -11,7 +11,7 @@ import numpy as np
 from segtk.core.data import Dataset, read_image
 from segtk.core.errors import SegtkError
 from segtk.core.render import amplify, overlay
-from segtk.core.report_common import (
+from segtk.reports.common import (
     _brief,
     _classes_and_palette,
     _derived,
@@ -22,13 +22,13 @@ from segtk.core.report_common import (
     _picture,
     _spread,
 )
-from segtk.core.report_svg import SERIES_COLOURS, Series, line_chart
+from segtk.reports.svg import SERIES_COLOURS, Series, line_chart
 from segtk.core.runs import RESULTS_FILE, read_results
 
 
 def attack_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                     notes: list[dict[str, str]]) -> dict[str, Any]:
-    from segtk.core.attack_job import summarise
+    from segtk.jobs.attack import summarise
     from segtk.core.metrics import iou_per_class
 
     records = list(read_results(run / RESULTS_FILE).values())

@@ -15,7 +15,7 @@ import numpy as np
 from segtk.core.data import IMAGE_SUFFIXES, Dataset, read_image, read_label
 from segtk.core.errors import SegtkError
 from segtk.core.render import overlay
-from segtk.core.report_common import (
+from segtk.reports.common import (
     _brief,
     _classes_and_palette,
     _derived,
@@ -35,7 +35,7 @@ SKIP_FIELDS = {"name", "image", "source", "source_image", "attribute", "value", 
 
 def edit_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                   notes: list[dict[str, str]]) -> dict[str, Any]:
-    from segtk.core.datasets import read_classes, read_manifest
+    from segtk.datasets.readers import read_classes, read_manifest
 
     config = meta.get("config") or {}
     manifest = read_manifest(run / "manifest.jsonl") if (run / "manifest.jsonl").is_file() else []
