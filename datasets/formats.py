@@ -2,7 +2,7 @@
 
 Each reads the dataset's real folder tree and the flat copies kept in ../shared/data, maps the
 stored label encoding to class ids 0..K-1 with 255 = ignore, and refuses values the format does
-not define, naming the file. Registered in datasets.register_datasets.
+not define, naming the file. Registered in plugin.py.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from segtk.core.data import Dataset, default_palette, read_label
+from segtk.core.errors import DataError
 from segtk.datasets.readers import (
     _dir,
     _images,
@@ -24,7 +25,6 @@ from segtk.datasets.readers import (
     require_images,
     split_folder,
 )
-from segtk.core.errors import DataError
 
 IGNORE = 255
 

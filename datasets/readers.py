@@ -2,7 +2,7 @@
 
 This module holds the layout helpers every reader shares and the `folder`, `edited` and
 `camvid` readers; the public benchmark formats (cityscapes, voc, ade20k) live in
-dataset_formats.py. Readers find every pairing problem when they load (missing folder,
+formats.py, and plugin.py registers them all. Readers find every pairing problem when they load (missing folder,
 unknown split, image without label, no images at all); labels and images are read lazily and
 checked by `Dataset.__getitem__` (size mismatch, ids outside the class list).
 """
@@ -18,14 +18,12 @@ import numpy as np
 from segtk.core.data import (
     IMAGE_SUFFIXES,
     Dataset,
-    DatasetPlugin,
     Item,
     default_palette,
     read_image,
     read_label,
 )
 from segtk.core.errors import DataError
-from segtk.core.hookspecs import hookimpl
 
 LabelReader = Callable[[Path], np.ndarray]
 Pairs = list[tuple[str, Callable[[], Item]]]
@@ -229,64 +227,4 @@ def load_camvid(arg: str, split: str | None) -> Dataset:
     pairs = pair_folders(image_dir, _dir(root / f"{split}annot", f"{split}annot", hint), label)
     return Dataset(
         f"camvid-{split}", CAMVID_CLASSES, require_images(pairs, image_dir), palette=CAMVID_PALETTE
-    )
-
-
-@hookimpl
-def register_datasets(register) -> None:
-    from segtk.datasets import formats as formats
-
-    register(
-        DatasetPlugin(
-            "folder",
-            load_folder,
-            "folder:PATH (images/, labels/, classes.txt)",
-            "--data folder:my_data",
-            "paired image/label files by name",
-        )
-    )
-    register(
-        DatasetPlugin(
-            "edited",
-            load_edited,
-            "edited:DIR (written by `segtk edit`)",
-            "--data edited:runs/edit-fog",
-            "images/, labels/, classes.txt and manifest.jsonl from `segtk edit`",
-        )
-    )
-    register(
-        DatasetPlugin(
-            "camvid",
-            load_camvid,
-            "camvid:PATH [--split train|val|test]",
-            "--data camvid:../shared/data/camvid",
-            "CamVid, SegNet layout, 11 classes",
-        )
-    )
-    register(
-        DatasetPlugin(
-            "cityscapes",
-            formats.load_cityscapes,
-            "cityscapes:PATH [--split train|val|test]",
-            "--data cityscapes:../shared/data/cityscapes",
-            "Cityscapes leftImg8bit/ + gtFine/, labelIds mapped to the 19 trainIds",
-        )
-    )
-    register(
-        DatasetPlugin(
-            "voc",
-            formats.load_voc,
-            "voc:PATH [--split train|val]",
-            "--data voc:../shared/data/voc",
-            "Pascal VOC 2012, 21 classes: JPEGImages/ + SegmentationClass/, or images/ + targets/",
-        )
-    )
-    register(
-        DatasetPlugin(
-            "ade20k",
-            formats.load_ade20k,
-            "ade20k:PATH [--split training|validation]",
-            "--data ade20k:../shared/data/ade20k",
-            "ADE20K SceneParsing (ADEChallengeData2016), 150 classes",
-        )
     )
