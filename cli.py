@@ -67,7 +67,8 @@ def plugins(as_json: bool) -> None:
     infos = registry.plugins()
     rows = [
         {"name": i.name, "kind": i.kind, "distribution": i.distribution, "version": i.version,
-         "status": i.status, "missing": ", ".join(i.missing), "install": i.install, "error": i.error,
+         "status": i.status, "missing": ", ".join(i.missing), "install": i.install,
+         "error": i.error or i.conflict,
          "hook": i.hook}
         for i in infos
     ]
@@ -82,7 +83,7 @@ def plugins(as_json: bool) -> None:
 
 
 def _status(status: str) -> Text:
-    return Text(status, style={"ok": "green", "broken": "red"}.get(status, "yellow"))
+    return Text(status, style={"ok": "green", "broken": "red", "conflict": "red"}.get(status, "yellow"))
 
 
 @cli.group(invoke_without_command=True)
@@ -348,10 +349,8 @@ def main() -> None:
 
 
 def pm_commands() -> None:
-    """Let plugins add commands (hook register_commands)."""
-    from segtk.core.plugins import get_plugin_manager
-
-    get_plugin_manager().hook.register_commands(cli=cli)
+    """Let plugins add commands (hook register_commands), each guarded: see registry.add_commands."""
+    registry.add_commands(cli)
 
 
 if __name__ == "__main__":
