@@ -199,11 +199,12 @@ def attack(attack_name, model_spec, data_spec, split, limit, budget, eps, seed, 
     from segtk.core.attack_job import attack_dataset
     from segtk.core.params import build_attack
     from segtk.core.runs import RunDir
-    from segtk.core.specs import load_dataset, load_segmenter
+    from segtk.core.specs import check_compatible, load_dataset, load_segmenter
 
     attack_obj = build_attack(attack_name, budget=budget, eps=eps, seed=seed, extra=extra)
     model = load_segmenter(model_spec)
     data = load_dataset(data_spec, split, limit)
+    check_compatible(model, data)  # before RunDir writes anything under --out
     out = Path(out or f"runs/attack-{attack_name}")
     config = {"attack": attack_name, "params": attack_obj.params.__dict__, "model": model_spec,
               "data": data_spec, "split": split}
