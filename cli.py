@@ -16,6 +16,7 @@ from segtk.options import (
     DEMO_MODEL,
     csv_list,
     data_option,
+    eps_option,
     limit_option,
     model_option,
     shard_options,
@@ -173,8 +174,7 @@ def predict(model_spec, data_spec, split, limit, out, batch_size) -> None:
 @limit_option
 @click.option("--budget", type=click.IntRange(min=1), default=50, show_default=True,
               help="Queries per image (the clean query counts).")
-@click.option("--eps", type=click.FloatRange(0, 255, min_open=True), default=8.0, show_default=True,
-              help="L∞ bound on the 0–255 scale.")
+@eps_option
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True,
               help="Images attacked together (one model call per step).")
@@ -252,7 +252,7 @@ def bench() -> None:
 @split_option
 @limit_option
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True)
-@click.option("--eps", type=click.FloatRange(0, 255, min_open=True), default=8.0, show_default=True)
+@eps_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Repeat r uses seed + r.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
 @shard_options
