@@ -85,3 +85,11 @@ def test_eps_warning_in_bench_attacks(tmp_path, folder_dataset, tiny_model) -> N
                                       "--out", str(tmp_path / "b")])
     assert result.exit_code == 0, result.output
     assert "the stored 8-bit images will equal the clean ones" in result.output
+
+
+@pytest.mark.parametrize("param,option", [("budget=100", "--budget 100"), ("eps=4", "--eps 4"),
+                                          ("seed=3", "--seed 3")])
+def test_param_cannot_set_a_knob_that_has_its_own_option(param, option) -> None:
+    result = CliRunner().invoke(cli, ["attack", "--plugin", "dla", "--budget", "20", "--param", param])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "its own option" in result.output and f"use {option}" in result.output  # never silently wins
