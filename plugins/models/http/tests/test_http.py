@@ -188,7 +188,6 @@ def test_server_down_then_back_resume_via_cli(specs, tmp_path, evaluated) -> Non
         with pytest.raises(ModelError) as err:
             attack = build_attack("dla", budget=BUDGET, eps=EPS, seed=SEED)
             data = load_dataset(data_spec, None, LIMIT)
-            run = RunDir(out, cli_config(spec, data_spec), False)
             original = model.predict
 
             def predict(images):  # the server dies once the first image is stored
@@ -198,7 +197,8 @@ def test_server_down_then_back_resume_via_cli(specs, tmp_path, evaluated) -> Non
                 return original(images)
 
             model.predict = predict
-            attack_dataset(attack, model, data, run, 1, on_image=kill_after_first)
+            with RunDir(out, cli_config(spec, data_spec), False) as run:  # frees the run's lock
+                attack_dataset(attack, model, data, run, 1, on_image=kill_after_first)
     message = str(err.value)
     assert f"127.0.0.1:{port}/predict" in message and "cannot connect" in message
     assert "3 tries" in message and "--resume" in message and "segtk serve" in message
