@@ -17,6 +17,7 @@ KINDS = {
     "editor": "register_editors",
     "filter": "register_filters",
     "dataset": "register_datasets",
+    "augmenter": "register_augmenters",
 }
 
 
@@ -72,12 +73,14 @@ def missing_modules(modules: tuple[str, ...]) -> list[str]:
 
 _infos: list[PluginInfo] | None = None
 _commands: list[PluginInfo] = []  # filled by add_commands, which needs the CLI group
+_command_groups: set[int] = set()  # groups add_commands has filled since the last reset
 
 
 def reset() -> None:
     global _infos
     _infos = None
     _commands.clear()
+    _command_groups.clear()
 
 
 def plugins() -> list[PluginInfo]:
@@ -164,6 +167,9 @@ def add_commands(group: Any) -> None:
     """Let each plugin add commands to the click `group` (hook register_commands), one plugin at
     a time. A plugin that raises adds nothing and is listed as broken. A name segtk already has
     stays segtk's; a name two plugins add runs neither: both are listed as conflicts."""
+    if id(group) in _command_groups:
+        return  # once per group: a second pass would take the plugins' commands for segtk's own
+    _command_groups.add(id(group))
     pm = get_plugin_manager()
     builtin = dict(group.commands)
     added: dict[str, list[PluginInfo]] = {}
@@ -229,3 +235,8 @@ def filter_(name: str) -> Any:
 
 def dataset_plugin(name: str) -> Any:
     return lookup("dataset", name)
+
+
+def augmenter(name: str) -> Any:
+    """The registered Augmenter class `name` (`segtk train --augment NAME`)."""
+    return lookup("augmenter", name)

@@ -245,3 +245,16 @@ def test_misspelt_hook_is_reported_as_broken_not_ignored(with_fakes) -> None:
     assert row["status"] == "broken" and row["distribution"] == "segtk-typo"
     assert "unknown hook 'register_attack'" in row["error"] and "register_attacks" in row["error"]
     assert registry.attack("dla") is not None
+
+
+def test_adding_commands_twice_is_harmless(with_fakes) -> None:
+    from segtk import cli as cli_module
+
+    def add_fresh(cli) -> None:  # a new Command object on every call
+        cli.add_command(click.Command("fresh", callback=lambda: click.echo("fresh ran")))
+
+    cli = with_fakes(fake_plugin("segtk_fresh", "segtk-fresh", register_commands=add_fresh))
+    cli_module.pm_commands()
+    rows = [i for i in registry.plugins() if i.kind == "command" and i.name == "fresh"]
+    assert [i.status for i in rows] == ["ok"]
+    assert CliRunner().invoke(cli, ["fresh"]).output == "fresh ran\n"
