@@ -342,6 +342,9 @@ cli.add_command(report)
 from segtk.cli_bench_edits import bench_edits  # noqa: E402
 
 bench.add_command(bench_edits)
+from segtk.commands.train import bench_augment, train_command  # noqa: E402
+
+cli.add_command(train_command), bench.add_command(bench_augment)
 
 
 def main() -> None:

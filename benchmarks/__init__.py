@@ -1,0 +1,1 @@
+"""Benchmarks that print the papers' tables (augmentation: Gen4Seg Tab. IV)."""

@@ -1,0 +1,1 @@
+"""Click commands behind cli.py (train, bench augment)."""
