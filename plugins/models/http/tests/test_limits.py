@@ -363,3 +363,31 @@ def urllib_get(port: int, path: str) -> bytes:
         return conn.getresponse().read()
     finally:
         conn.close()
+
+
+def test_serve_command_warns_off_loopback_and_checks_limits(monkeypatch) -> None:
+    """The CLI path, without binding a non-loopback address: `bind` is swapped for loopback."""
+    from click.testing import CliRunner
+
+    import segtk_http.server as server
+    from segtk.cli import cli, pm_commands
+
+    pm_commands()
+    ran: list[tuple[int, Limits]] = []
+    sock = bind("127.0.0.1", 0)
+    monkeypatch.setattr(server, "bind", lambda host, port: sock)
+    monkeypatch.setattr(server, "serve", lambda model, s, limits, level: ran.append((s, limits)))
+    try:
+        result = CliRunner().invoke(cli, ["serve", "--model", "demo", "--host", "0.0.0.0",
+                                          "--port", "0", "--max-pixels", "1000",
+                                          "--max-request-pixels", "5000", "--max-body-mb", "0.5"])
+        assert result.exit_code == 0, result.output
+        lines = result.output.splitlines()
+        assert lines[0].startswith("warning: serving on 0.0.0.0, which is not a loopback")
+        assert f"at http://0.0.0.0:{sock.getsockname()[1]} " in lines[1]
+        assert ran == [(sock, Limits(max_pixels=1000, max_request_pixels=5000,
+                                     max_body_bytes=2**19))]
+    finally:
+        sock.close()
+    bad = CliRunner().invoke(cli, ["serve", "--max-pixels", "100", "--max-request-pixels", "10"])
+    assert bad.exit_code == 1 and "--max-request-pixels 10 is below --max-pixels 100" in bad.output
