@@ -25,14 +25,18 @@ from segtk.options import (
 
 
 class SegtkGroup(click.Group):
-    """Turns SegtkError into one clear line plus a hint and exit code 1 (traceback with --debug)."""
+    """Turns SegtkError, and OS errors (disk full, permission denied, ...), into one clear line
+    plus a hint and exit code 1 (traceback with --debug)."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except SegtkError as exc:
+        except (SegtkError, OSError) as caught:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
+            from segtk.core.os_errors import os_error
+
+            exc = os_error(caught) if isinstance(caught, OSError) else caught
             err_console.print(f"[bold red]Error:[/] {exc.message}", soft_wrap=True)
             if exc.hint:
                 err_console.print(f"[yellow]hint:[/] {exc.hint}", soft_wrap=True)
@@ -207,8 +211,8 @@ def attack(attack_name, model_spec, data_spec, split, limit, budget, eps, seed, 
     check_compatible(model, data)  # before RunDir writes anything under --out
     out = Path(out or f"runs/attack-{attack_name}")
     config = {"attack": attack_name, "params": attack_obj.params.__dict__, "model": model_spec,
-              "data": data_spec, "split": split}
-    run = RunDir(out, config, resume)
+              "data": data_spec, "split": split, "limit": limit}
+    run = RunDir(out, config, resume, may_differ=("limit",))  # records are per image
     with progress() as bar:
         task = bar.add_task(f"{attack_name} ε={eps:g} budget={budget}", total=len(data), status="")
 
@@ -292,10 +296,13 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
     shards = plan(list(models_), data_spec, split, names, budget_list, repeats, data.names, chunk,
                   eps, seed, batch_size, sheet_dir=str(Path(out) / "sheet"))
     config = {"attacks": names, "budgets": budget_list, "models": list(models_), "data": data_spec,
-              "split": split, "images": data.names, "repeats": repeats, "eps": eps, "seed": seed}
+              "split": split, "images": data.names, "repeats": repeats, "eps": eps, "seed": seed,
+              "limit": limit}
     if table_only and not (Path(out) / RESULTS_FILE).is_file():
         raise SegtkError(f"{out} holds no benchmark records", hint="run it first, without --table-only")
-    run = RunDir(out, config, resume or table_only, may_differ=("attacks",))  # records are keyed per attack
+    # Records are keyed per attack and image; --table-only may watch a bench still running.
+    run = RunDir(out, config, resume or table_only, may_differ=("attacks", "limit"),
+                 read_only=table_only)
     total = sum(len(s.images) for s in shards)
     if not table_only:
         with progress() as bar:

@@ -118,7 +118,10 @@ class EditRun:
         self.close()
 
     def __del__(self) -> None:
-        self.close()
+        try:
+            self.close()
+        except Exception:  # at interpreter exit; the kernel drops the lock anyway
+            pass
 
 
 @dataclass

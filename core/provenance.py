@@ -20,6 +20,12 @@ _CHUNK = 1 << 20
 
 
 def versions() -> dict[str, str]:
+    """segtk, torch, Python and every segtk-* distribution (read once per process)."""
+    return dict(_versions())
+
+
+@functools.cache
+def _versions() -> dict[str, str]:
     import importlib.metadata as md
 
     import torch

@@ -6,6 +6,7 @@ Guarantees (tests/test_runs.py, tests/test_runs_faults.py):
 - `--resume` drops only a torn last line (one without its newline: all an interrupted append can
   leave). Any other bad line is an error naming the file and line; nothing after it is lost.
 - One process at a time: a run holds an exclusive lock on OUT/.lock for its life.
+  (RunDirs of one process on one folder share it.)
 """
 
 from __future__ import annotations
@@ -88,49 +89,63 @@ class RunDir:
         self.close()
 
     def __del__(self) -> None:
-        self.close()
+        try:
+            self.close()
+        except Exception:  # at interpreter exit; the kernel drops the lock anyway
+            pass
 
 
 class RunLock:
     """An exclusive, non-blocking flock on DIR/.lock, holding the owner's pid.
 
-    The kernel drops it when the process dies, so a killed run never leaves a stale lock.
+    It keeps other processes out; in one process, RunDirs on the same folder share it (a
+    notebook or test reopening a run is no second writer). The kernel drops it when the
+    process dies, so a killed run never leaves a stale lock.
     """
 
     def __init__(self, directory: Path) -> None:
-        import gc
-
         path = directory / LOCK_FILE
+        self.key: tuple[int, int] | None = None
         try:
-            self.fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            stat = os.fstat(fd)
         except OSError as exc:
             raise os_error(exc, f"cannot create {path}") from exc
-        if not self._try():
-            gc.collect()  # a dropped RunDir of this process (e.g. held by a traceback cycle)
-            if not self._try():
-                holder = _read_pid(self.fd)
-                self.release()
-                raise SegtkError(
-                    f"{directory} is in use by process {holder or '(unknown)'}",
-                    hint="wait for that run to finish (or stop it), or choose another --out",
-                )
+        key = (stat.st_dev, stat.st_ino)
+        if key in _HELD:  # this process holds it already
+            os.close(fd)
+            _HELD[key][1] += 1
+            self.key = key
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_pid(fd)
+            os.close(fd)
+            raise SegtkError(
+                f"{directory} is in use by process {holder or '(unknown)'}",
+                hint="wait for that run to finish (or stop it), or choose another --out",
+            ) from None
         try:  # the pid is only for the message above: a full disk must not fail here
-            os.ftruncate(self.fd, 0)
-            os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         except OSError:
             pass
-
-    def _try(self) -> bool:
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
+        _HELD[key] = [fd, 1]
+        self.key = key
 
     def release(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)  # closing the file releases the flock
-            self.fd = None
+        if self.key is None:
+            return
+        entry = _HELD[self.key]
+        entry[1] -= 1
+        if entry[1] == 0:
+            os.close(entry[0])  # closing the file releases the flock
+            del _HELD[self.key]
+        self.key = None
+
+
+_HELD: dict[tuple[int, int], list[int]] = {}  # this process's locks: (dev, inode) -> [fd, users]
 
 
 def _read_pid(fd: int) -> str:

@@ -8,8 +8,6 @@ import json
 import math
 import os
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -156,40 +154,6 @@ def test_results_without_run_json_are_refused(tmp_path, resume) -> None:
 
 
 # --- the lock --------------------------------------------------------------------------------
-
-def test_second_run_dir_on_one_out_is_refused_until_closed(tmp_path) -> None:
-    run = RunDir(tmp_path / "r", {"budget": 8}, resume=False)
-    with pytest.raises(SegtkError, match=f"in use by process {os.getpid()}"):
-        RunDir(tmp_path / "r", {"budget": 8}, resume=True)
-    run.close()
-    with RunDir(tmp_path / "r", {"budget": 8}, resume=True) as again:
-        again.append({"image": "img0"})
-
-
-def test_a_forgotten_run_dir_frees_its_lock(tmp_path) -> None:
-    RunDir(tmp_path / "r", {"budget": 8}, resume=False)  # never closed, dropped at once
-    RunDir(tmp_path / "r", {"budget": 8}, resume=True).close()
-
-
-def test_another_process_is_refused(tmp_path) -> None:
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
-        import sys
-        from segtk.core.runs import RunDir
-        run = RunDir({str(tmp_path / 'r')!r}, {{"budget": 8}}, resume=False)
-        print("locked", flush=True)
-        sys.stdin.read()
-    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(SegtkError, match=f"in use by process {holder.pid}") as exc:
-            RunDir(tmp_path / "r", {"budget": 8}, resume=True)
-        assert "--out" in exc.value.hint
-        reader = RunDir(tmp_path / "r", {"budget": 8}, resume=True, read_only=True)
-        assert reader.done() == {}  # a read-only look (e.g. --table-only) takes no lock
-    finally:
-        holder.communicate("", timeout=60)
-    RunDir(tmp_path / "r", {"budget": 8}, resume=True).close()  # freed when the holder exits
-
 
 def test_read_only_run_dir_changes_nothing(tmp_path) -> None:
     run = filled(tmp_path / "r", 2)
