@@ -217,3 +217,20 @@ def test_json_outputs_are_strict(tmp_path) -> None:
 
     loaded = json.loads((tmp_path / "t.json").read_text(), parse_constant=refuse)
     assert loaded == [{"attack": "dla", "psnr": None, "miou_std": None, "ok": 1.5, "n": [None]}]
+
+
+# --- edit runs follow the same rules ---------------------------------------------------------
+
+def test_edit_run_is_strict_like_a_run_dir(tmp_path) -> None:
+    from segtk.core.edit_job import MANIFEST, EditRun, append_line
+
+    with EditRun(tmp_path / "e", {"seed": 0}, resume=False) as run:
+        for name in ("a__red", "b__red", "c__red"):
+            append_line(run.path / MANIFEST, {"name": name})
+    lines = (tmp_path / "e" / MANIFEST).read_bytes().splitlines(keepends=True)
+    (tmp_path / "e" / MANIFEST).write_bytes(lines[0] + b"{oops\n" + lines[2])
+    with pytest.raises(SegtkError, match="manifest.jsonl line 2 is not valid JSON"):
+        EditRun(tmp_path / "e", {"seed": 0}, resume=True).done()
+    (tmp_path / "e" / RUN_FILE).unlink()
+    with pytest.raises(SegtkError, match="no run.json"):
+        EditRun(tmp_path / "e", {"seed": 0}, resume=True)
