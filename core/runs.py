@@ -264,17 +264,23 @@ def read_results(path: Path, key: str = "image", repair: bool = False) -> dict[s
     *lines, torn = raw.split(b"\n")
     records: dict[str, dict[str, Any]] = {}
     for number, line in enumerate(lines, 1):
-        fix = (f"the lines after it hold finished results, so it is not dropped: repair or delete "
-               f"line {number} (e.g. sed -i '{number}d' {path}), then rerun with --resume")
+        last = number == len(lines) and not torn
         try:
             rec = json.loads(line)
         except ValueError as exc:
-            raise SegtkError(f"{path} line {number} is not valid JSON ({exc})", hint=fix) from exc
+            raise _bad_line(path, number, last, f"is not valid JSON ({exc})") from exc
         if not isinstance(rec, dict) or not isinstance(rec.get(key), str):
-            raise SegtkError(f"{path} line {number} has no {key!r}: not a record of this run",
-                             hint=fix)
+            raise _bad_line(path, number, last, f"has no {key!r}: not a record of this run")
         records[rec[key]] = rec
     if torn and repair:
         with open(path, "r+b") as fh:
             fh.truncate(len(raw) - len(torn))
     return records
+
+
+def _bad_line(path: Path, number: int, last: bool, problem: str) -> SegtkError:
+    why = ("it ends with a newline, so it is no interrupted append: something else wrote it"
+           if last else "the lines after it hold finished results, so it is not dropped")
+    return SegtkError(f"{path} line {number} {problem}",
+                      hint=f"{why}; repair or delete line {number} (e.g. sed -i '{number}d' "
+                           f"{path}), then rerun with --resume")
