@@ -16,6 +16,7 @@ from segtk.commands.options import (
     DEMO_MODEL,
     csv_list,
     data_option,
+    eps_option,
     limit_option,
     model_option,
     shard_options,
@@ -24,14 +25,18 @@ from segtk.commands.options import (
 
 
 class SegtkGroup(click.Group):
-    """Turns SegtkError into one clear line plus a hint and exit code 1 (traceback with --debug)."""
+    """Turns SegtkError, and OS errors (disk full, permission denied, ...), into one clear line
+    plus a hint and exit code 1 (traceback with --debug)."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except SegtkError as exc:
+        except (SegtkError, OSError) as caught:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
+            from segtk.core.os_errors import os_error
+
+            exc = os_error(caught) if isinstance(caught, OSError) else caught
             err_console.print(f"[bold red]Error:[/] {exc.message}", soft_wrap=True)
             if exc.hint:
                 err_console.print(f"[yellow]hint:[/] {exc.hint}", soft_wrap=True)
@@ -67,7 +72,8 @@ def plugins(as_json: bool) -> None:
     infos = registry.plugins()
     rows = [
         {"name": i.name, "kind": i.kind, "distribution": i.distribution, "version": i.version,
-         "status": i.status, "missing": ", ".join(i.missing), "install": i.install, "error": i.error,
+         "status": i.status, "missing": ", ".join(i.missing), "install": i.install,
+         "error": i.error or i.conflict,
          "hook": i.hook}
         for i in infos
     ]
@@ -82,7 +88,7 @@ def plugins(as_json: bool) -> None:
 
 
 def _status(status: str) -> Text:
-    return Text(status, style={"ok": "green", "broken": "red"}.get(status, "yellow"))
+    return Text(status, style={"ok": "green", "broken": "red", "conflict": "red"}.get(status, "yellow"))
 
 
 @cli.group(invoke_without_command=True)
@@ -172,8 +178,7 @@ def predict(model_spec, data_spec, split, limit, out, batch_size) -> None:
 @limit_option
 @click.option("--budget", type=click.IntRange(min=1), default=50, show_default=True,
               help="Queries per image (the clean query counts).")
-@click.option("--eps", type=click.FloatRange(0, 255, min_open=True), default=8.0, show_default=True,
-              help="L∞ bound on the 0–255 scale.")
+@eps_option
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True,
               help="Images attacked together (one model call per step).")
@@ -198,15 +203,16 @@ def attack(attack_name, model_spec, data_spec, split, limit, budget, eps, seed, 
     from segtk.jobs.attack import attack_dataset
     from segtk.core.params import build_attack
     from segtk.core.runs import RunDir
-    from segtk.core.specs import load_dataset, load_segmenter
+    from segtk.core.specs import check_compatible, load_dataset, load_segmenter
 
     attack_obj = build_attack(attack_name, budget=budget, eps=eps, seed=seed, extra=extra)
     model = load_segmenter(model_spec)
     data = load_dataset(data_spec, split, limit)
+    check_compatible(model, data)  # before RunDir writes anything under --out
     out = Path(out or f"runs/attack-{attack_name}")
     config = {"attack": attack_name, "params": attack_obj.params.__dict__, "model": model_spec,
-              "data": data_spec, "split": split}
-    run = RunDir(out, config, resume)
+              "data": data_spec, "split": split, "limit": limit}
+    run = RunDir(out, config, resume, may_differ=("limit",))  # records are per image
     with progress() as bar:
         task = bar.add_task(f"{attack_name} ε={eps:g} budget={budget}", total=len(data), status="")
 
@@ -250,7 +256,7 @@ def bench() -> None:
 @split_option
 @limit_option
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True)
-@click.option("--eps", type=click.FloatRange(0, 255, min_open=True), default=8.0, show_default=True)
+@eps_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Repeat r uses seed + r.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
 @shard_options
@@ -290,10 +296,13 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
     shards = plan(list(models_), data_spec, split, names, budget_list, repeats, data.names, chunk,
                   eps, seed, batch_size, sheet_dir=str(Path(out) / "sheet"))
     config = {"attacks": names, "budgets": budget_list, "models": list(models_), "data": data_spec,
-              "split": split, "images": data.names, "repeats": repeats, "eps": eps, "seed": seed}
+              "split": split, "images": data.names, "repeats": repeats, "eps": eps, "seed": seed,
+              "limit": limit}
     if table_only and not (Path(out) / RESULTS_FILE).is_file():
         raise SegtkError(f"{out} holds no benchmark records", hint="run it first, without --table-only")
-    run = RunDir(out, config, resume or table_only, may_differ=("attacks",))  # records are keyed per attack
+    # Records are keyed per attack and image; --table-only may watch a bench still running.
+    run = RunDir(out, config, resume or table_only, may_differ=("attacks", "limit"),
+                 read_only=table_only)
     total = sum(len(s.images) for s in shards)
     if not table_only:
         with progress() as bar:
@@ -340,6 +349,9 @@ cli.add_command(report)
 from segtk.commands.bench_edits import bench_edits  # noqa: E402
 
 bench.add_command(bench_edits)
+from segtk.commands.train import bench_augment, train_command  # noqa: E402
+
+cli.add_command(train_command), bench.add_command(bench_augment)
 
 
 def main() -> None:
@@ -348,10 +360,8 @@ def main() -> None:
 
 
 def pm_commands() -> None:
-    """Let plugins add commands (hook register_commands)."""
-    from segtk.core.plugins import get_plugin_manager
-
-    get_plugin_manager().hook.register_commands(cli=cli)
+    """Let plugins add commands (hook register_commands), each guarded: see registry.add_commands."""
+    registry.add_commands(cli)
 
 
 if __name__ == "__main__":

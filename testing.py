@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from segtk.core.attack import EPS_TOLERANCE, Attack
 from segtk.core.proxy import Proxy
+from segtk.core.registry import missing_modules
 from segtk.core.segmenter import Segmenter
 
 SHARED = Path(os.environ.get("SEGTK_SHARED", Path(__file__).resolve().parent.parent / "shared"))
@@ -37,6 +38,18 @@ def shared(relative: str) -> Path:
     if os.environ.get("SEGTK_REQUIRE_SHARED") == "1":
         pytest.fail(f"SEGTK_REQUIRE_SHARED=1 but {reason}")
     pytest.skip(reason)
+
+
+def requires_stack(modules: tuple[str, ...], flag: str) -> pytest.MarkDecorator:
+    """Skip where an optional stack (mmcv, detectron2, ...) is not importable, naming what is
+    missing; where the environment variable `flag` is "1" (CI, after its install script ran),
+    run anyway so the missing import fails the test instead of hiding behind a skip."""
+    missing = missing_modules(modules)
+    required = os.environ.get(flag) == "1"
+    return pytest.mark.skipif(
+        bool(missing) and not required,
+        reason=f"needs {', '.join(missing)} (set {flag}=1 to make this a failure)",
+    )
 
 
 class TinySegmenter(Segmenter):

@@ -209,9 +209,8 @@ def write_outputs(result: BenchResult, out: Path) -> list[Path]:
     """table.csv, table.json, curves.json and curves.png (proxy vs. queries, like the paper)."""
     import csv
     import io
-    import json
 
-    from segtk.core.data import atomic_write_bytes
+    from segtk.core.data import atomic_write_bytes, atomic_write_json
 
     cols = ["model", "attack", "budget", "miou_mean", "miou_std", "pacc_mean", "images", "repeats",
             "psnr", "ssim", "changed_pct", "delta_e", "delta_chroma"]
@@ -222,8 +221,8 @@ def write_outputs(result: BenchResult, out: Path) -> list[Path]:
         writer.writerow({c: f"{row[c]:.4f}" if isinstance(row.get(c), float) else row.get(c, "")
                          for c in cols})
     atomic_write_bytes(out / "table.csv", buf.getvalue().encode())
-    atomic_write_bytes(out / "table.json", json.dumps(result.rows, indent=2).encode())
-    atomic_write_bytes(out / "curves.json", json.dumps(result.curves).encode())
+    atomic_write_json(out / "table.json", result.rows)  # strict: an unchanged image's PSNR is inf
+    atomic_write_json(out / "curves.json", result.curves, indent=None)
     plot_curves(result.curves, out / "curves.png")
     return [out / "table.csv", out / "table.json", out / "curves.png"]
 

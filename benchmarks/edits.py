@@ -30,7 +30,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from segtk.core.data import atomic_write_bytes, batch_tensors, read_label, same_size_batches
+from segtk.core.data import (
+    atomic_write_bytes,
+    atomic_write_json,
+    batch_tensors,
+    read_label,
+    same_size_batches,
+)
 from segtk.core.errors import SegtkError
 from segtk.core.metrics import confusion, iou_per_class, mean_iou, mean_robustness
 from segtk.core.runs import RunDir
@@ -236,7 +242,6 @@ def write_outputs(result: dict[str, Any], out: Path) -> list[Path]:
     """table.csv (model × subset mIoU, then RmIoU/mR per group), table.json, miou.png."""
     import csv
     import io
-    import json
 
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -250,7 +255,7 @@ def write_outputs(result: dict[str, Any], out: Path) -> list[Path]:
         w.writerow([g["model"], g["group"], g["reference"], f"{g['reference_miou']:.4f}",
                     f"{g['rmiou']:.4f}", f"{g['mr']:.4f}", " ".join(g["subsets"])])
     atomic_write_bytes(out / "table.csv", buf.getvalue().encode())
-    atomic_write_bytes(out / "table.json", json.dumps(result, indent=2).encode())
+    atomic_write_json(out / "table.json", result)  # strict: a subset without a class is NaN
     plot(result, out / "miou.png")
     return [out / "table.csv", out / "table.json", out / "miou.png"]
 

@@ -15,6 +15,23 @@ limit_option = click.option("--limit", type=click.IntRange(min=1), default=None,
                             help="Use only the first N images.")
 
 
+def _warn_sub_step_eps(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """Results score the stored 8-bit PNG, rounded into the ε-ball around the 8-bit clean image
+    (attack_job.quantise): an ε under one 0–255 step leaves nothing of the perturbation."""
+    if value < 1:
+        from segtk.commands.console import err_console
+
+        err_console.print(f"[yellow]warning:[/] --eps {value:g} is below one 0–255 step: the stored "
+                          "8-bit images will equal the clean ones and no result can change; "
+                          "use --eps 1 or more", soft_wrap=True)
+    return value
+
+
+eps_option = click.option("--eps", type=click.FloatRange(0, 255, min_open=True), default=8.0,
+                          show_default=True, callback=_warn_sub_step_eps,
+                          help="L∞ bound on the 0–255 scale (stored images keep whole steps).")
+
+
 def csv_list(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 

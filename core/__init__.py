@@ -1,6 +1,7 @@
 """The small core every plugin builds on: contracts, metrics, data, the plugin manager."""
 
 from segtk.core.attack import Attack, AttackParams, AttackResult
+from segtk.core.augment import Augmenter, Trainable
 from segtk.core.editing import EditedSample, Editor, Sample
 from segtk.core.errors import BudgetExceeded, SegtkError
 from segtk.core.filtering import Filter, FilterResult
@@ -11,6 +12,7 @@ __all__ = [
     "Attack",
     "AttackParams",
     "AttackResult",
+    "Augmenter",
     "BudgetExceeded",
     "EditedSample",
     "Editor",
@@ -21,4 +23,5 @@ __all__ = [
     "Sample",
     "Segmenter",
     "SegtkError",
+    "Trainable",
 ]

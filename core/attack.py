@@ -17,7 +17,7 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 
 from segtk.core.errors import SegtkError
-from segtk.core.metrics import confusion
+from segtk.core.metrics import LabelConfusion, confusion
 from segtk.core.proxy import Proxy
 from segtk.core.segmenter import QueryCounter, Segmenter
 
@@ -50,6 +50,17 @@ class AttackParams:
 def project(x: torch.Tensor, clean: torch.Tensor, eps_unit: float) -> torch.Tensor:
     """Project onto the L∞ ball around `clean` and onto the image box [0,1]."""
     return torch.minimum(torch.maximum(x, clean - eps_unit), clean + eps_unit).clamp_(0.0, 1.0)
+
+
+def box(clean: torch.Tensor, eps_unit: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The per-value bounds (lo, hi) of `project`: the ε-ball cut to [0,1]. Clamping to them is
+    `project` in one pass (the two intervals always overlap, so the result is bit-identical)."""
+    return (clean - eps_unit).clamp_(0.0, 1.0), (clean + eps_unit).clamp_(0.0, 1.0)
+
+
+def uniform_noise(shape: tuple[int, ...], half: float, rng: torch.Generator) -> torch.Tensor:
+    """The Random attack's step (DLA Eq. 2): uniform in [−half, +half], from one image's stream."""
+    return (2 * torch.rand(shape, generator=rng) - 1) * half
 
 
 class Answer(NamedTuple):
@@ -91,12 +102,16 @@ class Oracle:
         self.rngs = [torch.Generator().manual_seed(int(s)) for s in seeds]
         self.checkpoints = tuple(sorted(set(int(c) for c in checkpoints)))
         b = clean.shape[0]
+        self.lo, self.hi = box(clean, eps_unit)
+        self._tolerant: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.confusion = LabelConfusion(labels, proxy.num_classes, proxy.ignore_index)
         self.best_images = clean.clone()
         self.best_scores = torch.full((b,), float("inf"))
         self.best_labels = torch.zeros(labels.shape, dtype=torch.long, device=labels.device)
+        k = proxy.num_classes
+        self.best_confusion = torch.zeros(b, k, k + 1, dtype=torch.long)  # of best_labels
         self.history: list[list[float]] = [[] for _ in range(b)]
         self.clean_labels: list[torch.Tensor | None] = [None] * b  # saves an evaluation pass
-        k = proxy.num_classes
         self.snapshots = {c: torch.zeros(b, k, k + 1, dtype=torch.long) for c in self.checkpoints}
 
     @property
@@ -114,6 +129,10 @@ class Oracle:
         """Indices of images with at least `cost` queries left."""
         return torch.nonzero(self.remaining() >= cost).flatten()
 
+    def project(self, x: torch.Tensor, image: int) -> torch.Tensor:
+        """`x` ([...,3,H,W]) projected onto image `image`'s ε-ball and [0,1], in one pass."""
+        return torch.clamp(x, self.lo[image], self.hi[image])
+
     def query(self, images: torch.Tensor, owners: torch.Tensor | None = None) -> Answer:
         """Ask the model about candidates; row k belongs to source image `owners[k]`."""
         if owners is None:
@@ -124,8 +143,9 @@ class Oracle:
 
     def _ask(self, images: torch.Tensor, owners: torch.Tensor) -> Answer:
         labels = self.counter.predict(images, owners)
-        scores = self.proxy(labels, self.labels[owners])
-        self._record(images, owners, labels, scores)
+        conf = self.confusion(labels, owners)
+        scores = self.proxy.score(conf)
+        self._record(images, owners, labels, scores, conf)
         return Answer(scores, labels)
 
     def query_each(self, images: list[int], candidates: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -135,57 +155,69 @@ class Oracle:
         remaining budget (a step that no longer fits is truncated, never over-spent). Returns
         each image's scores, in order.
         """
-        remaining = self.remaining()
-        candidates = [c[: int(remaining[i])] for i, c in zip(images, candidates)]
+        remaining = self.remaining().tolist()
+        candidates = [c[: remaining[i]] for i, c in zip(images, candidates)]
         sizes = [len(c) for c in candidates]
         owners = torch.repeat_interleave(torch.tensor(images, dtype=torch.long), torch.tensor(sizes))
-        batch = project(torch.cat(candidates), self.clean[owners], self.eps_unit)
+        batch = self.clean.new_empty((sum(sizes), *self.clean.shape[1:]))
+        row = 0
+        for i, c in zip(images, candidates):  # project straight into the batch: one pass
+            torch.clamp(c, self.lo[i], self.hi[i], out=batch[row : row + len(c)])
+            row += len(c)
         return list(self._ask(batch, owners).scores.split(sizes))  # in bounds by construction
 
     def _check_bounds(self, images: torch.Tensor, owners: torch.Tensor) -> None:
         if images.numel() == 0:
             return
-        gap = (images - self.clean[owners]).abs().amax()
-        lo, hi = torch.aminmax(images)
-        if float(gap) > self.eps_unit + EPS_TOLERANCE or lo < 0 or hi > 1:
-            raise SegtkError(
-                f"attack produced a candidate outside the ε-ball or [0,1] "
-                f"(L∞ = {float(gap) * 255:.3f}/255, ε = {self.eps_unit * 255:.3f}/255)",
-                hint="project candidates with segtk.core.attack.project before querying",
-            )
+        if self._tolerant is None:  # float32 rounding slack, allocated only if ever needed
+            self._tolerant = box(self.clean, self.eps_unit + EPS_TOLERANCE)
+        lo, hi = self._tolerant
+        for row, owner in enumerate(owners.tolist()):
+            x = images[row]
+            if not torch.equal(torch.clamp(x, lo[owner], hi[owner]), x):  # NaN fails too
+                gap = (images - self.clean[owners]).abs().amax()
+                raise SegtkError(
+                    f"attack produced a candidate outside the ε-ball or [0,1] "
+                    f"(L∞ = {float(gap) * 255:.3f}/255, ε = {self.eps_unit * 255:.3f}/255)",
+                    hint="project candidates with segtk.core.attack.project before querying",
+                )
 
-    def _record(self, images, owners, labels, scores) -> None:
-        counts = self.counter.counts
+    def _record(self, images, owners, labels, scores, conf) -> None:
+        counts = self.counter.counts.tolist()
+        owner_list = owners.tolist()
+        per_owner: dict[int, int] = {}
+        for owner in owner_list:
+            per_owner[owner] = per_owner.get(owner, 0) + 1
         # Rows of one image are recorded in order, as if they had been queried one by one.
         seen: dict[int, int] = {}
-        for row, owner in enumerate(owners.tolist()):
+        for row, (owner, score) in enumerate(zip(owner_list, scores.tolist())):
             seen[owner] = seen.get(owner, 0) + 1
             if not self.history[owner] and torch.equal(images[row], self.clean[owner]):
                 self.clean_labels[owner] = labels[row]
-            query_no = int(counts[owner]) - int((owners == owner).sum()) + seen[owner]
-            score = float(scores[row])
-            if score < float(self.best_scores[owner]):
+            query_no = counts[owner] - per_owner[owner] + seen[owner]
+            best = self.history[owner][-1] if self.history[owner] else float("inf")
+            if score < best:
+                best = score
                 self.best_scores[owner] = score
                 self.best_images[owner] = images[row]
                 self.best_labels[owner] = labels[row]
-            self.history[owner].append(float(self.best_scores[owner]))
+                self.best_confusion[owner] = conf[row]
+            self.history[owner].append(best)
             if query_no in self.snapshots:
-                self.snapshots[query_no][owner] = confusion(
-                    self.best_labels[owner],
-                    self.labels[owner],
-                    self.proxy.num_classes,
-                    self.proxy.ignore_index,
-                )[0]
+                self.snapshots[query_no][owner] = self.best_confusion[owner]
 
     def result(self) -> AttackResult:
         # Images that stopped early (or a budget below a checkpoint) keep their final state.
+        counts = self.counter.counts.tolist()
+        final = self.best_confusion.clone()
+        for i in range(self.batch_size):
+            if counts[i] == 0:  # never queried: the (all-zero) labels it holds
+                final[i] = confusion(self.best_labels[i], self.labels[i], self.proxy.num_classes,
+                                     self.proxy.ignore_index)[0]
         for c, snap in self.snapshots.items():
             for i in range(self.batch_size):
-                if int(self.counter.counts[i]) < c:
-                    snap[i] = confusion(
-                        self.best_labels[i], self.labels[i], self.proxy.num_classes,
-                        self.proxy.ignore_index,
-                    )[0]
+                if counts[i] < c:
+                    snap[i] = final[i]
         return AttackResult(
             images=self.best_images,
             scores=self.best_scores,

@@ -6,11 +6,14 @@ models. Labels are int64 [H,W] class ids with `ignore_index` (255) for unlabelle
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -83,10 +86,29 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())  # on disk before the rename, so a power cut leaves old or new
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def finite_json(value: Any) -> Any:
+    """`value` with NaN and ±inf floats (numpy ones too) as None: JSON has no such numbers."""
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_json(v) for v in value]
+    if isinstance(value, float | np.floating):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
+def atomic_write_json(path: str | Path, value: Any, indent: int | None = 2) -> None:
+    """Strict JSON (no NaN/Infinity, which other readers reject), written atomically."""
+    text = json.dumps(finite_json(value), indent=indent, allow_nan=False)
+    atomic_write_bytes(path, (text + "\n").encode())
 
 
 def write_png(path: str | Path, array: np.ndarray, palette: np.ndarray | None = None) -> None:

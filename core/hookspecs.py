@@ -1,4 +1,7 @@
-"""The hooks a segtk plugin may answer. Each receives a `register` callable."""
+"""The hooks a segtk plugin may answer. Each receives a `register` callable.
+
+A plugin implementing any other `register_*` name (a misspelling) is listed as broken, and a
+name registered twice within one kind (two attacks called `dla`) is a conflict: both refused."""
 
 from __future__ import annotations
 
@@ -35,9 +38,16 @@ def register_filters(register: Register) -> None:
 
 @hookspec
 def register_commands(cli: Any) -> None:
-    """Add Click commands to the `segtk` group."""
+    """Add Click commands to the `segtk` group. If this raises, nothing the plugin added is kept;
+    a name segtk already has is refused (segtk's stays), and one two plugins add runs neither."""
 
 
 @hookspec
 def register_datasets(register: Register) -> None:
-    """Register DatasetPlugin entries (a `--data FORMAT:PATH` reader each)."""
+    """Register DatasetPlugin entries (a `--data FORMAT:PATH` reader each). A reader must refuse a
+    `split` it has no use for (segtk.datasets.readers.check_flat_split), never ignore it."""
+
+
+@hookspec
+def register_augmenters(register: Register) -> None:
+    """Register Augmenter subclasses (`segtk train --augment NAME`)."""

@@ -13,29 +13,50 @@ import torch
 def confusion(
     pred: torch.Tensor, label: torch.Tensor, num_classes: int, ignore_index: int = 255
 ) -> torch.Tensor:
-    """Per-image confusion matrices [B, K, K+1] (int64) for pred/label of shape [B,H,W].
-
-    Unscored pixels go to one extra bin that is dropped, so there is no masked copy: this runs
-    once per query and must stay cheap next to a forward pass.
-    """
+    """Per-image confusion matrices [B, K, K+1] (int64) for pred/label of shape [B,H,W]."""
     if pred.shape != label.shape:
         raise ValueError(f"prediction {tuple(pred.shape)} and label {tuple(label.shape)} differ")
     if pred.dim() == 2:
         pred, label = pred[None], label[None]
-    k, k1, b = num_classes, num_classes + 1, pred.shape[0]
-    pred = pred.reshape(b, -1).long()
-    label = label.reshape(b, -1).long()
-    valid = (label >= 0) & (label < k)
-    if 0 <= ignore_index < k:
-        valid &= label != ignore_index
-    if pred.numel():
-        lo, hi = torch.aminmax(pred)
-        if lo < 0 or hi > k:  # anything outside the class list is one "wrong" column
-            pred = torch.where((pred >= 0) & (pred < k), pred, k)
-    offsets = torch.arange(b, device=pred.device)[:, None] * (k * k1)
-    index = torch.where(valid, label * k1 + pred + offsets, b * k * k1)
-    counts = torch.bincount(index.reshape(-1), minlength=b * k * k1 + 1)[:-1]
-    return counts.reshape(b, k, k1)
+    return LabelConfusion(label, num_classes, ignore_index)(pred)
+
+
+class LabelConfusion:
+    """Confusions of many predictions against fixed labels (an attack's thousands of queries).
+
+    The label half of each pixel's bin (label·(K+1), or an overflow bin for unscored pixels)
+    is computed once, so a prediction costs one add and one bincount over its pixels: this
+    runs once per query and must stay cheap next to a forward pass.
+    """
+
+    def __init__(self, labels: torch.Tensor, num_classes: int, ignore_index: int = 255) -> None:
+        k, k1 = num_classes, num_classes + 1
+        labels = labels.reshape(labels.shape[0], -1).long()
+        valid = (labels >= 0) & (labels < k)
+        if 0 <= ignore_index < k:
+            valid &= labels != ignore_index
+        self.num_classes = k
+        self.shape = labels.shape
+        self.size = k * k1  # bins of the matrix; unscored pixels land in [size, size + k]
+        self.base = torch.where(valid, labels * k1, self.size)
+
+    def __call__(self, pred: torch.Tensor, owners: torch.Tensor | None = None) -> torch.Tensor:
+        """[N, K, K+1] for predictions [N,H,W]; row r is scored against labels[owners[r]]."""
+        k, n = self.num_classes, pred.shape[0]
+        pred = pred.reshape(n, -1).long()
+        rows = range(n) if owners is None else owners.tolist()
+        if pred.shape[1] != self.shape[1]:
+            raise ValueError(f"prediction has {pred.shape[1]} pixels, labels {self.shape[1]}")
+        if pred.numel():
+            lo, hi = torch.aminmax(pred)
+            if lo < 0 or hi > k:  # anything outside the class list is one "wrong" column
+                pred = torch.where((pred >= 0) & (pred < k), pred, k)
+        if self.base.device != pred.device:
+            self.base = self.base.to(pred.device)
+        out = torch.empty(n, self.size, dtype=torch.long, device=pred.device)
+        for r, owner in enumerate(rows):
+            out[r] = torch.bincount(self.base[owner] + pred[r], minlength=self.size + k + 1)[: self.size]
+        return out.view(n, k, k + 1)
 
 
 def iou_per_class(conf: torch.Tensor) -> torch.Tensor:

@@ -32,6 +32,11 @@ def build_attack(name: str, extra: tuple[str, ...] = (), **shared: object) -> At
                 f"unknown parameter {item!r} for attack {name!r}",
                 hint=f"{name} takes: {', '.join(sorted(fields))}",
             )
+        if key in shared:  # one value, one place: --param must not silently override --budget
+            raise SegtkError(
+                f"--param {item.strip()}: {key} has its own option",
+                hint=f"use --{key.replace('_', '-')} {raw.strip()} instead of --param",
+            )
         values[key] = parse_value(raw.strip(), getattr(defaults, key))
     try:
         return cls(**values)

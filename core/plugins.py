@@ -2,23 +2,42 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib.metadata
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import pluggy
 
 from segtk.core import hookspecs
 
 GROUP = "segtk"
+HOOKS = [name for name in dir(hookspecs) if name.startswith("register_")]
 
 
 @dataclass
 class Broken:
+    """An entry point that failed to load, or implements a hook segtk does not define."""
+
     name: str
     distribution: str
     version: str
     error: str
+
+
+def entry_points() -> Iterable[Any]:
+    """The installed entry points of group "segtk" (a seam for tests)."""
+    return importlib.metadata.entry_points(group=GROUP)
+
+
+def unknown_hook_message(exc: pluggy.PluginValidationError) -> str:
+    """pluggy's message, plus the hook the author probably meant."""
+    message = str(exc)
+    hook = message.split("'")[1] if message.startswith("unknown hook '") else ""
+    close = difflib.get_close_matches(hook, HOOKS, n=1)
+    return f"{message} (did you mean {close[0]}?)" if close else message
 
 
 class PluginManager(pluggy.PluginManager):
@@ -32,16 +51,37 @@ class PluginManager(pluggy.PluginManager):
         """Load every entry point allowed by SEGTK_LOAD_PLUGINS; record the ones that fail."""
         allowed = os.environ.get("SEGTK_LOAD_PLUGINS")
         wanted = None if allowed is None else {n.strip() for n in allowed.split(",") if n.strip()}
-        for ep in importlib.metadata.entry_points(group=GROUP):
-            if (wanted is not None and ep.name not in wanted) or self.has_plugin(ep.name):
+        for ep in entry_points():
+            if wanted is not None and ep.name not in wanted:
                 continue
             dist = (ep.dist.name, ep.dist.version) if ep.dist else ("?", "?")
+            name = ep.name
+            if self.has_plugin(name):
+                if self.distributions.get(name, dist)[0] == dist[0]:
+                    continue  # the same distribution found twice
+                # Another distribution reusing the entry-point name is loaded too, under its own
+                # key, so whatever it registers meets the registry's name-conflict check.
+                name = f"{ep.name} ({dist[0]})"
             try:
-                self.register(ep.load(), name=ep.name)
-                self.distributions[ep.name] = dist
+                self.register(ep.load(), name=name)
+                self.distributions[name] = dist
             except Exception as exc:  # a broken plugin must never take the CLI down
                 error = f"{type(exc).__name__}: {exc}"
-                self.broken.append(Broken(ep.name, dist[0], dist[1], error))
+                self.broken.append(Broken(name, dist[0], dist[1], error))
+        self.check_hooks()
+
+    def check_hooks(self) -> None:
+        """Unregister, as broken, each plugin implementing a hook segtk does not define (a
+        misspelt `register_attack` would otherwise be ignored without a word)."""
+        while True:
+            try:
+                self.check_pending()
+                return
+            except pluggy.PluginValidationError as exc:
+                name = self.get_name(exc.plugin) or repr(exc.plugin)
+                dist = self.distributions.pop(name, ("?", "?"))
+                self.unregister(exc.plugin)
+                self.broken.append(Broken(name, dist[0], dist[1], unknown_hook_message(exc)))
 
 
 _manager: PluginManager | None = None

@@ -27,6 +27,9 @@ class Proxy:
             raise ValueError(f"unknown proxy {self.kind!r}; choose one of {', '.join(PROXIES)}")
 
     def __call__(self, pred: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
-        conf = confusion(pred, label, self.num_classes, self.ignore_index)
+        return self.score(confusion(pred, label, self.num_classes, self.ignore_index))
+
+    def score(self, conf: torch.Tensor) -> torch.Tensor:
+        """The proxy of confusions [N,K,K+1] (the oracle counts them once per query)."""
         score = mean_iou(conf) if self.kind == "miou" else pixel_accuracy(conf)
         return torch.nan_to_num(score, nan=0.0).float()

@@ -17,6 +17,7 @@ KINDS = {
     "editor": "register_editors",
     "filter": "register_filters",
     "dataset": "register_datasets",
+    "augmenter": "register_augmenters",
 }
 
 
@@ -46,11 +47,14 @@ class PluginInfo:
     error: str = ""
     missing: list[str] = field(default_factory=list)
     install: str = ""
+    conflict: str = ""  # another plugin registered the same kind and name: both are refused
 
     @property
     def status(self) -> str:
         if self.error:
             return "broken"
+        if self.conflict:
+            return "conflict"
         return "missing dependency" if self.missing else "ok"
 
 
@@ -68,18 +72,22 @@ def missing_modules(modules: tuple[str, ...]) -> list[str]:
 
 
 _infos: list[PluginInfo] | None = None
+_commands: list[PluginInfo] = []  # filled by add_commands, which needs the CLI group
+_command_groups: set[int] = set()  # groups add_commands has filled since the last reset
 
 
 def reset() -> None:
     global _infos
     _infos = None
+    _commands.clear()
+    _command_groups.clear()
 
 
 def plugins() -> list[PluginInfo]:
     """Everything registered, plus broken entry points, in a stable order."""
     global _infos
     if _infos is not None:
-        return _infos
+        return sorted(_infos + _commands, key=lambda i: (i.kind, i.name))
     pm = get_plugin_manager()
     infos: list[PluginInfo] = []
     for kind, hook in KINDS.items():
@@ -106,8 +114,26 @@ def plugins() -> list[PluginInfo]:
                 )
     for b in pm.broken:
         infos.append(PluginInfo(b.name, "?", b.name, b.distribution, b.version, "", error=b.error))
-    _infos = sorted(infos, key=lambda i: (i.kind, i.name))
-    return _infos
+    mark_conflicts(infos)
+    _infos = infos
+    return sorted(_infos + _commands, key=lambda i: (i.kind, i.name))
+
+
+def _owner(info: PluginInfo) -> str:
+    return f"{info.distribution} {info.version}".strip() + f" (plugin {info.plugin})"
+
+
+def mark_conflicts(infos: list[PluginInfo]) -> None:
+    """Two registrations of one kind and name: neither may silently replace the other."""
+    groups: dict[tuple[str, str], list[PluginInfo]] = {}
+    for info in infos:
+        if not info.error and info.hook:
+            groups.setdefault((info.kind, info.name), []).append(info)
+    for (kind, name), same in groups.items():
+        if len(same) > 1:
+            owners = " and ".join(_owner(i) for i in same)
+            for info in same:
+                info.conflict = f"{kind} {name!r} is registered by {owners}"
 
 
 def lookup(kind: str, name: str) -> Any:
@@ -122,6 +148,12 @@ def lookup(kind: str, name: str) -> Any:
     info = matches[0]
     if info.status == "broken":
         raise PluginError(f"{kind} plugin {name!r} is broken: {info.error}")
+    if info.status == "conflict":
+        dists = sorted({i.distribution for i in matches})
+        raise PluginError(
+            f"{info.conflict}; refusing to guess which one to use",
+            hint=f"uninstall one of {', '.join(dists)} (pip uninstall NAME); see `segtk plugins`",
+        )
     if info.missing:
         how = info.install or f"pip install {' '.join(info.missing)}"
         raise PluginError(
@@ -129,6 +161,60 @@ def lookup(kind: str, name: str) -> Any:
             hint=how,
         )
     return info.obj
+
+
+def add_commands(group: Any) -> None:
+    """Let each plugin add commands to the click `group` (hook register_commands), one plugin at
+    a time. A plugin that raises adds nothing and is listed as broken. A name segtk already has
+    stays segtk's; a name two plugins add runs neither: both are listed as conflicts."""
+    if id(group) in _command_groups:
+        return  # once per group: a second pass would take the plugins' commands for segtk's own
+    _command_groups.add(id(group))
+    pm = get_plugin_manager()
+    builtin = dict(group.commands)
+    added: dict[str, list[PluginInfo]] = {}
+    for impl in pm.hook.register_commands.get_hookimpls():
+        dist, version = pm.distributions.get(impl.plugin_name, ("(registered object)", ""))
+        before = dict(group.commands)
+        try:
+            impl.function(cli=group)
+        except Exception as exc:  # a plugin must never take the CLI (or `segtk --help`) down
+            _commands.append(PluginInfo(impl.plugin_name, "command", impl.plugin_name, dist, version,
+                                        "register_commands", error=f"{type(exc).__name__}: {exc}"))
+            continue
+        finally:
+            after = dict(group.commands)
+            group.commands.clear()
+            group.commands.update(before)
+        for name, command in after.items():
+            if before.get(name) is not command:
+                info = PluginInfo(name, "command", impl.plugin_name, dist, version,
+                                  "register_commands", command)
+                _commands.append(info)
+                added.setdefault(name, []).append(info)
+    for name, infos in added.items():
+        if name in builtin:
+            for info in infos:
+                info.conflict = f"command {name!r} of {_owner(info)} would replace segtk's own"
+        elif len(infos) > 1:
+            message = f"command {name!r} is registered by {' and '.join(_owner(i) for i in infos)}"
+            for info in infos:
+                info.conflict = message
+            group.commands[name] = _refusing_command(name, message)
+        else:
+            group.commands[name] = infos[0].obj
+
+
+def _refusing_command(name: str, message: str) -> Any:
+    """Stands in for a command two plugins claim: running it says so instead of picking one."""
+    import click
+
+    def refuse() -> None:
+        raise PluginError(f"{message}; refusing to guess which one to run",
+                          hint="uninstall one of them (pip uninstall NAME); see `segtk plugins`")
+
+    return click.Command(name, callback=refuse, help=f"Refused: {message}.", add_help_option=False,
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 
 
 def attack(name: str) -> Any:
@@ -149,3 +235,8 @@ def filter_(name: str) -> Any:
 
 def dataset_plugin(name: str) -> Any:
     return lookup("dataset", name)
+
+
+def augmenter(name: str) -> Any:
+    """The registered Augmenter class `name` (`segtk train --augment NAME`)."""
+    return lookup("augmenter", name)

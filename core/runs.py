@@ -1,34 +1,36 @@
-"""Run directories: run.json, results.jsonl appended atomically per image, and resume."""
+"""Run directories: run.json, results appended a whole line at a time, a lock, and resume.
+
+Guarantees (tests/test_runs.py, tests/test_runs_faults.py):
+- `append` writes a whole line or raises (the file is cut back to its previous size), so the
+  records a run reports are exactly the lines the file holds.
+- `--resume` drops only a torn last line (one without its newline: all an interrupted append can
+  leave). Any other bad line is an error naming the file and line; nothing after it is lost.
+- One process at a time: a run holds an exclusive lock on OUT/.lock for its life.
+  (RunDirs of one process on one folder share it.)
+"""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
-import platform
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from segtk.core.data import atomic_write_bytes
+from segtk.core.data import atomic_write_json
 from segtk.core.errors import SegtkError
+from segtk.core.os_errors import os_error
+from segtk.core.provenance import git_commit, spec_file_hashes, versions
+
+__all__ = ["RUN_FILE", "RESULTS_FILE", "LOCK_FILE", "RunDir", "RunLock", "append_line",
+           "read_results", "load_run_file", "run_record", "make_run_dir", "versions"]
 
 RUN_FILE = "run.json"
 RESULTS_FILE = "results.jsonl"
-
-
-def versions() -> dict[str, str]:
-    import importlib.metadata as md
-
-    import torch
-
-    from segtk import __version__
-
-    out = {"segtk": __version__, "torch": torch.__version__, "python": platform.python_version()}
-    for dist in md.distributions():
-        name = dist.metadata["Name"] or ""
-        if name.startswith("segtk-"):
-            out[name] = dist.version
-    return out
+LOCK_FILE = ".lock"
 
 
 class RunDir:
@@ -36,62 +38,249 @@ class RunDir:
 
     `may_differ` names config keys a resume may change because every record carries that
     setting in its key (e.g. a benchmark's attack list: adding an attack reuses the others).
+    `read_only` looks at a run another process may be writing (no lock, no repair, no writes).
+    Close it (or use it as a context manager) to release the lock.
     """
 
     def __init__(self, path: str | Path, config: dict[str, Any], resume: bool,
-                 may_differ: tuple[str, ...] = ()) -> None:
+                 may_differ: tuple[str, ...] = (), read_only: bool = False) -> None:
         self.path = Path(path)
         self.config = config
-        run_file = self.path / RUN_FILE
-        if run_file.exists():
-            old = json.loads(run_file.read_text())
-            if not resume and (self.path / RESULTS_FILE).exists():
-                raise SegtkError(
-                    f"{self.path} already holds results",
-                    hint="pass --resume to continue that run, or choose another --out",
-                )
-            diff = sorted(k for k in set(old.get("config", {})) | set(config)
-                          if old.get("config", {}).get(k) != config.get(k) and k not in may_differ)
-            if resume and diff:
+        self.read_only = read_only
+        self._lock: RunLock | None = None
+        if not read_only:
+            make_run_dir(self.path)
+            self._lock = RunLock(self.path)
+        try:
+            old = check_run(self.path, [RESULTS_FILE], resume or read_only, "results")
+            old_config = (old or {}).get("config", {})
+            diff = sorted(k for k in set(old_config) | set(config)
+                          if old_config.get(k) != config.get(k) and k not in may_differ)
+            if old is not None and (resume or read_only) and diff:
                 raise SegtkError(
                     f"{self.path} holds a run with other settings ({', '.join(diff)})",
                     hint="resume with the same options, or choose another --out",
                 )
-        self.path.mkdir(parents=True, exist_ok=True)
-        record = {"command": " ".join(sys.argv), "versions": versions(), "config": config}
-        atomic_write_bytes(run_file, (json.dumps(record, indent=2) + "\n").encode())
+            if not read_only:
+                write_run_file(self.path, run_record(config))
+        except BaseException:
+            self.close()
+            raise
 
     def done(self, key: str = "image") -> dict[str, dict[str, Any]]:
         """Finished records by `key`. A torn last line (a crash mid-write) is dropped."""
-        return read_results(self.path / RESULTS_FILE, key=key, repair=True)
+        return read_results(self.path / RESULTS_FILE, key=key, repair=not self.read_only)
 
     def append(self, record: dict[str, Any]) -> None:
-        """One line per image, written with a single write and fsync'd."""
-        line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
-        fd = os.open(self.path / RESULTS_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        """One whole line per record, fsync'd (see `append_line`)."""
+        if self.read_only:
+            raise SegtkError(f"{self.path} was opened read-only", hint="a bug: report it")
+        append_line(self.path / RESULTS_FILE, record)
+
+    def close(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def __enter__(self) -> RunDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
         try:
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
+            self.close()
+        except Exception:  # at interpreter exit; the kernel drops the lock anyway
+            pass
+
+
+class RunLock:
+    """An exclusive, non-blocking flock on DIR/.lock, holding the owner's pid.
+
+    It keeps other processes out; in one process, RunDirs on the same folder share it (a
+    notebook or test reopening a run is no second writer). The kernel drops it when the
+    process dies, so a killed run never leaves a stale lock.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        path = directory / LOCK_FILE
+        self.key: tuple[int, int] | None = None
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            stat = os.fstat(fd)
+        except OSError as exc:
+            raise os_error(exc, f"cannot create {path}") from exc
+        key = (stat.st_dev, stat.st_ino)
+        if key in _HELD:  # this process holds it already
             os.close(fd)
+            _HELD[key][1] += 1
+            self.key = key
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_pid(fd)
+            os.close(fd)
+            raise SegtkError(
+                f"{directory} is in use by process {holder or '(unknown)'}",
+                hint="wait for that run to finish (or stop it), or choose another --out",
+            ) from None
+        try:  # the pid is only for the message above: a full disk must not fail here
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass
+        _HELD[key] = [fd, 1]
+        self.key = key
+
+    def release(self) -> None:
+        if self.key is None:
+            return
+        entry = _HELD[self.key]
+        entry[1] -= 1
+        if entry[1] == 0:
+            os.close(entry[0])  # closing the file releases the flock
+            del _HELD[self.key]
+        self.key = None
+
+
+_HELD: dict[tuple[int, int], list[int]] = {}  # this process's locks: (dev, inode) -> [fd, users]
+
+
+def _read_pid(fd: int) -> str:
+    try:
+        return os.pread(fd, 32, 0).decode().strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def make_run_dir(path: Path) -> None:
+    """mkdir -p with a one-line error (a file in the way, no permission, a read-only disk)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:
+        raise SegtkError(f"cannot create the run folder {path}: a file is in the way",
+                         hint="choose another --out (or move that file)") from exc
+    except OSError as exc:
+        raise os_error(exc, f"cannot create the run folder {path}") from exc
+
+
+def check_run(path: Path, results: Iterable[str], resume: bool, what: str) -> dict[str, Any] | None:
+    """The run.json in `path` (None if absent), refusing to mix or orphan results.
+
+    Results without a run.json are refused even with --resume: their settings are unknown, so
+    a resume could silently mix two runs.
+    """
+    old = load_run_file(path / RUN_FILE)
+    found = [name for name in results if (path / name).exists()]
+    if found and old is None:
+        raise SegtkError(f"{path} holds {found[0]} but no run.json, so its settings are unknown",
+                         hint="restore OUT/run.json from the run that wrote those results, "
+                              "or choose another --out")
+    if found and not resume:
+        raise SegtkError(f"{path} already holds {what}",
+                         hint="pass --resume to continue that run, or choose another --out")
+    return old
+
+
+def load_run_file(path: Path) -> dict[str, Any] | None:
+    """run.json as a dict, None if absent; a torn or foreign one is an error naming the fix."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise os_error(exc, f"cannot read {path}") from exc
+    try:
+        record = json.loads(raw)
+    except ValueError as exc:
+        problem = f"is not valid JSON ({exc})"
+    else:
+        if isinstance(record, dict) and isinstance(record.get("config", {}), dict):
+            return record
+        problem = "is not a segtk run record"
+    raise SegtkError(f"{path} {problem}",
+                     hint="restore it from a backup (its config is how --resume checks the "
+                          "settings), or choose another --out")
+
+
+def run_record(config: dict[str, Any]) -> dict[str, Any]:
+    """What run.json says: the command, versions, git commit, model files' sha256, config."""
+    specs = [config["model"]] if isinstance(config.get("model"), str) else []
+    specs += [m for m in config.get("models") or [] if isinstance(m, str)]
+    return {"command": " ".join(sys.argv), "versions": versions(), "git_commit": git_commit(),
+            "weights": spec_file_hashes(specs), "config": config}
+
+
+def write_run_file(path: Path, record: dict[str, Any]) -> None:
+    try:
+        atomic_write_json(path / RUN_FILE, record)
+    except OSError as exc:
+        raise os_error(exc, f"cannot write {path / RUN_FILE}") from exc
+
+
+def append_line(path: Path, record: dict[str, Any]) -> None:
+    """Append one JSON line, fsync'd: all of it, or nothing and a SegtkError.
+
+    Short writes are continued; a failure (full disk, I/O error) cuts the file back to its
+    size before, so no torn line or uncounted record is left behind.
+    """
+    line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError as exc:
+        raise os_error(exc, f"cannot open {path}") from exc
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            written = 0
+            while written < len(line):
+                n = os.write(fd, line[written:])
+                if n <= 0:
+                    raise OSError(errno.EIO, f"short write ({written} of {len(line)} bytes)")
+                written += n
+            os.fsync(fd)
+        except OSError as exc:
+            err = os_error(exc, f"cannot append to {path}")
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                err.message += "; its last line may be torn (--resume drops it)"
+            raise SegtkError(err.message, f"{err.hint}; the records before are kept") from exc
+    finally:
+        os.close(fd)
 
 
 def read_results(path: Path, key: str = "image", repair: bool = False) -> dict[str, dict[str, Any]]:
-    if not path.exists():
+    """Records by `key`. A last line without its newline (an interrupted append) is ignored, and
+    cut off if `repair`; any other unreadable line is an error: the lines after it are results."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
         return {}
-    raw = path.read_bytes()
+    except OSError as exc:
+        raise os_error(exc, f"cannot read {path}") from exc
+    *lines, torn = raw.split(b"\n")
     records: dict[str, dict[str, Any]] = {}
-    good = 0
-    for line in raw.splitlines(keepends=True):
-        if not line.endswith(b"\n"):
-            break
+    for number, line in enumerate(lines, 1):
+        last = number == len(lines) and not torn
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError:
-            break
+        except ValueError as exc:
+            raise _bad_line(path, number, last, f"is not valid JSON ({exc})") from exc
+        if not isinstance(rec, dict) or not isinstance(rec.get(key), str):
+            raise _bad_line(path, number, last, f"has no {key!r}: not a record of this run")
         records[rec[key]] = rec
-        good += len(line)
-    if repair and good < len(raw):
+    if torn and repair:
         with open(path, "r+b") as fh:
-            fh.truncate(good)
+            fh.truncate(len(raw) - len(torn))
     return records
+
+
+def _bad_line(path: Path, number: int, last: bool, problem: str) -> SegtkError:
+    why = ("it ends with a newline, so it is no interrupted append: something else wrote it"
+           if last else "the lines after it hold finished results, so it is not dropped")
+    return SegtkError(f"{path} line {number} {problem}",
+                      hint=f"{why}; repair or delete line {number} (e.g. sed -i '{number}d' "
+                           f"{path}), then rerun with --resume")

@@ -87,14 +87,22 @@ def split_folder(base: Path, split: str, hint: str) -> Path:
     )
 
 
-def check_flat_split(root: Path, split: str | None, accepted: Sequence[str], fmt: str) -> None:
-    """A folder without split subfolders is read as its format's default split only."""
-    if split is not None and split not in accepted:
+def check_flat_split(root: Path | str, split: str | None, accepted: Sequence[str], fmt: str) -> None:
+    """The one check of --split for readers that do not pick a split folder: a flat folder is
+    read as its format's default split only, and a format without splits (`accepted` empty)
+    takes no --split at all. Every reader must refuse a split it ignores, never drop it."""
+    if split is None or split in accepted:
+        return
+    if not accepted:
         raise DataError(
-            f"{root}: unknown split {split!r}: this {fmt} folder has no split subfolders",
-            hint=f"drop --split (the folder is read as split {accepted[0]!r}) "
-            f"or point PATH at a full {fmt} tree",
+            f"{root}: unknown split {split!r}: {fmt} datasets have no splits",
+            hint=f"drop --split, or point --data at the split's own {fmt} folder",
         )
+    raise DataError(
+        f"{root}: unknown split {split!r}: this {fmt} folder has no split subfolders",
+        hint=f"drop --split (the folder is read as split {accepted[0]!r}) "
+        f"or point PATH at a full {fmt} tree",
+    )
 
 
 def make_pairs(entries: Iterable[tuple[str, Path, Path, LabelReader]]) -> Pairs:
@@ -171,6 +179,7 @@ def folder_dataset(root: Path, name: str, hint: str) -> Dataset:
 def load_folder(arg: str, split: str | None) -> Dataset:
     hint = "a folder dataset holds images/, labels/ (same file names) and classes.txt"
     root = dataset_root(arg, "folder", hint)
+    check_flat_split(root, split, (), "folder")
     return folder_dataset(root, f"folder:{root.name}", hint)
 
 
@@ -197,6 +206,7 @@ def load_edited(arg: str, split: str | None) -> Dataset:
     """The output of `segtk edit`: the folder layout plus an optional manifest.jsonl."""
     hint = "an edited dataset (from `segtk edit`) holds images/, labels/, classes.txt"
     root = dataset_root(arg, "edited", hint)
+    check_flat_split(root, split, (), "edited")
     dataset = folder_dataset(root, f"edited:{root.name}", hint)
     manifest = root / "manifest.jsonl"
     if manifest.is_file():

@@ -32,6 +32,7 @@ from segtk.core.metrics import ConfusionAccumulator, confusion, mean_iou, pixel_
 from segtk.core.render import overlay
 from segtk.core.runs import RunDir
 from segtk.core.segmenter import Segmenter, check_prediction
+from segtk.core.specs import check_compatible
 
 
 def image_seed(seed: int, name: str) -> int:
@@ -93,6 +94,7 @@ def attack_dataset(
     on_image: Callable[[dict[str, Any]], None] | None = None,
 ) -> Summary:
     """Attack every image not yet in results.jsonl; return the summary over the whole set."""
+    check_compatible(segmenter, dataset)  # scores against labels of other classes are noise
     done = run.done()
     pending = [i for i, name in enumerate(dataset.names) if name not in done]
     palette = dataset.palette if dataset.palette is not None else default_palette(len(dataset.classes))

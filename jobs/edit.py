@@ -13,7 +13,7 @@ The output folder is an edited dataset that `--data edited:DIR` reads back:
     DIR/source/            the source images that were edited, with their labels (a folder
                            dataset: the "original" to compare with, on the same images)
     DIR/contact_sheet.png  rows of original | edited | label overlay
-    DIR/run.json           command, versions, config (must match on --resume), summary
+    DIR/run.json           command, versions, git commit, config (must match on --resume), summary
 
 NAME is SOURCE__VALUE (SOURCE__VALUE__K with --variants K > 1). Every edit draws from its own
 random stream, seeded from the run seed and NAME (`image_seed`), so results do not depend on
@@ -22,9 +22,6 @@ the order, on --limit or on resuming.
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -33,13 +30,13 @@ from typing import Any
 
 import numpy as np
 
+from segtk.core import runs
 from segtk.jobs.attack import image_seed
 from segtk.core.data import Dataset, atomic_write_bytes, default_palette, write_png
 from segtk.core.editing import AttributeEditor, EditedSample, Editor, Sample, SkipSample
 from segtk.core.errors import DataError, PluginError, SegtkError, naming
 from segtk.core.filtering import Filter
 from segtk.core.render import overlay
-from segtk.core.runs import read_results, versions
 from segtk.core.samples import DEFAULT_MIN_AREA, Skip, prepare_sample
 
 RUN_FILE, MANIFEST, SKIPPED = "run.json", "manifest.jsonl", "skipped.jsonl"
@@ -66,50 +63,65 @@ def jsonable(value: Any) -> Any:
 
 
 def append_line(path: Path, record: dict[str, Any]) -> None:
-    """One JSON line with a single write, fsync'd: a crash leaves at most a torn last line."""
-    line = (json.dumps(jsonable(record), separators=(",", ":")) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, line)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """One JSON line, whole or not at all (see runs.append_line)."""
+    runs.append_line(path, jsonable(record))
 
 
 class EditRun:
-    """An edit output folder. `config` must match on resume, so outputs never mix runs."""
+    """An edit output folder. `config` must match on resume, so outputs never mix runs.
+
+    Like a RunDir: locked for its life (close it to release), strict about run.json and the
+    manifests, and a torn last manifest line is dropped on resume.
+    """
 
     def __init__(self, path: str | Path, config: dict[str, Any], resume: bool) -> None:
         self.path = Path(path)
         self.config = jsonable(config)
-        run_file = self.path / RUN_FILE
-        has_results = (self.path / MANIFEST).exists() or (self.path / SKIPPED).exists()
-        if run_file.exists() or has_results:
-            if not resume and has_results:
-                raise SegtkError(f"{self.path} already holds an edited dataset",
-                                 hint="pass --resume to continue that run, or choose another --out")
-            old = json.loads(run_file.read_text()).get("config", {}) if run_file.exists() else {}
-            if resume and old != self.config:
-                diff = sorted(k for k in set(old) | set(self.config)
-                              if old.get(k) != self.config.get(k))
+        self._lock: runs.RunLock | None = None
+        runs.make_run_dir(self.path)
+        self._lock = runs.RunLock(self.path)
+        try:
+            old = runs.check_run(self.path, [MANIFEST, SKIPPED], resume, "an edited dataset")
+            old_config = (old or {}).get("config", {})
+            if old is not None and resume and old_config != self.config:
+                diff = sorted(k for k in set(old_config) | set(self.config)
+                              if old_config.get(k) != self.config.get(k))
                 raise SegtkError(f"{self.path} holds an edit run with other settings "
                                  f"({', '.join(diff)})",
                                  hint="resume with the same options, or choose another --out")
-        self.path.mkdir(parents=True, exist_ok=True)
-        self.write_run_file()
+            self.write_run_file()
+        except BaseException:
+            self.close()
+            raise
 
     def write_run_file(self, summary: dict[str, Any] | None = None) -> None:
-        record: dict[str, Any] = {"command": " ".join(sys.argv), "versions": versions(),
-                                  "config": self.config}
+        record = runs.run_record(self.config)
         if summary is not None:
             record["summary"] = summary
-        atomic_write_bytes(self.path / RUN_FILE, (json.dumps(record, indent=2) + "\n").encode())
+        runs.write_run_file(self.path, record)
 
     def done(self) -> dict[str, dict[str, Any]]:
-        return read_results(self.path / MANIFEST, key="name", repair=True)
+        return runs.read_results(self.path / MANIFEST, key="name", repair=True)
 
     def skipped(self) -> dict[str, dict[str, Any]]:
-        return read_results(self.path / SKIPPED, key="name", repair=True)
+        return runs.read_results(self.path / SKIPPED, key="name", repair=True)
+
+    def close(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def __enter__(self) -> EditRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # at interpreter exit; the kernel drops the lock anyway
+            pass
 
 
 @dataclass

@@ -22,6 +22,7 @@ from segtk.core.errors import ModelError, naming
 from segtk.core.metrics import ConfusionAccumulator
 from segtk.core.render import overlay
 from segtk.core.segmenter import Segmenter, check_prediction
+from segtk.core.specs import check_compatible
 
 
 def predict_dataset(
@@ -31,7 +32,9 @@ def predict_dataset(
     batch_size: int = 8,
     on_batch: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Predict every image (batched); write label PNGs and overlays under `out` if given."""
+    """Predict every image (batched); write label PNGs and overlays under `out` if given.
+    Refuses a model whose class list differs from the dataset's: its mIoU would be noise."""
+    check_compatible(segmenter, dataset)
     acc = ConfusionAccumulator(len(dataset.classes), dataset.ignore_index)
     palette = dataset.palette if dataset.palette is not None else default_palette(len(dataset.classes))
     for batch in same_size_batches(dataset, range(len(dataset)), batch_size):

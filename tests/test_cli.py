@@ -13,7 +13,7 @@ from segtk.core import registry
 from segtk.core.hookspecs import hookimpl
 from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
 from segtk.core.registry import SegmenterPlugin
-from segtk.testing import TinySegmenter
+from segtk.testing import TinySegmenter, shared
 
 
 @pytest.fixture
@@ -98,3 +98,28 @@ def test_bench_resume_adds_an_attack_and_table_only_runs_nothing(tmp_path, folde
     assert (out / "results.jsonl").read_text().splitlines() == lines  # nothing was run
     empty = invoke(*args[:-1], str(tmp_path / "none"), "--attacks", "random", "--table-only")
     assert empty.exit_code == 1 and "holds no benchmark records" in empty.output
+
+
+@pytest.fixture
+def five_class_dataset(folder_dataset):
+    """The tiny model's images and labels, but a class list one longer than the model's."""
+    (folder_dataset / "classes.txt").write_text("\n".join(TinySegmenter().classes + ["extra"]) + "\n")
+    return folder_dataset
+
+
+@pytest.mark.parametrize("command", [["predict"], ["attack", "--plugin", "dla", "--budget", "3"]])
+def test_model_classes_must_match_the_datasets(command, tmp_path, five_class_dataset, tiny_model) -> None:
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, [*command, "--model", "tiny", "--data", f"folder:{five_class_dataset}",
+                                      "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert "predicts 4 classes but dataset folder:data has 5" in result.output
+    assert "hint:" in result.output and "Traceback" not in result.output
+    assert not out.exists()  # refused before any run directory or output is written
+
+
+@pytest.mark.parametrize("command", [["predict"], ["attack", "--plugin", "dla"]])
+def test_camvid_model_on_demo_data_is_refused(command) -> None:
+    weights = shared("models/espnet_camvid.safetensors")
+    result = CliRunner().invoke(cli, [*command, "--model", f"espnet:camvid={weights}", "--data", "demo"])
+    assert result.exit_code == 1 and "predicts 11 classes but dataset demo has 8" in result.output

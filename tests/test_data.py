@@ -49,7 +49,7 @@ def test_camvid_val_all_101_images() -> None:
 
 def test_camvid_unknown_split_lists_the_available_ones() -> None:
     root = shared("data/camvid")
-    with pytest.raises(DataError, match=r"unknown split 'test'.*available: val"):
+    with pytest.raises(DataError, match=r"unknown split 'test'.*available: train, val"):
         load_dataset(f"camvid:{root}", split="test")
 
 

@@ -107,3 +107,17 @@ def test_mean_robustness() -> None:
     assert mean_robustness([0.3, 0.5], 0.5) == pytest.approx(0.8)
     with pytest.raises(ValueError):
         mean_robustness([], 0.5)
+
+
+def test_label_confusion_scores_rows_against_their_owners() -> None:
+    from segtk.core.metrics import LabelConfusion
+
+    g = torch.Generator().manual_seed(0)
+    labels = torch.randint(0, 4, (3, 5, 6), generator=g)
+    labels[0, 0] = 255
+    labels[2, 1] = -1  # outside the class list: never scored
+    pred = torch.randint(-1, 6, (4, 5, 6), generator=g)  # -1 and 5 are "wrong" columns
+    owners = torch.tensor([2, 0, 0, 1])
+    got = LabelConfusion(labels, 4)(pred, owners)
+    for row, owner in enumerate(owners.tolist()):
+        assert torch.equal(got[row], confusion(pred[row], labels[owner], 4)[0])

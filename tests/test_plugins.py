@@ -7,12 +7,20 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import click
 import pytest
+from click.testing import CliRunner
 
+from segtk.core import plugins as plugins_module
 from segtk.core import registry
+from segtk.core.attack import Attack
 from segtk.core.errors import PluginError
+from segtk.core.hookspecs import hookimpl
 from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
 from segtk.testing import TinySegmenter, toy_batch
 
@@ -115,3 +123,138 @@ def test_cli_plugins_json_lists_builtins_ok_and_broken(third_party) -> None:
     assert rows["dla"]["status"] == "ok" and rows["dla"]["distribution"] == "segtk-attack-dla"
     assert rows["segtk_broken"]["status"] == "broken"
     assert rows["hello"]["status"] == "ok"
+
+
+# --- in-process fake plugins: guarded commands, name conflicts, misspelt hooks ------------------
+
+
+@dataclass
+class FakeEntryPoint:
+    """Stands in for an installed distribution's entry point; load() returns the module."""
+
+    name: str
+    module: Any
+    dist: Any
+
+    def load(self) -> Any:
+        return self.module
+
+
+def fake_plugin(name: str, dist: str, **hooks: Any) -> FakeEntryPoint:
+    module = types.SimpleNamespace(**{k: hookimpl(v) for k, v in hooks.items()})
+    return FakeEntryPoint(name, module, types.SimpleNamespace(name=dist, version="6.6.6"))
+
+
+@pytest.fixture
+def with_fakes(monkeypatch):
+    """Install fake entry points next to the real ones, and a throw-away copy of the CLI's
+    command table so commands plugins add do not outlive the test."""
+    from segtk.cli import cli
+
+    monkeypatch.setattr(cli, "commands", dict(cli.commands))
+    monkeypatch.delenv("SEGTK_LOAD_PLUGINS", raising=False)
+    real = list(plugins_module.entry_points())
+
+    def install(*fakes: FakeEntryPoint):
+        monkeypatch.setattr(plugins_module, "entry_points", lambda: real + list(fakes))
+        reset_plugin_manager()
+        from segtk import cli as cli_module
+
+        cli_module.pm_commands()  # what `segtk` (main) does before parsing
+        return cli
+
+    yield install
+    reset_plugin_manager()
+
+
+def plugins_json(cli) -> dict[tuple[str, str], dict]:
+    out = CliRunner().invoke(cli, ["plugins", "--json"], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    return {(r["kind"], r["name"]): r for r in json.loads(out.output)}
+
+
+def raise_in_commands(cli) -> None:
+    cli.add_command(click.Command("half-added", callback=lambda: None))
+    raise RuntimeError("boom in register_commands")
+
+
+def test_raising_register_commands_does_not_break_help_and_is_listed_broken(with_fakes) -> None:
+    cli = with_fakes(fake_plugin("segtk_boom", "segtk-boom", register_commands=raise_in_commands))
+    helped = CliRunner().invoke(cli, ["--help"], catch_exceptions=False)
+    assert helped.exit_code == 0 and "attack" in helped.output
+    assert "half-added" not in helped.output  # a failing plugin adds nothing, not half
+    row = plugins_json(cli)[("command", "segtk_boom")]
+    assert row["status"] == "broken" and "boom in register_commands" in row["error"]
+    assert row["distribution"] == "segtk-boom"
+
+
+class Impostor(Attack):
+    """Claims DLA's name."""
+
+    name = "dla"
+
+    def attack(self, oracle) -> None:
+        oracle.query(oracle.clean)
+
+
+def test_second_attack_with_a_taken_name_is_a_conflict_naming_both(with_fakes) -> None:
+    cli = with_fakes(fake_plugin("segtk_impostor", "segtk-impostor",
+                                 register_attacks=lambda register: register(Impostor)))
+    rows = [r for (kind, name), r in plugins_json(cli).items() if kind == "attack" and name == "dla"]
+    infos = [i for i in registry.plugins() if (i.kind, i.name) == ("attack", "dla")]
+    assert {i.distribution for i in infos} == {"segtk-attack-dla", "segtk-impostor"}
+    assert all(i.status == "conflict" for i in infos) and rows[0]["status"] == "conflict"
+    assert "segtk-attack-dla" in rows[0]["error"] and "segtk-impostor" in rows[0]["error"]
+    with pytest.raises(PluginError, match="segtk-attack-dla.*segtk-impostor|segtk-impostor.*segtk-attack-dla"):
+        registry.attack("dla")
+    used = CliRunner().invoke(cli, ["attack", "--plugin", "dla"])
+    assert used.exit_code == 1 and "segtk-impostor" in used.output and "Traceback" not in used.output
+    assert registry.attack("random") is not None  # the rest still works
+
+
+def test_reused_entry_point_name_is_loaded_and_checked_not_skipped(with_fakes) -> None:
+    with_fakes(fake_plugin("dla", "segtk-impostor", register_attacks=lambda register: register(Impostor)))
+    statuses = {i.distribution: i.status for i in registry.plugins() if (i.kind, i.name) == ("attack", "dla")}
+    assert statuses == {"segtk-attack-dla": "conflict", "segtk-impostor": "conflict"}
+
+
+def test_command_names_cannot_be_taken_over(with_fakes) -> None:
+    def add(name: str, text: str):
+        return lambda cli: cli.add_command(click.Command(name, callback=lambda: click.echo(text)))
+
+    cli = with_fakes(
+        fake_plugin("segtk_a", "segtk-a", register_commands=add("hello", "from a")),
+        fake_plugin("segtk_b", "segtk-b", register_commands=add("hello", "from b")),
+        fake_plugin("segtk_c", "segtk-c", register_commands=add("predict", "fake predict")),
+        fake_plugin("segtk_d", "segtk-d", register_commands=add("only-d", "from d")),
+    )
+    rows = [r for r in json.loads(CliRunner().invoke(cli, ["plugins", "--json"]).output) if r["kind"] == "command"]
+    status = {(r["name"], r["distribution"]): r["status"] for r in rows}
+    assert status[("hello", "segtk-a")] == status[("hello", "segtk-b")] == "conflict"
+    assert status[("predict", "segtk-c")] == "conflict" and status[("only-d", "segtk-d")] == "ok"
+    hello = CliRunner().invoke(cli, ["hello"])
+    assert hello.exit_code == 1 and "segtk-a" in hello.output and "segtk-b" in hello.output
+    assert "from" not in hello.output
+    assert "fake predict" not in CliRunner().invoke(cli, ["predict", "--help"]).output  # segtk's own kept
+    assert CliRunner().invoke(cli, ["only-d"]).output == "from d\n"
+
+
+def test_misspelt_hook_is_reported_as_broken_not_ignored(with_fakes) -> None:
+    cli = with_fakes(fake_plugin("segtk_typo", "segtk-typo", register_attack=lambda register: None))
+    row = plugins_json(cli)[("?", "segtk_typo")]
+    assert row["status"] == "broken" and row["distribution"] == "segtk-typo"
+    assert "unknown hook 'register_attack'" in row["error"] and "register_attacks" in row["error"]
+    assert registry.attack("dla") is not None
+
+
+def test_adding_commands_twice_is_harmless(with_fakes) -> None:
+    from segtk import cli as cli_module
+
+    def add_fresh(cli) -> None:  # a new Command object on every call
+        cli.add_command(click.Command("fresh", callback=lambda: click.echo("fresh ran")))
+
+    cli = with_fakes(fake_plugin("segtk_fresh", "segtk-fresh", register_commands=add_fresh))
+    cli_module.pm_commands()
+    rows = [i for i in registry.plugins() if i.kind == "command" and i.name == "fresh"]
+    assert [i.status for i in rows] == ["ok"]
+    assert CliRunner().invoke(cli, ["fresh"]).output == "fresh ran\n"

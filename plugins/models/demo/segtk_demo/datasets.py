@@ -11,6 +11,7 @@ from functools import partial
 from pathlib import Path
 
 from segtk.core.data import Dataset, Item, read_image, read_label
+from segtk.datasets.readers import check_flat_split
 from segtk.core.errors import DataError
 from segtk_demo.scenes import CLASSES, IGNORE_INDEX, PALETTE, TRAIN_SEED_BASE, make_scene
 
@@ -78,7 +79,8 @@ def parse_options(arg: str) -> dict[str, int]:
 
 
 def load(arg: str = "", split: str | None = None) -> Dataset:
-    """The DatasetPlugin loader; `split` has no meaning for generated data and is ignored."""
+    """The DatasetPlugin loader; the demo scenes have no splits, so any --split is refused."""
+    check_flat_split(f"demo:{arg}" if arg else "demo", split, (), "demo")
     options = parse_options(arg or "")
     if "fresh" in options:
         return fresh(options["fresh"], options.get("seed", FRESH_SEED))

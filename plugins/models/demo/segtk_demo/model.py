@@ -6,12 +6,14 @@ weights ship inside the package (well under 2 MB).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from segtk.core.augment import Trainable, save_safetensors
 from segtk.core.errors import ModelError
 from segtk.core.segmenter import Segmenter, labels_from_logits
 from segtk_demo.scenes import CLASSES
@@ -86,7 +88,7 @@ def load_net(path: str | Path = WEIGHTS) -> DemoNet:
     return net.eval()
 
 
-class DemoSegmenter(Segmenter):
+class DemoSegmenter(Segmenter, Trainable):
     """The embedded street-scene model, ready for attacks without any download."""
 
     name = "demo"
@@ -102,6 +104,8 @@ class DemoSegmenter(Segmenter):
         images = images.to(self.device, torch.float32)
         if images.dim() != 4 or images.shape[1] != 3:
             raise ModelError(f"demo expects images [B,3,H,W], got {tuple(images.shape)}")
+        if self.training:  # batched, with the graph: BatchNorm trains on batch statistics
+            return padded_logits(self.net, images)
         with torch.inference_mode():
             if images.shape[0] == 0:
                 return images.new_zeros(0, len(self.classes), *images.shape[2:])
@@ -109,3 +113,25 @@ class DemoSegmenter(Segmenter):
 
     def predict(self, images: torch.Tensor) -> torch.Tensor:
         return labels_from_logits(self.logits(images))
+
+    # --- Trainable (segtk train) ---------------------------------------------------------------
+
+    def parameters(self) -> Iterator[nn.Parameter]:
+        return self.net.parameters()
+
+    def train(self, mode: bool = True) -> DemoSegmenter:
+        self.training = mode
+        self.net.train(mode)
+        return self
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return dict(self.net.state_dict())
+
+    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        self.net.load_state_dict(dict(state), strict=True)
+
+    def save(self, directory: str | Path) -> str:
+        """DIR/model.safetensors, loaded back by `--model demo:PATH`."""
+        path = Path(directory) / "model.safetensors"
+        save_safetensors(path, self.net.state_dict())
+        return f"demo:{path}"

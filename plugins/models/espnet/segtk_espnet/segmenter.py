@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from segtk.core.augment import Trainable, save_safetensors
 from segtk.core.segmenter import Segmenter, labels_from_logits
 from segtk_espnet.network import ESPNet, flush_denormals_
 
@@ -46,7 +49,7 @@ CITYSCAPES = Variant(
 VARIANTS = {v.name: v for v in (CAMVID, CITYSCAPES)}
 
 
-class ESPNetSegmenter(Segmenter):
+class ESPNetSegmenter(Segmenter, Trainable):
     """ESPNet (p=2, q=8) on RGB [0,1] images, batched, in eval/inference mode.
 
     Preprocessing as trained: RGB [0,1] -> BGR x*255, minus mean, over std, then over 255.
@@ -110,7 +113,7 @@ class ESPNetSegmenter(Segmenter):
         _check(images, self.name)
         if images.shape[0] == 0:
             return torch.empty(0, self.num_outputs, *images.shape[2:], device=self.device)
-        with torch.inference_mode():
+        with torch.inference_mode(not self.training):  # train mode keeps the graph
             chunks = [self._forward(part) for part in images.split(self.batch_size)]
         return chunks[0] if len(chunks) == 1 else torch.cat(chunks)
 
@@ -121,6 +124,31 @@ class ESPNetSegmenter(Segmenter):
         with torch.inference_mode():
             labels = [labels_from_logits(self._forward(p)) for p in images.split(self.batch_size)]
         return labels[0] if len(labels) == 1 else torch.cat(labels)
+
+    # --- Trainable (segtk train) ---------------------------------------------------------------
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]:
+        return self.net.parameters()
+
+    def train(self, mode: bool = True) -> ESPNetSegmenter:
+        """Train mode: BatchNorm uses batch statistics, gradients flow, `logits` keeps the graph."""
+        self.training = mode
+        self.net.train(mode)
+        for param in self.net.parameters():
+            param.requires_grad_(mode)
+        return self
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return dict(self.net.state_dict())
+
+    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        self.net.load_state_dict(dict(state), strict=True)
+
+    def save(self, directory: str | Path) -> str:
+        """DIR/model.safetensors (the published checkpoint's keys): `espnet:VARIANT=PATH`."""
+        path = Path(directory) / "model.safetensors"
+        save_safetensors(path, self.net.state_dict(), {"variant": self.variant.name})
+        return f"espnet:{self.variant.name}={path}"
 
 
 def _check(images: torch.Tensor, name: str) -> None:

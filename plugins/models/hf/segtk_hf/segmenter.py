@@ -22,6 +22,7 @@ unless the spec says `download`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from segtk.core.augment import Trainable
 from segtk.core.errors import ModelError
 from segtk.core.segmenter import Segmenter, labels_from_logits
 
@@ -67,8 +69,11 @@ def parse(arg: str) -> tuple[str, dict[str, Any]]:
     return source, opts
 
 
-class HFSegmenter(Segmenter):
-    """Common preprocessing; subclasses implement `scores` (and may override `predict`)."""
+class HFSegmenter(Segmenter, Trainable):
+    """Common preprocessing; subclasses implement `scores` (and may override `predict`).
+
+    Per-pixel heads (SegFormer, UperNet, ...) are Trainable: `segtk train` fine-tunes them on
+    the upsampled logits; mask-classification and CLIPSeg models refuse `train()`."""
 
     family = "per-pixel"
 
@@ -124,7 +129,7 @@ class HFSegmenter(Segmenter):
     # --- outputs ---------------------------------------------------------------------------
 
     def forward(self, pixel_values: torch.Tensor):
-        with torch.inference_mode():
+        with torch.inference_mode(not self.training):  # train mode keeps the graph
             return self.model(pixel_values=pixel_values)
 
     def scores(self, images: torch.Tensor) -> torch.Tensor:
@@ -138,6 +143,51 @@ class HFSegmenter(Segmenter):
         if images.shape[0] == 0:
             return torch.empty(0, *images.shape[2:], dtype=torch.long)
         return labels_from_logits(self.scores(images)).to(images.device)
+
+    # --- Trainable (segtk train) ---------------------------------------------------------------
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]:
+        return self.model.parameters()
+
+    def train(self, mode: bool = True) -> HFSegmenter:
+        if mode and self.family != "per-pixel":
+            raise ModelError(f"{self.name}: {self.family} models cannot be trained by segtk train",
+                             hint="fine-tune a per-pixel head instead (SegFormer, UperNet, DPT)")
+        self.training = mode
+        self.model.train(mode)
+        return self
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return dict(self.model.state_dict())
+
+    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        self.model.load_state_dict(dict(state), strict=True)
+
+    def save(self, directory: str | Path) -> str:
+        """save_pretrained (model.safetensors, config with the class names, image processor)
+        into a temporary folder renamed to `directory`: `hf:DIRECTORY[,size=WxH]`."""
+        import shutil
+        import tempfile
+
+        directory = Path(directory)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        self.model.config.id2label = dict(enumerate(self.classes))
+        self.model.config.label2id = {c: i for i, c in enumerate(self.classes)}
+        tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}."))
+        try:
+            self.model.save_pretrained(tmp, safe_serialization=True)
+            self.processor.save_pretrained(tmp)
+            old = directory.with_name(f".{directory.name}.old")
+            if directory.exists():
+                shutil.rmtree(old, ignore_errors=True)
+                directory.rename(old)
+            tmp.rename(directory)
+            shutil.rmtree(old, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        size = f",size={self.size[1]}x{self.size[0]}" if self.size else ""
+        return f"hf:{directory}{size}"
 
 
 def _upsample(scores: torch.Tensor, images: torch.Tensor) -> torch.Tensor:

@@ -16,10 +16,21 @@ from segtk.core.registry import missing_modules
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
 @click.option("--max-batch", type=click.IntRange(min=1), default=64, show_default=True,
               help="Most images accepted in one request.")
+@click.option("--max-pixels", type=click.IntRange(min=1), default=4096 * 4096, show_default=True,
+              help="Most pixels (H*W) of one image; bigger ones get 413 before decoding.")
+@click.option("--max-request-pixels", type=click.IntRange(min=1), default=4096 * 4096,
+              show_default=True,
+              help="Most pixels of all images of one request (12 bytes each once decoded).")
+@click.option("--max-body-mb", type=click.FloatRange(min=0, min_open=True), default=256.0,
+              show_default=True, help="Largest request body in MiB, chunked or not.")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
               default="warning", show_default=True)
-def serve(model_spec: str, host: str, port: int, max_batch: int, log_level: str) -> None:
+def serve(model_spec: str, host: str, port: int, max_batch: int, max_pixels: int,
+          max_request_pixels: int, max_body_mb: float, log_level: str) -> None:
     """Serve a model over HTTP (segtk-http/1) so attacks can query it as a black box.
+
+    The address is printed once the socket listens (the real port for --port 0). Sizes are
+    checked before decoding, so image bombs are refused (413) without using memory.
 
     \b
     Examples:
@@ -28,15 +39,24 @@ def serve(model_spec: str, host: str, port: int, max_batch: int, log_level: str)
       curl http://127.0.0.1:8000/stats      # images served so far
     """
     from segtk_http.server import SERVER_DEPS, SERVER_INSTALL
-    from segtk_http.server import serve as run_server
 
     missing = missing_modules(SERVER_DEPS)
     if missing:
         raise PluginError(f"segtk serve needs {', '.join(missing)}, which is not installed",
                           hint=SERVER_INSTALL)
     from segtk.core.specs import load_segmenter
+    from segtk_http.limits import MIB, Limits
+    from segtk_http.server import bind, bind_warning, url_of
+    from segtk_http.server import serve as run_server
 
+    limits = Limits(max_batch=max_batch, max_pixels=max_pixels,
+                    max_request_pixels=max_request_pixels,
+                    max_body_bytes=int(max_body_mb * MIB))
     model = load_segmenter(model_spec)
-    click.echo(f"serving {model.name} ({model.num_classes} classes) at http://{host}:{port} "
+    sock = bind(host, port)
+    warning = bind_warning(host)
+    if warning:
+        click.echo(warning, err=True)
+    click.echo(f"serving {model.name} ({model.num_classes} classes) at {url_of(host, sock)} "
                f"(GET /info, GET /stats, POST /predict)", err=True)
-    run_server(model, host, port, max_batch, log_level)
+    run_server(model, sock, limits, log_level)

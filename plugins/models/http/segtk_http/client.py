@@ -25,6 +25,7 @@ from segtk_http.protocol import NPZ, PROTOCOL, ProtocolError, dump_npz, load_npz
 SYNTAX = "http://HOST:PORT[,timeout=SECONDS][,retries=N][,backoff=SECONDS][,batch=N]"
 RETRY_STATUS = frozenset({500, 502, 503, 504})
 SERVE_HINT = "start one with `segtk serve --model SPEC --port PORT`, or check the URL"
+NPZ_OVERHEAD = 4096  # zip and npy headers of a request body, generously
 
 
 class HttpSegmenter(Segmenter):
@@ -57,8 +58,11 @@ class HttpSegmenter(Segmenter):
         self.name = f"{self.remote_name}@{self.url}"
         self.classes = list(self.info["classes"])
         self.ignore_index = int(self.info.get("ignore_index", 255))
-        server_max = self.info.get("max_batch")
-        self.batch = batch or (int(server_max) if isinstance(server_max, int) and server_max > 0 else 64)
+        self.batch = batch or _positive(self.info, "max_batch") or 64
+        # The server's size limits (segtk serve --max-pixels, ...); absent from other servers.
+        self.max_pixels = _positive(self.info, "max_pixels")
+        self.max_request_pixels = _positive(self.info, "max_request_pixels")
+        self.max_body_bytes = _positive(self.info, "max_body_bytes")
 
     # --- transport -------------------------------------------------------------------------
 
@@ -130,10 +134,15 @@ class HttpSegmenter(Segmenter):
                     return ctype, data
                 problem = f"HTTP {status}: {_server_message(data)}"
                 hint = "the server failed; see its log"
+                if status == 413:
+                    hint = ("the request is over the server's limits (see its /info); send "
+                            "smaller batches (batch=N in the model spec) or raise the server's "
+                            "limits (segtk serve --help)")
+                elif status < 500:
+                    hint = ("the request does not follow segtk-http/1 for this server "
+                            "(see plugins/models/http/README.md)")
                 if status not in RETRY_STATUS:
-                    raise ModelError(f"{what} was refused: {problem}",
-                                     hint="the request does not follow segtk-http/1 for this server "
-                                          "(see plugins/models/http/README.md)" if status < 500 else hint)
+                    raise ModelError(f"{what} was refused: {problem}", hint=hint)
             if attempt + 1 < tries:
                 time.sleep(self.backoff * 2**attempt)
         if method == "POST":
@@ -176,18 +185,39 @@ class HttpSegmenter(Segmenter):
                              hint=f"the server must speak {PROTOCOL}")
         return labels
 
+    def per_request(self, height: int, width: int) -> int:
+        """Images of height x width that one request may carry within the server's limits."""
+        pixels = height * width
+        if self.max_pixels and pixels > self.max_pixels:
+            raise ModelError(f"{self.url} takes images of at most {self.max_pixels} pixels, "
+                             f"these are {height}x{width}",
+                             hint="use smaller images, or restart the server with a larger "
+                                  "`segtk serve --max-pixels`")
+        fit = self.batch
+        if self.max_request_pixels:
+            fit = min(fit, self.max_request_pixels // max(pixels, 1))
+        if self.max_body_bytes:  # float32 RGB plus the npz's headers
+            fit = min(fit, (self.max_body_bytes - NPZ_OVERHEAD) // max(12 * pixels, 1))
+        return max(fit, 1)
+
     def predict(self, images: torch.Tensor) -> torch.Tensor:
         array = np.ascontiguousarray(images.detach().to("cpu", torch.float32).numpy())
         if array.shape[0] == 0:
             return torch.empty(0, *images.shape[2:], dtype=torch.long)
+        step = self.per_request(*array.shape[2:])
         parts = []
-        for start in range(0, array.shape[0], self.batch):
-            chunk = array[start:start + self.batch]
+        for start in range(0, array.shape[0], step):
+            chunk = array[start:start + step]
             parts.append(self._predict_chunk(chunk))
             with self._count_lock:
                 self.queries += chunk.shape[0]
                 self.requests += 1
         return torch.from_numpy(np.concatenate(parts).astype(np.int64)).to(images.device)
+
+
+def _positive(info: dict[str, Any], key: str) -> int | None:
+    value = info.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _server_message(data: bytes) -> str:

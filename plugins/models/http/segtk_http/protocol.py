@@ -1,11 +1,11 @@
 """The segtk-http/1 wire format, shared by the client and `segtk serve` (see README.md).
 
-Binary (default, lossless): an uncompressed .npz body, `application/x-npz`.
+Binary (default, lossless): an .npz body, `application/x-npz`.
   request  `images`: float32 [N,3,H,W] in [0,1] (float16/float64 are cast to float32),
-           or uint8 [N,3,H,W] (divided by 255)
+           or uint8 [N,3,H,W] (divided by 255); decoded with bounds by `limits.npz_images`
   response `labels`: uint8 [N,H,W] when every id < 256, else uint16
 JSON (8-bit images only, for clients in other languages): `application/json`
-  request  {"images": ["<base64 PNG>", ...]}  (RGB, all the same size)
+  request  {"images": ["<base64 PNG>", ...]}  (RGB, all the same size; `limits.png_images`)
   response {"labels": ["<base64 PNG>", ...], "dtype": "uint8" | "uint16"}  (L or 16-bit grey)
 """
 
@@ -23,7 +23,15 @@ JSON = "application/json"
 
 
 class ProtocolError(ValueError):
-    """A body that does not follow segtk-http/1."""
+    """A body that does not follow segtk-http/1 (HTTP 400)."""
+
+    status = 400
+
+
+class LimitError(ProtocolError):
+    """A body, or the images it declares, over the server's limits (HTTP 413)."""
+
+    status = 413
 
 
 def media_type(header: str | None) -> str:
@@ -49,20 +57,6 @@ def load_npz(body: bytes, key: str) -> np.ndarray:
         raise ProtocolError(f"body is not a valid npz file ({type(exc).__name__}: {exc})") from exc
 
 
-def images_to_float(array: np.ndarray) -> np.ndarray:
-    """Validate request images and return float32 [N,3,H,W] in [0,1]."""
-    if array.ndim != 4 or array.shape[1] != 3:
-        raise ProtocolError(f"images must have shape [N,3,H,W], got {list(array.shape)}")
-    if array.dtype == np.uint8:
-        return array.astype(np.float32) / np.float32(255.0)
-    if array.dtype.kind != "f":
-        raise ProtocolError(f"images must be float32 in [0,1] or uint8, got {array.dtype}")
-    out = np.ascontiguousarray(array, dtype=np.float32)
-    if not np.isfinite(out).all():
-        raise ProtocolError("images contain NaN or infinite values")
-    return out
-
-
 def labels_to_wire(labels: np.ndarray) -> np.ndarray:
     """int labels -> the smallest wire dtype (uint8 or uint16)."""
     if labels.size and (labels.min() < 0 or labels.max() > 65535):
@@ -74,40 +68,7 @@ def labels_to_wire(labels: np.ndarray) -> np.ndarray:
 def encode_png(array: np.ndarray) -> str:
     from PIL import Image
 
-    if array.dtype == np.uint16:
-        img = Image.fromarray(array.astype(np.uint16), mode="I;16")
-    else:
-        img = Image.fromarray(array)
+    img = Image.fromarray(np.ascontiguousarray(array))  # uint8 -> L, uint16 -> I;16
     buf = io.BytesIO()
     img.save(buf, format="PNG")
     return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def decode_png(text: str, rgb: bool) -> np.ndarray:
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        img = Image.open(io.BytesIO(base64.b64decode(text, validate=True)))
-        img.load()
-    except (ValueError, TypeError, OSError, UnidentifiedImageError, Image.DecompressionBombError) as exc:
-        raise ProtocolError(f"not a base64 PNG ({type(exc).__name__}: {exc})") from exc
-    if rgb:
-        return np.asarray(img.convert("RGB"), dtype=np.uint8)
-    if img.mode not in ("L", "P", "I", "I;16"):
-        raise ProtocolError(f"label PNGs must be grey (L or 16-bit), got mode {img.mode}")
-    return np.asarray(img).astype(np.int64)
-
-
-def json_images(payload: object) -> np.ndarray:
-    """{"images": [b64 PNG, ...]} -> float32 [N,3,H,W]."""
-    if not isinstance(payload, dict) or not isinstance(payload.get("images"), list):
-        raise ProtocolError('JSON body must be {"images": ["<base64 PNG>", ...]}')
-    arrays = [decode_png(item, rgb=True) if isinstance(item, str) else None
-              for item in payload["images"]]
-    if any(a is None for a in arrays):
-        raise ProtocolError("every entry of images must be a base64 PNG string")
-    if len({a.shape for a in arrays}) > 1:
-        raise ProtocolError("all images of one request must have the same size")
-    if not arrays:
-        return np.zeros((0, 3, 0, 0), dtype=np.float32)
-    return np.stack(arrays).transpose(0, 3, 1, 2).astype(np.float32) / np.float32(255.0)

@@ -188,7 +188,6 @@ def test_server_down_then_back_resume_via_cli(specs, tmp_path, evaluated) -> Non
         with pytest.raises(ModelError) as err:
             attack = build_attack("dla", budget=BUDGET, eps=EPS, seed=SEED)
             data = load_dataset(data_spec, None, LIMIT)
-            run = RunDir(out, cli_config(spec, data_spec), False)
             original = model.predict
 
             def predict(images):  # the server dies once the first image is stored
@@ -198,7 +197,8 @@ def test_server_down_then_back_resume_via_cli(specs, tmp_path, evaluated) -> Non
                 return original(images)
 
             model.predict = predict
-            attack_dataset(attack, model, data, run, 1, on_image=kill_after_first)
+            with RunDir(out, cli_config(spec, data_spec), False) as run:  # frees the run's lock
+                attack_dataset(attack, model, data, run, 1, on_image=kill_after_first)
     message = str(err.value)
     assert f"127.0.0.1:{port}/predict" in message and "cannot connect" in message
     assert "3 tries" in message and "--resume" in message and "segtk serve" in message
@@ -297,7 +297,7 @@ def fake_server(behaviour) -> Iterator[str]:
 
         def do_POST(self) -> None:
             Handler.calls.append(self.path)
-            self.rfile.read(int(self.headers["Content-Length"]))
+            self.body = self.rfile.read(int(self.headers["Content-Length"]))
             behaviour(self)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -380,6 +380,44 @@ def test_5xx_is_retried_with_backoff_then_succeeds() -> None:
         answers[:] = [500, 500]
         with pytest.raises(ModelError, match=r"failed after 2 tries: HTTP 500: busy"):
             load_segmenter(f"{url},retries=1,backoff=0").predict(torch.rand(1, 3, 2, 2))
+
+
+def test_client_splits_batches_to_fit_the_servers_limits() -> None:
+    """/info's max_request_pixels and max_body_bytes bound each request; too big an image is
+    refused before sending."""
+    sent: list[int] = []
+
+    def record(handler) -> None:
+        images = load_npz(handler.body, "images")
+        assert len(handler.body) <= limits["max_body_bytes"]
+        sent.append(images.shape[0])
+        handler.reply(200, dump_npz(labels=np.zeros((images.shape[0], *images.shape[2:]), np.uint8)),
+                      "application/x-npz")
+
+    limits = {"max_batch": 8, "max_pixels": 100, "max_request_pixels": 250, "max_body_bytes": 10**6}
+    record.info = lambda h: h.reply(200, json.dumps({**json.loads(INFO), **limits}).encode())
+    with fake_server(record) as (url, _):
+        model = load_segmenter(url)
+        assert model.predict(torch.rand(5, 3, 10, 10)).shape == (5, 10, 10)
+        assert sent == [2, 2, 1]  # 250 pixels per request
+        sent.clear()
+        limits.update(max_request_pixels=10**6, max_body_bytes=4096 + 3 * 12 * 100)
+        model = load_segmenter(url)
+        assert model.predict(torch.rand(5, 3, 10, 10)).shape == (5, 10, 10)
+        assert sent == [3, 2]  # 3 float32 images of 100 pixels per body
+        with pytest.raises(ModelError, match="takes images of at most 100 pixels, these are 11x10") as err:
+            model.predict(torch.rand(1, 3, 11, 10))
+        assert "--max-pixels" in err.value.hint and sent == [3, 2]
+
+
+def test_json_label_pngs_round_trip_8_and_16_bit() -> None:
+    """JSON answers carry labels as grey PNGs: uint8 -> L, uint16 (ids >= 256) -> I;16."""
+    from segtk_http.protocol import encode_png
+
+    for labels in (np.array([[0, 7], [255, 1]], np.uint8), np.array([[300, 1], [65535, 0]], np.uint16)):
+        img = Image.open(io.BytesIO(base64.b64decode(encode_png(labels))))
+        assert img.mode == ("L" if labels.dtype == np.uint8 else "I;16")
+        assert np.array_equal(np.asarray(img), labels)
 
 
 def test_spec_parsing_and_listing() -> None:

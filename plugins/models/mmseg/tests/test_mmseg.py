@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from segtk.cli import cli
 from segtk.core.errors import ModelError
 from segtk.core.registry import missing_modules
+from segtk.testing import requires_stack
 from segtk_mmseg.segmenter import (
     classes_from_checkpoint,
     find_resize,
@@ -31,7 +32,7 @@ from segtk_mmseg.segmenter import (
 )
 
 MM_MISSING = missing_modules(("mmengine", "mmseg", "mmcv", "mmcv._ext"))
-needs_mm = pytest.mark.skipif(bool(MM_MISSING), reason=f"needs {', '.join(MM_MISSING)}")
+needs_mm = requires_stack(("mmengine", "mmseg", "mmcv", "mmcv._ext"), "SEGTK_REQUIRE_MMSEG")
 CLASSES = ("sky", "road", "car")
 
 

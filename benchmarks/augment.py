@@ -1,0 +1,203 @@
+"""`segtk bench augment`: one model per augmentation from the same start (Gen4Seg Tab. IV).
+
+1. The edited evaluation subsets are built (or reused) exactly as `segtk bench edits` builds
+   them, in OUT/edits/ATTR, from the evaluation data (e.g. CamVid val).
+2. For each augmentation (`baseline` = none) a model is fine-tuned from the same start model,
+   with the same seed (so the same data order and crops), into OUT/train/LABEL (`segtk train`'s
+   job; an interrupted one continues with --resume).
+3. The start model and every trained model are scored on Original and each edited subset
+   (records in OUT/results.jsonl, resumable), and the table is Tab. IV's layout: one row per
+   augmentation, mIoU on Original and each subset, and mR = RmIoU / mIoU(reference) per group
+   (appearance: reference Original, or Recon with the diffusion backend; geometry:
+   Original-object), as `segtk bench edits` computes it.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from segtk.core.augment import parse_augment
+from segtk.benchmarks.edits import aggregate, build_subsets, plan, run_bench
+from segtk.core.data import atomic_write_bytes, atomic_write_json
+from segtk.core.errors import SegtkError
+from segtk.jobs.executors import make_executor
+from segtk.core.runs import RunDir
+from segtk.jobs.train import StepHook, TrainConfig, read_spec, train
+
+START = "start"
+
+
+@dataclass(frozen=True)
+class AugmentBench:
+    """The benchmark's settings; `augments` are augmenter specs (`baseline` = none)."""
+
+    model: str
+    data: str
+    augments: tuple[str, ...]
+    attributes: tuple[str, ...]
+    train_split: str | None = "train"
+    train_limit: int | None = None
+    eval_data: str | None = None  # default: `data`
+    eval_split: str | None = "val"
+    eval_limit: int | None = None
+    values: dict[str, list[str]] = field(default_factory=dict)
+    backend: str = "classical"
+    epochs: int = 1
+    batch_size: int = 8
+    lr: float = 1e-4
+    weight_decay: float = 1e-4
+    seed: int = 0
+    size: tuple[int, int] | None = None
+    crop: tuple[int, int] | None = None
+
+    def train_config(self, augment: str) -> TrainConfig:
+        return TrainConfig(self.model, self.data, self.train_split, self.train_limit, augment,
+                           self.epochs, self.batch_size, self.lr, self.weight_decay, self.seed,
+                           self.size, self.crop)
+
+    def record(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.update(augments=list(self.augments), attributes=list(self.attributes),
+                   size=list(self.size) if self.size else None,
+                   crop=list(self.crop) if self.crop else None)
+        return out
+
+
+def label_of(augment: str) -> str:
+    """A folder-safe row name: the augmenter's name, plus a short hash when it has parameters."""
+    name, params = parse_augment(augment)
+    if not params:
+        return name
+    digest = hashlib.sha256(augment.strip().encode()).hexdigest()[:6]
+    return re.sub(r"[^a-z0-9_-]", "-", name) + "-" + digest
+
+
+def check_labels(augments: Sequence[str]) -> list[str]:
+    labels = [label_of(a) for a in augments]
+    if not augments:
+        raise SegtkError("--augment names no augmentation", hint="e.g. --augment baseline,cutmix")
+    dup = sorted({x for x in labels if labels.count(x) > 1})
+    if dup:
+        raise SegtkError(f"augmentation {dup[0]!r} is listed twice", hint="list each one once")
+    if START in labels:
+        raise SegtkError(f"{START!r} is the untrained start model's row, not an augmentation")
+    return labels
+
+
+def run(bench: AugmentBench, out: str | Path, resume: bool = False,
+        on_subset: Callable[[str, Any], None] | None = None,
+        on_train: Callable[[str, dict[str, Any]], None] | None = None,
+        on_step: StepHook | None = None,
+        on_records: Callable[[int], None] | None = None,
+        on_scoring: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Build subsets, train every augmentation, score, aggregate; returns the table."""
+    out = Path(out)
+    labels = check_labels(bench.augments)
+    if not resume and (out / "results.jsonl").exists():
+        raise SegtkError(f"{out} already holds results",
+                         hint="pass --resume to continue that run, or choose another --out")
+    # Records are keyed by model spec, so a resume may add augmentations (the others are kept).
+    with RunDir(out, bench.record(), resume=True, may_differ=("augments",)):
+        pass
+    eval_data = bench.eval_data or bench.data
+    subsets = build_subsets(eval_data, bench.eval_split, bench.eval_limit, list(bench.attributes),
+                            out, bench.backend, bench.values or None, seed=bench.seed,
+                            on_subset=on_subset)
+    specs = {START: bench.model}
+    for augment, label in zip(bench.augments, labels):
+        folder = out / "train" / label
+        if on_train:
+            on_train(label, {"augment": augment, "out": str(folder)})
+        train(bench.train_config(augment), folder, resume=(folder / "run.json").exists(),
+              on_step=on_step)
+        specs[label] = read_spec(folder)
+    shards = plan(list(specs.values()), subsets, chunk=8, batch_size=4)
+    if on_scoring:
+        on_scoring(sum(len(s.images) for s in shards))
+    with RunDir(out, bench.record(), resume=True, may_differ=("augments",)) as results:
+        run_bench(shards, results, make_executor("inline"), on_records)
+        records = list(results.done(key="key").values())
+    table = aggregate(records, shards)
+    return tabulate(table, specs, [s.name for s in subsets])
+
+
+def tabulate(table: dict[str, Any], specs: dict[str, str], subsets: list[str]) -> dict[str, Any]:
+    """Rows per augmentation: mIoU per subset and mR per group (Tab. IV)."""
+    groups = {(g["model"], g["group"]): g for g in table["groups"]}
+    group_names = [g for g in ("appearance", "geometry")
+                   if any(k[1] == g for k in groups)]
+    rows = []
+    for label, spec in specs.items():
+        row: dict[str, Any] = {"augmentation": label, "model": spec,
+                               "miou": dict(table["miou"].get(spec, {}))}
+        for g in group_names:
+            info = groups.get((spec, g))
+            row[f"mr_{g}"] = info["mr"] if info else None
+            row[f"rmiou_{g}"] = info["rmiou"] if info else None
+        rows.append(row)
+    return {"subsets": subsets, "groups": group_names, "rows": rows,
+            "images": table["images"].get(next(iter(specs.values())), {})}
+
+
+def columns(result: dict[str, Any]) -> list[str]:
+    return ["augmentation", *result["subsets"], *(f"mR {g}" for g in result["groups"])]
+
+
+def table_rows(result: dict[str, Any]) -> list[list[Any]]:
+    """The printed table: mIoU % per subset, mR per group with 3 decimals ("" where absent)."""
+    rows = []
+    for row in result["rows"]:
+        rows.append([row["augmentation"], *(row["miou"].get(s) for s in result["subsets"]),
+                     *("" if row[f"mr_{g}"] is None else f"{row[f'mr_{g}']:.3f}"
+                       for g in result["groups"])])
+    return rows
+
+
+def write_outputs(result: dict[str, Any], out: Path) -> list[Path]:
+    """table.csv, table.json and miou.png in OUT."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["augmentation", *result["subsets"], *(f"mR_{g}" for g in result["groups"]),
+                     "model"])
+    for row, values in zip(result["rows"], table_rows(result)):
+        mious = [row["miou"].get(s) for s in result["subsets"]]
+        mrs = [row[f"mr_{g}"] for g in result["groups"]]
+        writer.writerow([values[0], *("" if v is None else f"{v:.4f}" for v in mious + mrs),
+                         row["model"]])
+    atomic_write_bytes(out / "table.csv", buf.getvalue().encode())
+    atomic_write_json(out / "table.json", result)
+    plot(result, out / "miou.png")
+    return [out / "table.csv", out / "table.json", out / "miou.png"]
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    """Grouped bars: one group per subset, one bar per augmentation (mR in the legend)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from segtk.core.render import save_figure
+
+    subsets, rows = result["subsets"], result["rows"]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(subsets) * max(1, len(rows)) / 2 + 3), 4))
+    width = 0.8 / max(1, len(rows))
+    for j, row in enumerate(rows):
+        xs = [i + (j - (len(rows) - 1) / 2) * width for i in range(len(subsets))]
+        ys = [row["miou"].get(s, float("nan")) for s in subsets]
+        mr = ", ".join(f"mR {row[f'mr_{g}']:.3f}" for g in result["groups"]
+                       if row[f"mr_{g}"] is not None)
+        ax.bar(xs, ys, width, label=f"{row['augmentation']} ({mr})" if mr else row["augmentation"])
+    ax.set_xticks(range(len(subsets)), subsets)
+    ax.set_ylabel("mIoU %")
+    ax.set_title("mIoU per subset after fine-tuning with each augmentation")
+    ax.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    save_figure(fig, path)

@@ -1,0 +1,168 @@
+"""`segtk train` and `segtk bench augment`: fine-tuning with augmentation plugins (Gen4Seg Tab. IV)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from segtk.commands.console import console, progress, table
+from segtk.core.editing import BACKENDS
+from segtk.core.errors import SegtkError
+from segtk.commands.options import csv_list, limit_option
+
+
+def training_options(command):
+    """The options `segtk train` and `segtk bench augment` share."""
+    for option in reversed([
+        click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Epochs (a --resume may raise it: the lr is constant)."),
+        click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True),
+        click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=1e-4,
+                     show_default=True, help="AdamW learning rate (constant)."),
+        click.option("--weight-decay", type=click.FloatRange(min=0), default=1e-4,
+                     show_default=True),
+        click.option("--seed", type=int, default=0, show_default=True,
+                     help="Decides data order, crops and augmentation."),
+        click.option("--size", default=None, metavar="WxH",
+                     help="Resize every training image first (e.g. 240x180)."),
+        click.option("--crop", default=None, metavar="WxH",
+                     help="Then a random crop per image and epoch (e.g. 240x180)."),
+    ]):
+        command = option(command)
+    return command
+
+
+class StepBar:
+    """A rich progress bar per epoch, fed by the training job's step hook."""
+
+    def __init__(self, bar) -> None:
+        self.bar, self.task, self.epoch = bar, None, None
+
+    def __call__(self, epoch: int, step: int, steps: int, loss: float) -> None:
+        if epoch != self.epoch:
+            if self.task is not None:
+                self.bar.update(self.task, visible=True)
+            self.task = self.bar.add_task(f"epoch {epoch}", total=steps, status="")
+            self.epoch = epoch
+        self.bar.update(self.task, completed=step, status=f"loss {loss:.4f}")
+
+
+@click.command("train")
+@click.option("--model", "model_spec", required=True, help="Start model spec (see `segtk models`).")
+@click.option("--data", "data_spec", required=True, help="Training data spec FORMAT:PATH.")
+@click.option("--split", default="train", show_default=True, help="Training split.")
+@limit_option
+@click.option("--augment", default="baseline", show_default=True, metavar="NAME[:k=v,...]",
+              help="Augmenter plugin (see `segtk plugins`); baseline = none.")
+@training_options
+@click.option("--out", type=click.Path(file_okay=False), required=True,
+              help="Run folder: checkpoints, results.jsonl, model.spec.")
+@click.option("--resume", is_flag=True, help="Continue the run in OUT from its last checkpoint.")
+def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_size, lr,
+                  weight_decay, seed, size, crop, out, resume) -> None:
+    """Fine-tune a model with one augmentation; print the model spec it wrote.
+
+    Deterministic (same settings, same weights), a checkpoint per epoch, and --resume continues
+    exactly as an uninterrupted run would. Trainable: espnet, demo, hf (SegFormer and other
+    per-pixel heads).
+
+    \b
+    Examples:
+      segtk train --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
+          --data camvid:../shared/data/camvid --augment cutmix --epochs 2 \\
+          --crop 240x180 --out runs/train-cutmix
+      segtk train --model demo --data demo --split '' --augment augmix:severity=3 --out runs/t
+      segtk train ... --augment edits:dir=runs/edit-color,p=0.5 --out runs/train-edits
+      segtk train ... --out runs/train-cutmix --resume --epochs 3
+      segtk predict --model "$(cat runs/train-cutmix/model.spec)" --data camvid:../shared/data/camvid
+    """
+    from segtk.jobs.train import TrainConfig, parse_size, train
+
+    config = TrainConfig(model_spec, data_spec, split or None, limit, augment, epochs, batch_size,
+                         lr, weight_decay, seed, parse_size(size, "--size"),
+                         parse_size(crop, "--crop"))
+    with progress() as bar:
+        results = train(config, out, resume, on_step=StepBar(bar))
+    rows = [(r.epoch, r.loss, r.steps, r.seconds) for r in results]
+    console.print(table(f"segtk train --augment {augment}", ["epoch", "loss", "steps", "seconds"], rows))
+    if results:
+        console.print(f"model: {results[-1].spec}  (also in {Path(out) / 'model.spec'}; use it "
+                      "with --model)", soft_wrap=True)
+
+
+@click.command("augment")
+@click.option("--model", "model_spec", required=True, help="Start model spec (every row trains from it).")
+@click.option("--data", "data_spec", required=True, help="Training data spec FORMAT:PATH.")
+@click.option("--split", default="train", show_default=True, help="Training split.")
+@limit_option
+@click.option("--augment", "augments", default="baseline,cutout,cutmix,augmix", show_default=True,
+              help="Augmentations, one model each; separate with '+' when a spec has commas "
+                   "(e.g. 'baseline+cutmix+edits:dir=A;B,p=0.5').")
+@click.option("--eval-data", default=None, help="Evaluation data spec [default: --data].")
+@click.option("--eval-split", default="val", show_default=True)
+@click.option("--eval-limit", type=click.IntRange(min=1), default=None,
+              help="Use only the first N evaluation images.")
+@click.option("--attributes", default="color,material,style,weather", show_default=True,
+              help="Editors making the edited evaluation subsets.")
+@click.option("--values", "values", multiple=True, metavar="ATTR=V1,V2",
+              help="Values of one attribute, e.g. --values color=red,blue.")
+@click.option("--backend", type=click.Choice(BACKENDS), default="classical", show_default=True)
+@training_options
+@click.option("--out", type=click.Path(file_okay=False), default="runs/bench-augment",
+              show_default=True)
+@click.option("--resume", is_flag=True, help="Keep finished training runs and scores in OUT.")
+def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval_split,
+                  eval_limit, attributes, values, backend, epochs, batch_size, lr, weight_decay,
+                  seed, size, crop, out, resume) -> None:
+    """One model per augmentation from the same start → Gen4Seg Tab. IV (mIoU per subset, mR).
+
+    Edited evaluation subsets are built like `segtk bench edits` does (OUT/edits/ATTR); each
+    augmentation trains into OUT/train/NAME; the untrained start model is the first row.
+    Writes OUT/table.csv, table.json and miou.png.
+
+    \b
+    Examples:
+      segtk bench augment --model demo --data demo --split '' --eval-split '' \\
+          --augment baseline,cutmix --attributes color,weather --crop 96x64 --out runs/ba
+      segtk bench augment --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
+          --data camvid:../shared/data/camvid --crop 240x180 --epochs 2 \\
+          --augment 'baseline+cutmix+augmix+edits:dir=runs/train-edits/color;runs/train-edits/style' \\
+          --values color=red,blue --values style=painting,sketch --out runs/bench-augment
+    """
+    from segtk.benchmarks.augment import AugmentBench, columns, run, table_rows, write_outputs
+    from segtk.commands.bench_edits import parse_values
+    from segtk.jobs.train import parse_size
+
+    specs = [a.strip() for a in augments.split("+")] if "+" in augments else csv_list(augments)
+    attrs = csv_list(attributes)
+    if not attrs:
+        raise SegtkError("--attributes must name at least one editor", hint="e.g. --attributes color,weather")
+    bench = AugmentBench(model_spec, data_spec, tuple(s for s in specs if s), tuple(attrs),
+                         split or None, limit, eval_data, eval_split or None, eval_limit,
+                         parse_values(values), backend, epochs, batch_size, lr, weight_decay, seed,
+                         parse_size(size, "--size"), parse_size(crop, "--crop"))
+
+    def said(attr, summary) -> None:
+        d = summary.as_dict()
+        console.print(f"subset {attr}: {d['edited']} edits of {d['sources_edited']} images")
+
+    with progress() as bar:
+        steps = StepBar(bar)
+        state: dict = {}
+
+        def on_train(label: str, info: dict) -> None:
+            console.print(f"training {label} ({info['augment']}) into {info['out']}")
+            steps.epoch = None
+
+        def on_scoring(total: int) -> None:
+            state["task"] = bar.add_task("scoring", total=total, status="")
+
+        def on_records(n: int) -> None:
+            bar.advance(state["task"], n)
+
+        result = run(bench, out, resume, said, on_train, steps, on_records, on_scoring)
+    console.print(table("mIoU % per subset, mR = RmIoU / mIoU(reference) (Gen4Seg Tab. IV)",
+                        columns(result), table_rows(result)))
+    for path in write_outputs(result, Path(out)):
+        console.print(f"wrote {path}")

@@ -1,0 +1,136 @@
+"""What produced a run: package versions, the segtk git commit and the model files' sha256.
+
+run.json records these so a result can be traced to the exact code and weights. None of it may
+fail a run: a missing git, a non-checkout install or an unreadable file give None / no entry.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import platform
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+
+SOURCE = Path(__file__).resolve().parent.parent  # the segtk package's folder (the repo root)
+_CHUNK = 1 << 20
+
+
+def versions() -> dict[str, str]:
+    """segtk, torch, Python and every segtk-* distribution (read once per process)."""
+    return dict(_versions())
+
+
+@functools.cache
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    import torch
+
+    from segtk import __version__
+
+    out = {"segtk": __version__, "torch": torch.__version__, "python": platform.python_version()}
+    for dist in md.distributions():
+        name = dist.metadata["Name"] or ""
+        if name.startswith("segtk-"):
+            out[name] = dist.version
+    return out
+
+
+@functools.cache
+def git_commit() -> str | None:
+    """HEAD of the segtk checkout, or None (no git, not a checkout, or a checkout of something
+    else that merely contains an installed segtk, e.g. a project holding its virtualenv)."""
+    try:
+        done = subprocess.run(["git", "-C", str(SOURCE), "rev-parse", "--show-toplevel", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = done.stdout.split("\n")
+    if done.returncode != 0 or len(lines) < 2:
+        return None
+    try:
+        same = Path(lines[0]).resolve() == SOURCE
+    except OSError:
+        return None
+    return (lines[1].strip() or None) if same else None
+
+
+def spec_files(spec: str) -> list[Path]:
+    """Existing files a model spec names: PLUGIN:FILE, PLUGIN:KEY=FILE, PLUGIN:A,B,key=v..."""
+    _, _, arg = spec.partition(":")
+    parts = arg.split(",")
+    candidates = [arg, *parts, *(p.partition("=")[2] for p in parts)]
+    found: list[Path] = []
+    for text in dict.fromkeys(c for c in candidates if c):
+        path = Path(text).expanduser()
+        try:
+            if path.is_file() and path not in found:
+                found.append(path)
+        except OSError:
+            continue
+    return found
+
+
+def spec_file_hashes(specs: Iterable[str]) -> dict[str, str]:
+    """sha256 of every file the model specs name, keyed by the path as written in the spec."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        for path in spec_files(spec):
+            digest = file_sha256(path)
+            if digest is not None:
+                out[str(path)] = digest
+    return out
+
+
+def file_sha256(path: Path) -> str | None:
+    """Cached by resolved path, mtime and size in ~/.cache/segtk, so big weights hash once."""
+    try:
+        stat, resolved = path.stat(), path.resolve()
+        key = f"{resolved}|{stat.st_mtime_ns}|{stat.st_size}"
+    except OSError:
+        return None
+    cache = _load_cache()
+    if key in cache:
+        return cache[key]
+    try:
+        digest = _sha256_file(path)
+    except OSError:
+        return None
+    cache = {k: v for k, v in cache.items() if not k.startswith(f"{resolved}|")}  # stale versions
+    cache[key] = digest
+    _save_cache(cache)
+    return digest
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _cache_path() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "segtk" / "sha256.json"
+
+
+def _load_cache() -> dict[str, str]:
+    try:
+        data = json.loads(_cache_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) else {}
+
+
+def _save_cache(cache: dict[str, str]) -> None:
+    """Best effort: a cache that cannot be written only means hashing again next time."""
+    from segtk.core.data import atomic_write_bytes
+
+    try:
+        atomic_write_bytes(_cache_path(), json.dumps(cache, indent=0).encode())
+    except OSError:
+        pass

@@ -1,0 +1,234 @@
+"""What one /predict request may make `segtk serve` allocate, checked before anything is decoded.
+
+A small body can declare a huge image (a decompression bomb: a deflated npy of zeros, a PNG
+whose header says 60000x60000), so sizes are read from the headers first: the npy header
+(shape, dtype) of the npz's `images` member and each PNG's IHDR. Only then are pixels
+decompressed, straight into one float32 [N,3,H,W] array (12 bytes a pixel, nothing else as
+big), so a request costs at most its body plus 12 bytes x `max_request_pixels`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import struct
+import zipfile
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import numpy as np
+
+from segtk.core.errors import SegtkError
+from segtk_http.protocol import LimitError, ProtocolError
+
+MIB = 2**20
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+READ_BLOCK = 4 * MIB  # bytes decompressed at a time
+# What a bad zip member or npy header can raise while being read.
+NPZ_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError,
+              ValueError, OSError, EOFError, zlib.error, struct.error)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on one request (the `segtk serve` options of the same names)."""
+
+    max_batch: int = 64
+    max_pixels: int = 4096 * 4096  # one image, H*W
+    max_request_pixels: int = 4096 * 4096  # all images of a request: 192 MiB as float32
+    max_body_bytes: int = 256 * MIB
+
+    def __post_init__(self) -> None:
+        for flag, value in (("--max-batch", self.max_batch), ("--max-pixels", self.max_pixels),
+                            ("--max-request-pixels", self.max_request_pixels),
+                            ("--max-body-mb", self.max_body_bytes)):
+            if value < 1:
+                raise SegtkError(f"{flag} must be at least 1, got {value}", hint=f"raise {flag}")
+        if self.max_request_pixels < self.max_pixels:
+            raise SegtkError(f"--max-request-pixels {self.max_request_pixels} is below "
+                             f"--max-pixels {self.max_pixels}, so the largest image is refused",
+                             hint="raise --max-request-pixels to at least --max-pixels")
+
+    def info(self) -> dict[str, int]:
+        """What GET /info tells clients, so they split batches to fit."""
+        return {"max_batch": self.max_batch, "max_pixels": self.max_pixels,
+                "max_request_pixels": self.max_request_pixels,
+                "max_body_bytes": self.max_body_bytes}
+
+    def check_count(self, count: int) -> None:
+        if count > self.max_batch:
+            raise LimitError(f"{count} images in one request, the server takes at most "
+                             f"{self.max_batch}; split the batch")
+
+    def check(self, sizes: Sequence[tuple[int, int]]) -> None:
+        """Refuse (413) a request whose declared image sizes (H, W) are over the limits."""
+        self.check_count(len(sizes))
+        for i, (h, w) in enumerate(sizes):
+            if h * w > self.max_pixels:
+                raise LimitError(f"image {i} is {h}x{w} = {h * w} pixels, the server takes at "
+                                 f"most {self.max_pixels} per image (segtk serve --max-pixels)")
+        total = sum(h * w for h, w in sizes)
+        if total > self.max_request_pixels:
+            raise LimitError(f"{total} pixels in one request, the server takes at most "
+                             f"{self.max_request_pixels} (segtk serve --max-request-pixels); "
+                             "send fewer images per request")
+
+
+def check_nonempty(index: int | None, h: int, w: int) -> None:
+    if h == 0 or w == 0:
+        what = "images have" if index is None else f"image {index} has"
+        raise ProtocolError(f"{what} zero size ({h}x{w}); send images of at least 1x1 pixel")
+
+
+# --- npz ---------------------------------------------------------------------------------------
+
+def npz_images(body: BinaryIO, limits: Limits) -> np.ndarray:
+    """The npz body's `images` as float32 [N,3,H,W] in [0,1]; never unpickles.
+
+    The shape and dtype come from the npy header and are checked against `limits` before a
+    pixel is read; the zip member must declare exactly the bytes that header implies (zipfile
+    never inflates past the declared size), and data is decompressed block by block.
+    """
+    try:
+        with zipfile.ZipFile(body) as zf:
+            try:
+                member = zf.getinfo("images.npy")
+            except KeyError:
+                names = ", ".join(n.removesuffix(".npy") for n in zf.namelist()) or "none"
+                raise ProtocolError(f"npz body has no array 'images' (has: {names})") from None
+            with zf.open(member) as fp:
+                shape, fortran, dtype = read_npy_header(fp)
+                check_images_header(shape, dtype, limits)
+                expected = fp.tell() + int(np.prod(shape)) * dtype.itemsize
+                if member.file_size != expected:
+                    raise ProtocolError(f"npz member images.npy declares {member.file_size} "
+                                        f"bytes, its npy header {expected}")
+                out = read_into_float32(fp, shape, fortran, dtype)
+    except ProtocolError:
+        raise
+    except NPZ_ERRORS as exc:
+        raise ProtocolError(f"body is not a valid npz file ({type(exc).__name__}: {exc})") from exc
+    if dtype == np.uint8:
+        out /= np.float32(255.0)
+    else:
+        check_range(out)
+    return out
+
+
+def read_npy_header(fp: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype]:
+    version = np.lib.format.read_magic(fp)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(fp)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(fp)
+    raise ProtocolError(f"images use npy format version {version}; save with np.savez")
+
+
+def check_images_header(shape: tuple[int, ...], dtype: np.dtype, limits: Limits) -> None:
+    if not (dtype == np.uint8 or (dtype.kind == "f" and dtype.itemsize <= 8)):
+        raise ProtocolError(f"images must be float32 in [0,1] or uint8, got {dtype}")
+    if len(shape) != 4 or shape[1] != 3 or min(shape, default=0) < 0:
+        raise ProtocolError(f"images must have shape [N,3,H,W], got {list(shape)}")
+    n, _, h, w = shape
+    limits.check_count(n)
+    if n:
+        check_nonempty(None, h, w)
+        limits.check([(h, w)] * n)
+
+
+def read_into_float32(fp: BinaryIO, shape: tuple[int, ...], fortran: bool,
+                      dtype: np.dtype) -> np.ndarray:
+    """Decompress the npy data a block at a time, casting straight into float32."""
+    count = int(np.prod(shape))
+    flat = np.empty(count, dtype=np.float32)
+    step = max(1, READ_BLOCK // dtype.itemsize)
+    with np.errstate(over="ignore", invalid="ignore"):  # float64 beyond float32 -> inf: refused later
+        for start in range(0, count, step):
+            n = min(step, count - start)
+            raw = fp.read(n * dtype.itemsize)
+            if len(raw) != n * dtype.itemsize:
+                raise ProtocolError(f"images.npy ends early: {count} values declared")
+            flat[start:start + n] = np.frombuffer(raw, dtype=dtype)
+    if fortran:
+        return np.ascontiguousarray(flat.reshape(shape[::-1]).transpose())
+    return flat.reshape(shape)
+
+
+def check_range(images: np.ndarray) -> None:
+    """Float images must be finite and in [0, 1]; min/max make no temporary arrays."""
+    if images.size == 0:
+        return
+    low, high = float(images.min()), float(images.max())
+    if np.isnan(low) or np.isnan(high):
+        raise ProtocolError("images contain NaN values; send pixel values in [0, 1]")
+    if np.isinf(low) or np.isinf(high):
+        raise ProtocolError("images contain infinite values (or float64 beyond float32's "
+                            "range); send pixel values in [0, 1]")
+    if low < 0 or high > 1:
+        raise ProtocolError(f"images must hold pixel values in [0, 1], got values in "
+                            f"[{low:g}, {high:g}]")
+
+
+# --- JSON / PNG --------------------------------------------------------------------------------
+
+def png_images(payload: object, limits: Limits) -> np.ndarray:
+    """{"images": [b64 PNG, ...]} -> float32 [N,3,H,W]; sizes are read from each IHDR first."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("images"), list):
+        raise ProtocolError('JSON body must be {"images": ["<base64 PNG>", ...]}')
+    items = payload["images"]
+    limits.check_count(len(items))
+    if not all(isinstance(item, str) for item in items):
+        raise ProtocolError("every entry of images must be a base64 PNG string")
+    pngs = [_b64(text, i) for i, text in enumerate(items)]
+    sizes = [png_size(data, i) for i, data in enumerate(pngs)]
+    limits.check(sizes)
+    for i, (h, w) in enumerate(sizes):
+        check_nonempty(i, h, w)
+    if len(set(sizes)) > 1:
+        raise ProtocolError(f"all images of one request must have the same size, got "
+                            f"{', '.join(sorted({f'{h}x{w}' for h, w in sizes}))}")
+    if not pngs:
+        return np.zeros((0, 3, 0, 0), dtype=np.float32)
+    out = np.empty((len(pngs), 3, *sizes[0]), dtype=np.float32)
+    for i, data in enumerate(pngs):
+        out[i] = decode_png(data, i, sizes[i]).transpose(2, 0, 1)
+        pngs[i] = b""
+    out /= np.float32(255.0)
+    return out
+
+
+def _b64(text: str, index: int) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ProtocolError(f"image {index} is not base64 ({exc})") from exc
+
+
+def png_size(data: bytes, index: int) -> tuple[int, int]:
+    """(H, W) from the IHDR chunk, which the PNG standard puts first."""
+    if data[:8] != PNG_SIGNATURE or data[12:16] != b"IHDR" or len(data) < 24:
+        raise ProtocolError(f"image {index} is not a PNG (no PNG signature and header)")
+    width, height = struct.unpack(">II", data[16:24])
+    return height, width
+
+
+def decode_png(data: bytes, index: int, size: tuple[int, int]) -> np.ndarray:
+    """RGB uint8 [H,W,3] of a PNG whose size was already checked."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data), formats=["PNG"]) as img:
+            if (img.height, img.width) != size:
+                raise ProtocolError(f"image {index} is not a PNG (its header is inconsistent)")
+            img.load()
+            return np.asarray(img.convert("RGB"), dtype=np.uint8)
+    except ProtocolError:
+        raise
+    except Image.DecompressionBombError as exc:  # PIL's own guard, set lower than ours
+        raise LimitError(f"image {index} refused by Pillow: {exc}") from exc
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError,
+            struct.error, zlib.error) as exc:
+        raise ProtocolError(f"image {index} is not a PNG ({type(exc).__name__}: {exc})") from exc

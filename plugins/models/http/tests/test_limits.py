@@ -1,0 +1,393 @@
+"""`segtk serve` bounds memory: bombs, oversized and bad bodies get 4xx, the server keeps serving.
+
+One real server (`segtk serve --port 0` in a subprocess on 127.0.0.1, default limits) gets a
+PNG bomb, an npz bomb, a chunked body over the body limit, zero-size images and out-of-range
+pixels; each must be refused with the right 4xx and a JSON message, a normal request must
+still succeed, and the process's peak RSS (VmHWM) must stay under 1 GiB. A watchdog kills the
+server if it ever passes 1.5 GiB, so a regression fails the test instead of eating the machine.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import io
+import json
+import os
+import queue
+import re
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from segtk.core.errors import SegtkError
+from segtk_http.limits import Limits, npz_images, png_images
+from segtk_http.protocol import LimitError, ProtocolError, dump_npz, load_npz
+from segtk_http.server import bind, bind_warning
+
+GIB = 2**30
+DEFAULT = Limits()
+
+
+# --- bodies ------------------------------------------------------------------------------------
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def png_declaring(height: int, width: int, idat: bytes | None = None) -> bytes:
+    """An RGB PNG whose header says height x width; `idat` defaults to a little deflated zeros."""
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr)
+            + png_chunk(b"IDAT", idat if idat is not None else zlib.compress(bytes(4096)))
+            + png_chunk(b"IEND", b""))
+
+
+def png_of_zeros(height: int, width: int) -> bytes:
+    """A complete, valid black PNG: tiny on the wire, height*width*3 bytes once decoded."""
+    return png_declaring(height, width, zlib.compress(bytes((1 + 3 * width) * height), 9))
+
+
+def npz_bomb(shape: tuple[int, ...], dtype: str = "|u1") -> bytes:
+    """A valid npz whose deflated `images.npy` holds prod(shape) zero bytes: a few KB on the
+    wire. Built from repeated full-flush deflate segments, so making it costs only the CRC."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": dtype, "fortran_order": False, "shape": shape})
+    head = header.getvalue()
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    block = bytes(2**20)
+    assert size % len(block) == 0
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    data = comp.compress(head) + comp.flush(zlib.Z_FULL_FLUSH)
+    segment = comp.compress(block) + comp.flush(zlib.Z_FULL_FLUSH)
+    data += segment * (size // len(block)) + comp.flush()
+    crc = zlib.crc32(head)
+    for _ in range(size // len(block)):
+        crc = zlib.crc32(block, crc)
+    name = b"images.npy"
+    usize = len(head) + size
+    local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 8, 0, 0, crc, len(data), usize,
+                        len(name), 0) + name
+    central = struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 8, 0, 0, crc, len(data),
+                          usize, len(name), 0, 0, 0, 0, 0, 0) + name
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 1, 1, len(central),
+                      len(local) + len(data), 0)
+    return local + data + central + end
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+# --- unit checks of the decoders (no server) ---------------------------------------------------
+
+def test_npz_bomb_is_refused_from_its_header() -> None:
+    bomb = npz_bomb((1, 3, 16384, 16384))  # 805 MB of uint8 zeros, 3.2 GB as float32
+    assert len(bomb) < 2**20
+    with zipfile.ZipFile(io.BytesIO(bomb)) as zf:  # a valid zip, a real bomb
+        assert zf.getinfo("images.npy").file_size == 128 + 3 * 16384**2
+    with pytest.raises(LimitError, match=r"16384x16384 = 268435456 pixels.*at most 16777216") as err:
+        npz_images(io.BytesIO(bomb), DEFAULT)
+    assert err.value.status == 413
+
+
+def test_npz_limits_batch_and_request_total() -> None:
+    small = Limits(max_batch=4, max_pixels=100, max_request_pixels=250, max_body_bytes=2**20)
+    ok = np.random.default_rng(0).random((2, 3, 10, 10), dtype=np.float32)
+    assert np.array_equal(npz_images(io.BytesIO(dump_npz(images=ok)), small), ok)
+    with pytest.raises(LimitError, match="300 pixels in one request, the server takes at most 250"):
+        npz_images(io.BytesIO(dump_npz(images=np.zeros((3, 3, 10, 10), np.float32))), small)
+    with pytest.raises(LimitError, match="5 images in one request, the server takes at most 4"):
+        npz_images(io.BytesIO(dump_npz(images=np.zeros((5, 3, 1, 1), np.float32))), small)
+
+
+def test_npz_decoding_matches_the_old_conversion() -> None:
+    g = np.random.default_rng(0)
+    u8 = g.integers(0, 256, (2, 3, 5, 7), dtype=np.uint8)
+    assert np.array_equal(npz_images(io.BytesIO(dump_npz(images=u8)), DEFAULT),
+                          u8.astype(np.float32) / np.float32(255.0))
+    f64 = g.random((1, 3, 4, 4))
+    for array in (f64, f64.astype(np.float16), f64.astype(">f4"), np.asfortranarray(f64)):
+        out = npz_images(io.BytesIO(dump_npz(images=array)), DEFAULT)
+        assert out.dtype == np.float32 and out.flags.c_contiguous
+        assert np.array_equal(out, array.astype(np.float32))
+    compressed = io.BytesIO()
+    np.savez_compressed(compressed, images=u8)
+    assert np.array_equal(npz_images(io.BytesIO(compressed.getvalue()), DEFAULT),
+                          u8.astype(np.float32) / np.float32(255.0))
+
+
+@pytest.mark.parametrize(("images", "message"), [
+    (np.zeros((1, 3, 0, 5), np.float32), "zero size"),
+    (np.full((1, 3, 2, 2), 1.5, np.float32), r"in \[0, 1\], got values in \[1.5, 1.5\]"),
+    (np.full((1, 3, 2, 2), -0.25), r"in \[0, 1\], got values in \[-0.25, -0.25\]"),
+    (np.array([[[[0.5, np.nan]]] * 3]), "NaN"),
+    (np.array([[[[0.5, np.inf]]] * 3], np.float32), "infinite"),
+    (np.full((1, 3, 2, 2), 1e300), "infinite"),  # float64 beyond float32's range
+    (np.zeros((1, 3, 2, 2), np.int64), r"float32 in \[0,1\] or uint8, got int64"),
+    (np.zeros((1, 3, 2, 2), np.complex64), "got complex64"),
+    (np.zeros((1, 4, 2, 2), np.float32), r"\[N,3,H,W\], got \[1, 4, 2, 2\]"),
+    (np.zeros((3, 2, 2), np.float32), r"\[N,3,H,W\], got \[3, 2, 2\]"),
+])
+def test_bad_npz_images_are_protocol_errors(images: np.ndarray, message: str) -> None:
+    with pytest.raises(ProtocolError, match=message) as err:
+        npz_images(io.BytesIO(dump_npz(images=images)), DEFAULT)
+    assert err.value.status == 400
+
+
+def test_bad_npz_bodies_are_protocol_errors() -> None:
+    for body, message in [(b"garbage", "not a valid npz"),
+                          (dump_npz(pixels=np.zeros(1)), "no array 'images' .has: pixels"),
+                          (dump_npz(images=np.array([{"a": 1}], dtype=object)), "got object")]:
+        with pytest.raises(ProtocolError, match=message):
+            npz_images(io.BytesIO(body), DEFAULT)
+    whole = dump_npz(images=np.zeros((1, 3, 8, 8), np.float32))
+    with pytest.raises(ProtocolError, match="not a valid npz"):
+        npz_images(io.BytesIO(whole[: len(whole) // 2]), DEFAULT)
+    # A member whose zip entry declares other sizes than its npy header: refused, never read on.
+    bomb = npz_bomb((1, 3, 1024, 1024))
+    for declared, message in [(2**20, "declares 1048576 bytes, its npy header 3145856"),
+                              (1000, "not a valid npz.*Bad CRC")]:  # zipfile stops at 1000
+        lying = bomb.replace(struct.pack("<L", 3 * 2**20 + 128), struct.pack("<L", declared))
+        with pytest.raises(ProtocolError, match=message):
+            npz_images(io.BytesIO(lying), DEFAULT)
+
+
+def test_png_limits_before_decoding() -> None:
+    with pytest.raises(LimitError, match=r"image 0 is 60000x60000"):
+        png_images({"images": [b64(png_declaring(60000, 60000))]}, DEFAULT)
+    with pytest.raises(LimitError, match=r"image 1 is 5000x5000 = 25000000 pixels"):
+        png_images({"images": [b64(png_declaring(2, 2)), b64(png_declaring(5000, 5000))]}, DEFAULT)
+    four_k = b64(png_of_zeros(4000, 4000))  # 16M pixels: within the per-image limit
+    with pytest.raises(LimitError, match="64000000 pixels in one request"):
+        png_images({"images": [four_k] * 4}, DEFAULT)
+    with pytest.raises(LimitError, match="65 images in one request"):
+        png_images({"images": [b64(png_declaring(1, 1))] * 65}, DEFAULT)
+    with pytest.raises(ProtocolError, match=r"image 0 has zero size \(0x4\)") as err:
+        png_images({"images": [b64(png_declaring(0, 4))]}, DEFAULT)
+    assert err.value.status == 400
+    jpeg = io.BytesIO()
+    Image.new("RGB", (4, 4)).save(jpeg, format="JPEG")
+    with pytest.raises(ProtocolError, match="image 0 is not a PNG"):
+        png_images({"images": [b64(jpeg.getvalue())]}, DEFAULT)
+
+
+def test_png_decoding_matches_the_old_conversion() -> None:
+    g = np.random.default_rng(2)
+    u8 = g.integers(0, 256, (2, 6, 9, 3), dtype=np.uint8)
+    pngs = []
+    for im in u8:
+        buf = io.BytesIO()
+        Image.fromarray(im).save(buf, format="PNG")
+        pngs.append(b64(buf.getvalue()))
+    out = png_images({"images": pngs}, DEFAULT)
+    assert np.array_equal(out, u8.transpose(0, 3, 1, 2).astype(np.float32) / np.float32(255.0))
+    assert png_images({"images": []}, DEFAULT).shape == (0, 3, 0, 0)
+
+
+def test_limits_are_validated() -> None:
+    with pytest.raises(SegtkError, match="--max-request-pixels .* is below --max-pixels"):
+        Limits(max_pixels=100, max_request_pixels=10)
+    with pytest.raises(SegtkError, match="--max-body-mb"):
+        Limits(max_body_bytes=0)
+
+
+def test_bind_port_zero_and_non_loopback_warning() -> None:
+    sock = bind("127.0.0.1", 0)
+    try:
+        port = sock.getsockname()[1]
+        assert port > 0
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            pass  # already listening
+        with pytest.raises(SegtkError, match=f"cannot listen on 127.0.0.1:{port}") as err:
+            bind("127.0.0.1", port)
+        assert "--port" in err.value.hint
+    finally:
+        sock.close()
+    for host in ("127.0.0.1", "127.0.0.2", "::1", "localhost"):
+        assert bind_warning(host) is None, host
+    for host in ("0.0.0.0", "::", "192.168.1.7", "10.0.0.1"):
+        line = bind_warning(host)
+        assert line and "\n" not in line and host in line and "no authentication" in line
+
+
+# --- the real server ---------------------------------------------------------------------------
+
+@contextmanager
+def serve_port0(*options: str) -> Iterator[tuple[int, subprocess.Popen, list[str]]]:
+    """`segtk serve --port 0`; yields the port it printed; a watchdog kills it past 1.5 GiB."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from segtk.cli import main; main()", "serve", "--model", "demo",
+         "--host", "127.0.0.1", "--port", "0", *options],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    log: list[str] = []
+    reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True)
+    reader.start()
+    stop = threading.Event()
+    killed: list[int] = []
+
+    def watchdog() -> None:
+        while not stop.wait(0.05) and proc.poll() is None:
+            rss = status_kib(proc.pid, "VmRSS")
+            if rss is not None and rss * 1024 > 1.5 * GIB:
+                killed.append(rss)
+                proc.kill()
+
+    threading.Thread(target=watchdog, daemon=True).start()
+    try:
+        deadline = time.monotonic() + 90
+        port = None
+        while port is None:
+            try:
+                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                pytest.fail(f"segtk serve printed no address within 90 s: {log}")
+            log.append(line)
+            found = re.search(r"at http://127\.0\.0\.1:(\d+) ", line)
+            if found:
+                port = int(found.group(1))
+            elif proc.poll() is not None:
+                pytest.fail(f"segtk serve exited: {log}")
+        yield port, proc, log
+        assert not killed, f"the server passed 1.5 GiB ({killed[0] // 1024} MiB) and was killed"
+    finally:
+        stop.set()
+        proc.kill()
+        proc.wait(10)
+        reader.join(5)
+        while not lines.empty():
+            log.append(lines.get())
+
+
+def status_kib(pid: int, field: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def request(port: int, body: bytes, content_type: str) -> tuple[int, dict | bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("POST", "/predict", body=body, headers={"Content-Type": content_type})
+        resp = conn.getresponse()
+        data = resp.read()
+    finally:
+        conn.close()
+    if resp.getheader("content-type", "").startswith("application/json"):
+        return resp.status, json.loads(data)
+    return resp.status, data
+
+
+def chunked(port: int, total: int, block: int = 2**20) -> tuple[int, dict]:
+    """POST `total` bytes with Transfer-Encoding: chunked (no Content-Length)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                     b"application/x-npz\r\nTransfer-Encoding: chunked\r\n\r\n")
+        data = bytes(block)
+        try:
+            for start in range(0, total, block):
+                n = min(block, total - start)
+                sock.sendall(b"%x\r\n" % n + data[:n] + b"\r\n")
+            sock.sendall(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server stopped reading: its answer is already on the way
+        resp = http.client.HTTPResponse(sock)
+        resp.begin()
+        return resp.status, json.loads(resp.read())
+
+
+def test_server_survives_bombs_under_1_gib() -> None:
+    with serve_port0() as (port, proc, log):
+        # The address is printed only once the socket listens: the first try connects.
+        info = json.loads(urllib_get(port, "/info"))
+        assert (info["max_pixels"], info["max_request_pixels"], info["max_body_bytes"]) == (
+            DEFAULT.max_pixels, DEFAULT.max_request_pixels, DEFAULT.max_body_bytes)
+
+        status, answer = request(port, npz_bomb((1, 3, 16384, 16384)), "application/x-npz")
+        assert status == 413 and "16384x16384" in answer["error"], answer
+        png_bomb = json.dumps({"images": [b64(png_declaring(60000, 60000))]}).encode()
+        status, answer = request(port, png_bomb, "application/json")
+        assert status == 413 and "60000x60000" in answer["error"], answer
+        many = json.dumps({"images": [b64(png_of_zeros(4000, 4000))] * 64}).encode()
+        status, answer = request(port, many, "application/json")  # 3 GB of RGB once decoded
+        assert status == 413 and "pixels in one request" in answer["error"], answer
+        status, answer = chunked(port, DEFAULT.max_body_bytes + 2**20)
+        assert status == 413 and "limit" in answer["error"], answer
+
+        bad = [(np.zeros((1, 3, 0, 8), np.float32), "zero size"),
+               (np.full((1, 3, 4, 4), 2.0, np.float32), "[0, 1]"),
+               (np.full((1, 3, 4, 4), np.nan, np.float32), "NaN"),
+               (np.zeros((1, 3, 4, 4), np.int32), "int32"),
+               (np.zeros((2, 4, 4), np.float32), "[N,3,H,W]")]
+        for images, message in bad:
+            status, answer = request(port, dump_npz(images=images), "application/x-npz")
+            assert status == 400 and message in answer["error"], (message, answer)
+        zero_png = json.dumps({"images": [b64(png_declaring(0, 5))]}).encode()
+        status, answer = request(port, zero_png, "application/json")
+        assert status == 400 and "zero size" in answer["error"], answer
+
+        x = np.random.default_rng(0).random((2, 3, 32, 48), dtype=np.float32)
+        status, body = request(port, dump_npz(images=x), "application/x-npz")
+        assert status == 200 and load_npz(body, "labels").shape == (2, 32, 48)
+        stats = json.loads(urllib_get(port, "/stats"))
+        assert stats["failed_requests"] == 4 + len(bad) + 1 and stats["served_images"] == 2
+        peak = status_kib(proc.pid, "VmHWM")
+        assert peak is not None and peak * 1024 < GIB, f"peak RSS {peak // 1024} MiB"
+        assert proc.poll() is None
+    assert not any("warning" in line.lower() and "127.0.0.1" in line for line in log), log
+
+
+def urllib_get(port: int, path: str) -> bytes:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path)
+        return conn.getresponse().read()
+    finally:
+        conn.close()
+
+
+def test_serve_command_warns_off_loopback_and_checks_limits(monkeypatch) -> None:
+    """The CLI path, without binding a non-loopback address: `bind` is swapped for loopback."""
+    from click.testing import CliRunner
+
+    import segtk_http.server as server
+    from segtk.cli import cli, pm_commands
+
+    pm_commands()
+    ran: list[tuple[int, Limits]] = []
+    sock = bind("127.0.0.1", 0)
+    monkeypatch.setattr(server, "bind", lambda host, port: sock)
+    monkeypatch.setattr(server, "serve", lambda model, s, limits, level: ran.append((s, limits)))
+    try:
+        result = CliRunner().invoke(cli, ["serve", "--model", "demo", "--host", "0.0.0.0",
+                                          "--port", "0", "--max-pixels", "1000",
+                                          "--max-request-pixels", "5000", "--max-body-mb", "0.5"])
+        assert result.exit_code == 0, result.output
+        lines = result.output.splitlines()
+        assert lines[0].startswith("warning: serving on 0.0.0.0, which is not a loopback")
+        assert f"at http://0.0.0.0:{sock.getsockname()[1]} " in lines[1]
+        assert ran == [(sock, Limits(max_pixels=1000, max_request_pixels=5000,
+                                     max_body_bytes=2**19))]
+    finally:
+        sock.close()
+    bad = CliRunner().invoke(cli, ["serve", "--max-pixels", "100", "--max-request-pixels", "10"])
+    assert bad.exit_code == 1 and "--max-request-pixels 10 is below --max-pixels 100" in bad.output

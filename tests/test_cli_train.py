@@ -1,0 +1,107 @@
+"""`segtk train` and `segtk bench augment` from the command line: help, a real run, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from segtk.cli import cli
+from segtk.core.augment import save_safetensors
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+@pytest.fixture(scope="module")
+def random_demo(tmp_path_factory) -> str:
+    from segtk_demo.model import DemoNet
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("weights") / "random.safetensors"
+    save_safetensors(path, DemoNet().state_dict())
+    return f"demo:{path}"
+
+
+@pytest.mark.parametrize("command", [["train"], ["bench", "augment"]])
+def test_help_has_examples(command) -> None:
+    result = invoke(*command, "--help")
+    assert result.exit_code == 0
+    assert "Examples:" in result.output and "segtk " + " ".join(command) in result.output
+
+
+def test_train_writes_a_spec_that_predict_accepts(random_demo, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = invoke("train", "--model", random_demo, "--data", "demo", "--split", "",
+                    "--augment", "cutmix:alpha=1,p=1", "--epochs", "2", "--batch-size", "4",
+                    "--crop", "64x48", "--lr", "3e-3", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    spec = (out / "model.spec").read_text().strip()
+    assert f"model: {spec}" in result.output.replace("\n", "")
+    lines = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert [x["epoch"] for x in lines] == [1, 2]
+    predicted = invoke("predict", "--model", spec, "--data", "demo")
+    assert predicted.exit_code == 0, predicted.output
+    again = invoke("train", "--model", random_demo, "--data", "demo", "--split", "",
+                   "--augment", "cutmix:alpha=1,p=1", "--epochs", "3", "--batch-size", "4",
+                   "--crop", "64x48", "--lr", "3e-3", "--out", str(out), "--resume")
+    assert again.exit_code == 0, again.output
+    assert len((out / "results.jsonl").read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--crop", "64"], "--crop '64' is not WIDTHxHEIGHT"),
+    (["--augment", "mixup"], "no augmenter plugin named 'mixup'"),
+    (["--augment", "cutout:label=zero"], "label=keep"),
+    (["--crop", "999x48"], "--crop 999x48 is larger than a training image"),
+    (["--data", "folder:/nonexistent"], "dataset folder not found"),
+])
+def test_bad_input_is_one_line_and_nonzero(random_demo, tmp_path: Path, args, message) -> None:
+    base = {"--model": random_demo, "--data": "demo", "--split": "", "--crop": "64x48",
+            "--out": str(tmp_path / "run")}
+    for key, value in zip(args[::2], args[1::2]):
+        base[key] = value
+    result = invoke("train", *[x for kv in base.items() for x in kv])
+    assert result.exit_code != 0
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_untrainable_model_is_refused(tmp_path: Path) -> None:
+    from segtk.core.augment import require_trainable
+    from segtk.core.errors import ModelError
+    from segtk.testing import TinySegmenter
+
+    with pytest.raises(ModelError, match="cannot be trained.*trainable model plugins"):
+        require_trainable(TinySegmenter(), "tiny")
+
+
+@pytest.mark.slow
+def test_bench_augment_prints_table_iv(random_demo, tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    args = ["bench", "augment", "--model", random_demo, "--data", "demo", "--split", "",
+            "--eval-split", "", "--eval-limit", "3", "--augment", "baseline,cutmix",
+            "--attributes", "weather", "--values", "weather=fog", "--crop", "64x48",
+            "--batch-size", "4", "--lr", "3e-3", "--out", str(out)]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    for word in ("augmentation", "original", "weather", "mR appearance", "start", "baseline",
+                 "cutmix"):
+        assert word in result.output
+    table = json.loads((out / "table.json").read_text())
+    assert [r["augmentation"] for r in table["rows"]] == ["start", "baseline", "cutmix"]
+    for row in table["rows"]:
+        ref, edited = row["miou"]["original"], row["miou"]["weather"]
+        assert row["mr_appearance"] == pytest.approx(edited / ref)
+    assert (out / "miou.png").stat().st_size > 1000
+    assert (out / "table.csv").read_text().startswith("augmentation,original,weather,mR_appearance")
+    assert invoke(*args).exit_code != 0  # existing results need --resume
+    more = invoke(*[a if a != "baseline,cutmix" else "baseline,cutmix,augmix" for a in args],
+                  "--resume")
+    assert more.exit_code == 0, more.output
+    table = json.loads((out / "table.json").read_text())
+    assert [r["augmentation"] for r in table["rows"]] == ["start", "baseline", "cutmix", "augmix"]
