@@ -25,13 +25,14 @@ hue; see the bench's contact sheet.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
 from segtk.core.attack import Attack, AttackParams, Oracle
 from segtk.core.errors import SegtkError
-from segtk_dla.attack import DLA, HORIZONTAL, VERTICAL
+from segtk_dla.attack import DLA, HORIZONTAL, VERTICAL, lines
 
 CHANNELS = 3
 
@@ -69,6 +70,7 @@ class _Cursor:
 class _State:
     direction: int = HORIZONTAL
     signs: torch.Tensor | None = None  # kept pattern: [3, stripes] ±1 along `direction`
+    image: torch.Tensor | None = None  # the kept pattern's image, rewritten in place by flips
     score: float = math.inf
     cursor: _Cursor = field(default_factory=_Cursor)
 
@@ -106,39 +108,52 @@ class ColourStripes(Attack):
             active = oracle.active().tolist()
             if not active:
                 return
-            candidates = []
+            candidates, undo = [], []
             for i in active:
                 st = states[i]
                 if t <= p.explore:
                     k = t % 2
                     draw = torch.randint(0, 2, (CHANNELS, stripes[k]), generator=oracle.rngs[i])
-                    candidates.append((k, draw.float() * 2 - 1))
+                    signs = (draw.float() * 2 - 1).to(oracle.clean.device)
+                    image = torch.where(colour_stripes(signs, k, h, w) > 0, oracle.hi[i], oracle.lo[i])
+                    candidates.append((k, signs, image))
+                    undo.append(None)
                 else:
                     if st.signs is None:  # no exploration: flips of a uniform +ε must beat clean
-                        st.signs = torch.ones(CHANNELS, stripes[st.direction])
+                        st.signs = torch.ones(CHANNELS, stripes[st.direction], device=oracle.clean.device)
+                        st.image = oracle.hi[i].clone()
                         st.score = float(clean_scores[i])
-                    candidates.append((st.direction, self._flip(st)))
-            scores = self._query(oracle, active, candidates, h, w)
-            for i, (k, signs), score in zip(active, candidates, scores.tolist()):
+                    signs, restore = self._flip(st, oracle, i)
+                    candidates.append((st.direction, signs, st.image))
+                    undo.append(restore)
+            scores = torch.cat(oracle.query_each(active, [c[2][None] for c in candidates]))
+            for i, (k, signs, image), restore, score in zip(active, candidates, undo, scores.tolist()):
                 st = states[i]
                 if score < st.score:  # the best draw, then only flips that lower the proxy
-                    st.score, st.signs, st.direction = score, signs, k
+                    st.score, st.signs, st.direction, st.image = score, signs, k, image
+                elif restore is not None:
+                    restore()
 
     @staticmethod
-    def _flip(st: _State) -> torch.Tensor:
-        """The next candidate: DLA's block schedule, each channel of a block in turn."""
+    def _flip(st: _State, oracle: Oracle, i: int) -> tuple[torch.Tensor, Callable[[], object]]:
+        """The next candidate: DLA's block schedule, each channel of a block in turn. Only the
+        flipped lines of the kept image are rewritten, in place; the callable undoes that."""
         cur = st.cursor
         if cur.channel == 0:
             cur.span = DLA._next_flip(cur, st.signs.shape[1])
         start, stop = cur.span
+        c, direction = cur.channel, st.direction
         signs = st.signs.clone()
-        signs[cur.channel, start:stop] *= -1
+        signs[c, start:stop] *= -1
         cur.channel = (cur.channel + 1) % CHANNELS
-        return signs
-
-    @staticmethod
-    def _query(oracle: Oracle, owners: list[int], candidates, h: int, w: int) -> torch.Tensor:
-        eps = oracle.eps_unit
-        images = [(oracle.clean[i] + eps * colour_stripes(s, k, h, w))[None]
-                  for i, (k, s) in zip(owners, candidates)]
-        return torch.cat(oracle.query_each(owners, images))
+        _, h, w = st.image.shape
+        n_lines = h if direction == HORIZONTAL else w
+        width = math.ceil(n_lines / signs.shape[1])
+        first, last = start * width, min(stop * width, n_lines)
+        new = signs[c, start:stop].repeat_interleave(width)[: last - first]
+        new = new.view(-1, 1) if direction == HORIZONTAL else new.view(1, -1)
+        block = lines(st.image[c], direction, first, last)
+        before = block.clone()
+        block.copy_(torch.where(new > 0, lines(oracle.hi[i, c], direction, first, last),
+                                lines(oracle.lo[i, c], direction, first, last)))
+        return signs, lambda: block.copy_(before)
