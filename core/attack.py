@@ -158,7 +158,7 @@ class Oracle:
         remaining = self.remaining().tolist()
         candidates = [c[: remaining[i]] for i, c in zip(images, candidates)]
         sizes = [len(c) for c in candidates]
-        owners = torch.repeat_interleave(torch.tensor(images, dtype=torch.long), torch.tensor(sizes))
+        owners = torch.tensor([i for i, n in zip(images, sizes) for _ in range(n)], dtype=torch.long)
         batch = self.clean.new_empty((sum(sizes), *self.clean.shape[1:]))
         row = 0
         for i, c in zip(images, candidates):  # project straight into the batch: one pass

@@ -25,8 +25,8 @@ class LabelConfusion:
     """Confusions of many predictions against fixed labels (an attack's thousands of queries).
 
     The label half of each pixel's bin (label·(K+1), or an overflow bin for unscored pixels)
-    is computed once, so a prediction costs one add and one bincount over its pixels: this
-    runs once per query and must stay cheap next to a forward pass.
+    is computed once, so a prediction costs one add and one bincount over its pixels, in 16
+    bits where the bins fit: this runs once per query and must stay cheap next to a forward pass.
     """
 
     def __init__(self, labels: torch.Tensor, num_classes: int, ignore_index: int = 255) -> None:
@@ -36,21 +36,24 @@ class LabelConfusion:
         if 0 <= ignore_index < k:
             valid &= labels != ignore_index
         self.num_classes = k
-        self.shape = labels.shape
+        self.pixels = labels.shape[1]
         self.size = k * k1  # bins of the matrix; unscored pixels land in [size, size + k]
-        self.base = torch.where(valid, labels * k1, self.size)
+        self.dtype = next(t for t in (torch.int16, torch.int32, torch.int64)
+                          if self.size + k < torch.iinfo(t).max)
+        self.base = torch.where(valid, labels * k1, self.size).to(self.dtype)
 
     def __call__(self, pred: torch.Tensor, owners: torch.Tensor | None = None) -> torch.Tensor:
         """[N, K, K+1] for predictions [N,H,W]; row r is scored against labels[owners[r]]."""
         k, n = self.num_classes, pred.shape[0]
-        pred = pred.reshape(n, -1).long()
+        pred = pred.reshape(n, -1)
         rows = range(n) if owners is None else owners.tolist()
-        if pred.shape[1] != self.shape[1]:
-            raise ValueError(f"prediction has {pred.shape[1]} pixels, labels {self.shape[1]}")
+        if pred.shape[1] != self.pixels:
+            raise ValueError(f"prediction has {pred.shape[1]} pixels, labels {self.pixels}")
         if pred.numel():
             lo, hi = torch.aminmax(pred)
             if lo < 0 or hi > k:  # anything outside the class list is one "wrong" column
                 pred = torch.where((pred >= 0) & (pred < k), pred, k)
+        pred = pred.to(self.dtype)  # in range now, so the narrowing cannot wrap
         if self.base.device != pred.device:
             self.base = self.base.to(pred.device)
         out = torch.empty(n, self.size, dtype=torch.long, device=pred.device)

@@ -8,40 +8,73 @@ Calibration flips the sign of contiguous blocks of lines — the whole image, ha
 … single lines, then again from the whole image — keeping a flip only when the proxy drops.
 (The official code's acceptance test is inverted and it always flips rows; we follow the
 paper as written.)
+
+The paper's ablations are parameters whose defaults are the method above: `direction`
+(Table 3's exploration: iterative, horizontal, vertical, or random = the Random attack's
+noise), `calibration` (Table 3: flip, or random = the Random attack's update) and `values`
+(Table 1: discrete ±ε, or continuous values in [−ε, ε]).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from segtk.core.attack import Attack, AttackParams, Oracle
+from segtk.core.attack import Attack, AttackParams, Oracle, uniform_noise
+from segtk.core.errors import SegtkError
 
 HORIZONTAL, VERTICAL = 1, 0  # k = t % 2 in Algorithm 1: 1 = one sign per row
+DIRECTIONS = ("iterative", "horizontal", "vertical", "random")
+CALIBRATIONS = ("flip", "random")
+VALUES = ("discrete", "continuous")
+RANDOM_STEP = 1 / 16  # the Random attack's step, DLA Eq. 2: rand[−ε/16, +ε/16]
 
 
 @dataclass
 class DLAParams(AttackParams):
-    """exploration: share of the budget spent on stripe exploration (T/5 in the paper)."""
+    """exploration: share of the budget spent on stripe exploration (T/5 in the paper).
+    direction: exploration noise (Table 3): iterative (alternating horizontal and vertical
+        stripes), horizontal, vertical, or random (the Random attack's noise, not stripes).
+    calibration: flip (sign flips of blocks of lines) or random (the Random attack's update).
+    values: discrete (±ε, Eq. 3) or continuous (uniform in [−ε, ε]) exploration values (Table 1).
+    """
 
     exploration: float = 0.2
+    direction: str = "iterative"
+    calibration: str = "flip"
+    values: str = "discrete"
 
     def validate(self) -> None:
         super().validate()
         if not 0 <= self.exploration <= 1:
-            raise ValueError(f"exploration must be in [0,1], got {self.exploration}")
+            raise SegtkError(f"exploration must be in [0,1], got {self.exploration}",
+                             hint="it is a share of the budget, e.g. --param exploration=0.2")
+        for key, choices in (("direction", DIRECTIONS), ("calibration", CALIBRATIONS),
+                             ("values", VALUES)):
+            if getattr(self, key) not in choices:
+                raise SegtkError(f"unknown DLA {key} {getattr(self, key)!r}",
+                                 hint=f"use --param {key}={'|'.join(choices)}")
+
+
+@dataclass
+class _Draw:
+    """A candidate: its image, its perturbation δ (absolute units, broadcastable to [3,H,W]:
+    [1,H,1] per row, [1,1,W] per column, [3,H,W] per value) and its flip direction d."""
+
+    image: torch.Tensor
+    delta: torch.Tensor
+    direction: int
 
 
 @dataclass
 class _State:
-    """One image's search state: the kept stripe signs and the calibration cursor."""
+    """One image's search state: the kept perturbation and the calibration cursor."""
 
-    direction: int = HORIZONTAL
-    signs: torch.Tensor | None = None  # kept perturbation: ±1 per line along `direction`
-    best_candidate: tuple[float, int, torch.Tensor] | None = None  # best exploration draw
-    improved: bool = False
+    kept: _Draw | None = None  # δ̂ with the lowest proxy so far (line 8 / 15)
+    best_draw: tuple[float, _Draw] | None = None  # best exploration draw, even if not a drop
     level: int = 0  # n: blocks of ceil(lines / 2^n) lines
     block: int = 0  # i: which block of the current level
 
@@ -53,11 +86,17 @@ def stripes(signs: torch.Tensor, direction: int, height: int, width: int) -> tor
     return signs.view(1, 1, width).expand(1, height, width)
 
 
+def lines(t: torch.Tensor, direction: int, start: int, stop: int) -> torch.Tensor:
+    """Rows (HORIZONTAL) or columns (VERTICAL) start..stop of a [...,H,W] tensor, as a view."""
+    return t[..., start:stop, :] if direction == HORIZONTAL else t[..., start:stop]
+
+
 class DLA(Attack):
     """Discrete Linear Attack: ±ε stripe exploration, then hierarchical sign-flip calibration.
 
     Parameters: eps (0–255, default 8), budget (default 50; the clean query counts), seed,
-    exploration (default 0.2 = the paper's T/5), proxy (miou | pacc).
+    exploration (default 0.2 = the paper's T/5), proxy (miou | pacc), and the ablations of
+    Tables 1 and 3: direction, calibration, values (see DLAParams).
     The exploration length depends on the budget, so runs with different budgets differ
     from their first queries on (`anytime = False`).
     """
@@ -68,64 +107,100 @@ class DLA(Attack):
 
     def attack(self, oracle: Oracle) -> None:
         p = self.params
-        clean = oracle.clean
-        b, _, h, w = clean.shape
         explore_until = math.floor(p.exploration * p.budget)
-        states = [_State() for _ in range(b)]
+        states = [_State() for _ in range(oracle.batch_size)]
 
         # Line 1: l_min = L(x); the clean query is part of the budget.
-        l_min = oracle.query(clean).scores.clone()
+        l_min = oracle.query(oracle.clean).scores.tolist()
 
         for t in range(1, p.budget):
             active = oracle.active().tolist()
             if not active:
                 return
-            if t <= explore_until:
-                k = t % 2
-                n_lines = h if k == HORIZONTAL else w
-                draws = [
-                    torch.randint(0, 2, (n_lines,), generator=oracle.rngs[i]).float() * 2 - 1
-                    for i in active
-                ]
-                deltas = [stripes(s, k, h, w) for s in draws]
-                scores = self._query(oracle, active, deltas, p.eps_unit)
-                for i, sign, score in zip(active, draws, scores.tolist()):
-                    st = states[i]
-                    if st.best_candidate is None or score < st.best_candidate[0]:
-                        st.best_candidate = (score, k, sign)
-                    if score < float(l_min[i]):  # line 7: keep only a drop
-                        l_min[i], st.signs, st.direction, st.improved = score, sign, k, True
-            else:
-                flips = []
-                for i in active:
-                    st = states[i]
-                    self._start_calibration(st, h)
-                    flips.append(self._next_flip(st, h if st.direction == HORIZONTAL else w))
-                candidates = []
-                for i, (start, stop) in zip(active, flips):
-                    sign = states[i].signs.clone()
-                    sign[start:stop] *= -1
-                    candidates.append(sign)
-                deltas = [stripes(s, states[i].direction, h, w) for i, s in zip(active, candidates)]
-                scores = self._query(oracle, active, deltas, p.eps_unit)
-                for i, sign, score in zip(active, candidates, scores.tolist()):
-                    if score < float(l_min[i]):  # line 14: keep the flip only if the proxy drops
-                        l_min[i], states[i].signs = score, sign
+            exploring = t <= explore_until
+            k = {"horizontal": HORIZONTAL, "vertical": VERTICAL}.get(p.direction, t % 2)
+            draws, undo = [], []
+            for i in active:
+                if exploring:
+                    draws.append(self._explore(oracle, i, states[i], k))
+                    undo.append(None)
+                else:
+                    self._start_calibration(oracle, i, states[i])
+                    draw, restore = self._calibrate(oracle, i, states[i])
+                    draws.append(draw)
+                    undo.append(restore)
+            scores = oracle.query_each(active, [d.image[None] for d in draws])
+            for i, draw, restore, score in zip(active, draws, undo, torch.cat(scores).tolist()):
+                st = states[i]
+                if exploring and (st.best_draw is None or score < st.best_draw[0]):
+                    st.best_draw = (score, draw)
+                if score < l_min[i]:  # lines 7 and 14: keep only a drop of the proxy
+                    l_min[i], st.kept = score, draw
+                elif restore is not None:  # line 17: flip back
+                    restore()
 
-    @staticmethod
-    def _query(oracle: Oracle, owners: list[int], deltas: list[torch.Tensor], eps: float):
-        candidates = [(oracle.clean[i] + eps * d)[None] for i, d in zip(owners, deltas)]
-        return torch.cat(oracle.query_each(owners, candidates))
+    def _explore(self, oracle: Oracle, i: int, st: _State, k: int) -> _Draw:
+        """Line 6: a fresh stripe pattern along k, or a Random-attack draw (direction=random)."""
+        p, rng, eps = self.params, oracle.rngs[i], oracle.eps_unit
+        clean = oracle.clean[i]
+        if p.direction == "random":
+            if p.values == "discrete":  # fresh ±ε per value
+                bits = torch.randint(0, 2, clean.shape, generator=rng).to(clean.device).bool()
+                return _Draw(torch.where(bits, oracle.hi[i], oracle.lo[i]),
+                             (bits.float() * 2 - 1) * eps, k)
+            base = st.kept.image if st.kept is not None else clean  # Eq. 2, from the best so far
+            noise = uniform_noise(tuple(clean.shape), RANDOM_STEP * eps, rng).to(clean.device)
+            image = oracle.project(base + noise, i)
+            return _Draw(image, image - clean, k)
+        _, h, w = clean.shape
+        n_lines = h if k == HORIZONTAL else w
+        shape = (1, h, 1) if k == HORIZONTAL else (1, 1, w)
+        if p.values == "discrete":
+            signs = torch.randint(0, 2, (n_lines,), generator=rng).float() * 2 - 1
+            delta = eps * signs.to(clean.device).view(shape)
+            return _Draw(torch.where(delta > 0, oracle.hi[i], oracle.lo[i]), delta, k)
+        values = torch.rand(n_lines, generator=rng) * 2 - 1
+        delta = eps * values.to(clean.device).view(shape)
+        return _Draw(oracle.project(clean + delta, i), delta, k)
 
-    @staticmethod
-    def _start_calibration(st: _State, h: int) -> None:
+    def _calibrate(self, oracle: Oracle, i: int, st: _State) -> tuple[_Draw, Callable | None]:
+        """Lines 12–13: flip the next block of the kept δ̂ (or take a Random-attack step from it).
+
+        A flip rewrites only the flipped lines of the kept image, in place (no full-image copy
+        per query); the returned callable puts them back if the flip is not kept.
+        """
+        kept = st.kept
+        if self.params.calibration == "random":
+            noise = uniform_noise(tuple(kept.image.shape), RANDOM_STEP * oracle.eps_unit,
+                                  oracle.rngs[i]).to(kept.image.device)
+            image = oracle.project(kept.image + noise, i)
+            return _Draw(image, image - oracle.clean[i], kept.direction), None
+        d = kept.direction
+        start, stop = self._next_flip(st, kept.image.shape[1 if d == HORIZONTAL else 2])
+        delta = kept.delta.clone()
+        flipped = lines(delta, d, start, stop).neg_()
+        block = lines(kept.image, d, start, stop)
+        before = block.clone()
+        block.copy_(torch.clamp(lines(oracle.clean[i], d, start, stop) + flipped,
+                                lines(oracle.lo[i], d, start, stop),
+                                lines(oracle.hi[i], d, start, stop)))
+        return _Draw(kept.image, delta, d), lambda: block.copy_(before)
+
+    def _start_calibration(self, oracle: Oracle, i: int, st: _State) -> None:
         """Enter calibration. If no exploration draw beat the clean image, Algorithm 1 would
-        flip a zero perturbation forever; we calibrate the best draw instead."""
-        if st.signs is None:
-            if st.best_candidate is None:  # budget too small for any exploration
-                st.signs, st.direction = torch.ones(h), HORIZONTAL
-            else:
-                _, st.direction, st.signs = st.best_candidate
+        flip a zero perturbation forever; we calibrate the best draw instead. (The Random
+        attack's update needs no such help: it starts from the clean image, δ̂ = 0.)"""
+        if st.kept is not None:
+            return
+        clean = oracle.clean[i]
+        if self.params.calibration == "random":
+            st.kept = _Draw(clean, torch.zeros_like(clean), HORIZONTAL)
+        elif st.best_draw is not None:
+            st.kept = st.best_draw[1]
+        else:  # budget too small for any exploration: a uniform +ε, flipped by rows
+            h = clean.shape[1]
+            delta = oracle.eps_unit * torch.ones(h, device=clean.device).view(1, h, 1)
+            st.kept = _Draw(oracle.hi[i].clone(), delta, HORIZONTAL)  # flips write into it
 
     @staticmethod
     def _next_flip(st: _State, lines: int) -> tuple[int, int]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from segtk.core.attack import Oracle
+from segtk.core.errors import SegtkError
 from segtk.core.proxy import Proxy
 from segtk.core.segmenter import QueryCounter
 from segtk.testing import AttackSuite, RecordingSegmenter, TinySegmenter, toy_batch
@@ -71,3 +73,101 @@ def test_exploration_share_sets_the_phase_length() -> None:
     deltas = [(x - images[0])[0].sign() for x in model.seen[1:6]]
     kinds = ["rows" if bool((d == d[:, :1]).all()) else "cols" for d in deltas]
     assert kinds[:4] == ["rows", "cols", "rows", "cols"]
+
+
+# --- Table 1 / Table 3 variants: every one passes the shared suite ------------------------------
+
+VARIANTS = {
+    "Horizontal": {"direction": "horizontal"},
+    "Vertical": {"direction": "vertical"},
+    "RandomNoise": {"direction": "random"},
+    "RandomNoiseContinuous": {"direction": "random", "values": "continuous"},
+    "RandomCalibration": {"calibration": "random"},
+    "Continuous": {"values": "continuous"},
+    "RandomAttack": {"direction": "random", "values": "continuous", "calibration": "random"},
+}
+for _name, _params in VARIANTS.items():
+    globals()[f"TestDLA{_name}Suite"] = type(
+        f"TestDLA{_name}Suite", (AttackSuite,), {"attack_cls": DLA, "params": _params}
+    )
+
+
+def _deltas(params: dict, budget: int = 24, h: int = 12, w: int = 10) -> list[torch.Tensor]:
+    """Every queried perturbation after the clean query (images kept away from the [0,1] box)."""
+    images, labels = toy_batch(1, h, w, seed=6)
+    images = images * 0.5 + 0.25
+    model = RecordingSegmenter()
+    DLA(budget=budget, eps=8, **params).run(model, images, labels)
+    assert len(model.seen) == budget
+    return [x - images[0] for x in model.seen[1:]]
+
+
+def _row_constant(d: torch.Tensor) -> bool:
+    return bool((d == d[:, :, :1]).all())
+
+
+def _col_constant(d: torch.Tensor) -> bool:
+    return bool((d == d[:, :1, :]).all())
+
+
+def test_horizontal_only_ever_queries_row_constant_perturbations() -> None:
+    deltas = _deltas({"direction": "horizontal"})
+    assert all(_row_constant(d.sign()) and not _col_constant(d.sign()) for d in deltas[:4])
+    assert all(_row_constant(d.sign()) for d in deltas)  # calibration flips rows too
+
+
+def test_vertical_only_ever_queries_column_constant_perturbations() -> None:
+    deltas = _deltas({"direction": "vertical"})
+    assert all(_col_constant(d.sign()) and not _row_constant(d.sign()) for d in deltas[:4])
+    assert all(_col_constant(d.sign()) for d in deltas)
+
+
+def test_continuous_values_are_lines_inside_the_ball_not_all_plus_minus_eps() -> None:
+    eps = 8 / 255
+    deltas = _deltas({"values": "continuous"}, budget=30)
+    explored = deltas[:6]  # 0.2 × 30 queries explore
+    for k, d in enumerate(explored, start=1):
+        assert float(d.abs().max()) <= eps + 1e-6
+        assert _row_constant(d.round(decimals=5)) if k % 2 else _col_constant(d.round(decimals=5))
+    values = torch.cat([d.flatten() for d in explored]).abs()
+    assert float((values < eps - 1e-4).float().mean()) > 0.5  # mostly strictly inside the ball
+    assert all(torch.allclose(d[0], d[1], atol=1e-6) for d in deltas)  # still grey: one value per line
+
+
+def test_random_exploration_draws_plus_minus_eps_per_value_not_lines() -> None:
+    eps = 8 / 255
+    deltas = _deltas({"direction": "random"}, budget=30)
+    for d in deltas[:6]:
+        assert torch.allclose(d.abs(), torch.full_like(d, eps), atol=1e-6)
+        assert not _row_constant(d.sign()) and not _col_constant(d.sign())
+        assert not torch.equal(d[0].sign(), d[1].sign())  # each colour value its own sign
+
+
+def test_random_calibration_takes_small_uniform_steps_from_the_kept_image() -> None:
+    eps = 8 / 255
+    deltas = _deltas({"calibration": "random"}, budget=30)
+    calibration = deltas[6:]
+    for d in calibration:
+        assert float(d.abs().max()) <= eps + 1e-6
+    # Eq. 2: each step moves every value by at most ε/16 from the image it starts from, so a
+    # calibration query is never a vertex of the ball (unlike a flip).
+    assert any(float((d.abs() < eps - 1e-4).float().mean()) > 0.1 for d in calibration)
+
+
+def test_random_noise_with_random_calibration_is_the_random_attack() -> None:
+    """Table 3's first row reports exactly Table 2's Random attack numbers: the same attack."""
+    from segtk_random import RandomAttack
+
+    images, labels = toy_batch(2, 14, 11, seed=9)
+    dla = DLA(budget=25, direction="random", values="continuous", calibration="random")
+    ours = dla.run(TinySegmenter(), images, labels, seeds=[3, 4])
+    random = RandomAttack(budget=25).run(TinySegmenter(), images, labels, seeds=[3, 4])
+    assert torch.equal(ours.images, random.images)
+    assert ours.history == random.history
+
+
+@pytest.mark.parametrize("key", ["direction", "calibration", "values"])
+def test_unknown_variant_is_refused_with_the_choices(key: str) -> None:
+    with pytest.raises(SegtkError, match=f"unknown DLA {key}") as err:
+        DLA(**{key: "diagonal"})
+    assert "--param" in err.value.hint

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from segtk.core.attack import Attack, AttackParams, Oracle, project
+from segtk.core.attack import Attack, AttackParams, Oracle, project, uniform_noise
 from segtk.core.errors import SegtkError
 
 
@@ -50,8 +50,8 @@ class RandomAttack(Attack):
                 if best_score[i] == float("inf"):
                     steps.append(oracle.clean[i])
                 else:
-                    u = torch.rand(best[i].shape, generator=oracle.rngs[i]).to(best.device)
-                    steps.append(best[i] + (2 * u - 1) * half)
+                    noise = uniform_noise(tuple(best[i].shape), half, oracle.rngs[i])
+                    steps.append(best[i] + noise.to(best.device))
             owners = torch.tensor(active)
             candidates = project(torch.stack(steps), oracle.clean[owners], oracle.eps_unit)
             scores = oracle.query(candidates, owners).scores.tolist()
