@@ -4,7 +4,11 @@ Directions come from a random order over a fixed orthonormal basis: single pixel
 SimBA) or the low-frequency corner of the image's 2-D DCT ("dct", SimBA-DCT). For direction q
 the image tries x + αq; only if that does not lower the proxy does it try x − αq (the second
 query is spent only then). Every candidate is projected to the ε-ball, so for pixels the
-α = 50/255 step of the DLA paper lands on ±ε.
+α = 50/255 step of the DLA paper lands on ±ε. The default is the pixel basis with α = 50 on
+the 0–255 scale, as the DLA paper ran SimBA (BlackboxBench's SimpleAttack: a random order
+over the C·H·W pixel values, delta = 50); BlackboxBench queries the unprojected x ± α and
+projects only what it keeps, which would leave the ε-ball, so here the candidate itself is
+projected before it is queried.
 
 Query 1 is the clean image (SimBA's starting score). Each query depends only on earlier ones,
 so the attack is anytime. When the basis is exhausted a new random order starts.
@@ -25,14 +29,17 @@ from segtk.core.errors import SegtkError
 class SimBAParams(AttackParams):
     """Knobs of SimBA; image-space magnitudes are on the 0–255 scale, like eps.
 
-    basis: "dct" (SimBA-DCT, the default of the authors' run_simba.py) or "pixel" (SimBA).
+    basis: "pixel" (SimBA, as the DLA paper ran it in BlackboxBench) or "dct" (SimBA-DCT, the
+        default of the SimBA authors' run_simba.py; at 480×360 a unit DCT vector times 50/255
+        moves pixels by less than one grey level).
     step: α, the coefficient added along a unit basis vector: 50, DLA paper §4.1 ("magnitude
-        of the perturbation delta 50"); 50/255 ≈ 0.2, SimBA's own default step.
+        of the perturbation delta 50", BlackboxBench's SimBA default); with ε = 8 a pixel
+        step is projected to ±ε.
     freq_ratio: fraction of each image side kept as DCT frequencies: 1/8, Guo et al. 2019
         (28 of 224 frequencies, the authors' README for SimBA-DCT).
     """
 
-    basis: str = "dct"
+    basis: str = "pixel"
     step: float = 50.0
     freq_ratio: float = 1 / 8
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from segtk.testing import AttackSuite, TinySegmenter, toy_batch
@@ -14,9 +15,36 @@ class TestSimBA(AttackSuite):
     attack_cls = SimBAAttack
 
 
-class TestSimBAPixel(AttackSuite):
+class TestSimBADCT(AttackSuite):
     attack_cls = SimBAAttack
-    params = {"basis": "pixel"}
+    params = {"basis": "dct"}
+
+
+@pytest.mark.parametrize(("eps", "moved"), [(8.0, 8 / 255), (255.0, 50 / 255)])
+def test_default_moves_one_pixel_value_by_fifty_grey_levels_cut_to_eps(eps, moved) -> None:
+    """The DLA paper's SimBA: pixel basis, delta 50 on the 0–255 scale, then the ε-ball."""
+    images, labels = toy_batch(1, 10, 12, seed=1)
+    images = images * 0.5 + 0.25  # 50 grey levels from either end of [0,1]: no box clipping
+    model = Recorder()
+    SimBAAttack(budget=12, eps=eps).run(model, images, labels)
+    for candidate in model.seen[1:]:
+        delta = candidate - images[0]
+        changed = delta.nonzero()
+        assert len(changed) >= 1
+        # one new coordinate per trial, moved by exactly min(50/255, ε)
+        assert torch.allclose(delta[delta != 0].abs(), torch.tensor(moved), atol=1e-6)
+    first = model.seen[1] - images[0]
+    assert len(first.nonzero()) == 1
+
+
+def test_dct_default_was_below_one_grey_level_at_camvid_size() -> None:
+    """Why pixel is the default: a unit DCT direction times 50/255 barely moves a pixel."""
+    from segtk_simba.attack import SimBAParams, _Basis
+
+    basis = _Basis(torch.Size((3, 360, 480)), SimBAParams(basis="dct"), torch.device("cpu"))
+    gen = torch.Generator().manual_seed(0)
+    for index in torch.randint(0, basis.size, (20,), generator=gen).tolist():
+        assert float((50 / 255 * basis.vector(index)).abs().max()) < 1 / 255
 
 
 def test_dct_basis_is_orthonormal() -> None:
