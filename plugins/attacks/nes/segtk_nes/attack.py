@@ -1,12 +1,12 @@
 """NES (Ilyas et al. 2018): estimate the proxy's gradient from Gaussian probes, take signed steps.
 
-Each step draws q/2 Gaussian directions δ and queries the antithetic probes x ± σδ (q queries,
-all counted); the estimate ĝ = Σ (L(x+σδ) − L(x−σδ)) δ drives a projected ℓ∞ step
-x ← Π_ε(x − lr·sign ĝ). The proxy is piecewise constant, so probes that change no pixel give a
+Each step draws q Gaussian directions δ and queries the antithetic probes x ± σδ (2q queries,
+all counted, as BlackboxBench's NES counts them); the estimate ĝ = Σ (L(x+σδ) − L(x−σδ)) δ
+drives a projected ℓ∞ step x ← Π_ε(x − lr·sign ĝ). The proxy is piecewise constant, so probes that change no pixel give a
 zero estimate and no step; the probes themselves are candidates the oracle keeps if they help.
 
 Query 1 is the clean image, so a run's result is never worse than doing nothing. When fewer
-than q queries remain, the image queries the first of its already drawn probes and stops, so
+than 2q queries remain, the image queries the first of its already drawn probes and stops, so
 a shorter budget is an exact prefix of a longer one (anytime).
 """
 
@@ -24,22 +24,24 @@ from segtk.core.errors import SegtkError
 class NESParams(AttackParams):
     """Knobs of NES; image-space magnitudes are on the 0–255 scale, like eps.
 
-    q: queries per gradient estimate (q/2 antithetic pairs): 10, DLA paper §4.1.
-    sigma: per-pixel std of the Gaussian probes: 0.255 = 0.001 on [0,1], Ilyas et al. 2018
-        (query-limited setting, σ = 0.001; also their code's default).
-    lr: ℓ∞ step per estimate: 2.55 = 0.01 on [0,1], Ilyas et al. 2018 (η = 0.01). Their
-        momentum and plateau schedule are left out, as in the NES baselines of Ilyas et al.
-        2019 and of the SignHunter benchmark.
+    q: Gaussian samples per gradient estimate, each queried as an antithetic pair x ± σδ, so a
+        step costs 2q queries: 10, DLA paper §4.1, whose baselines ran in BlackboxBench, where
+        NES's q is "number of noise samples per NES step" and a step counts 2·q queries.
+    sigma: per-pixel std of the Gaussian probes: 2.55 = 0.01 on [0,1], BlackboxBench's NES
+        config (fd_eta), which the DLA paper did not change.
+    lr: ℓ∞ step per estimate: 2.55 = 0.01 on [0,1], BlackboxBench's NES config and Ilyas et
+        al. 2018 (η = 0.01). Momentum and plateau schedule are left out, as in BlackboxBench.
     """
 
     q: int = 10
-    sigma: float = 0.255
+    sigma: float = 2.55
     lr: float = 2.55
 
     def validate(self) -> None:
         super().validate()
-        if self.q < 2 or self.q % 2:
-            raise SegtkError(f"q must be an even number ≥ 2 (antithetic pairs), got {self.q}")
+        if self.q < 1:
+            raise SegtkError(f"q must be at least 1 (Gaussian samples per step), got {self.q}",
+                             hint="e.g. --param q=10 (each sample costs 2 queries)")
         if self.sigma <= 0 or self.lr <= 0:
             raise SegtkError(f"sigma and lr must be positive, got {self.sigma}, {self.lr}")
 
@@ -48,11 +50,11 @@ class NESParams(AttackParams):
 class _State:
     x: torch.Tensor  # current iterate [3,H,W]
     started: bool = False  # clean image queried
-    noise: torch.Tensor | None = None  # this step's directions [q/2,3,H,W]
+    noise: torch.Tensor | None = None  # this step's directions [q,3,H,W]
 
 
 class NESAttack(Attack):
-    """NES gradient estimation (Ilyas et al. 2018): q antithetic Gaussian probes, signed PGD step."""
+    """NES gradient estimation (Ilyas et al. 2018): q antithetic Gaussian pairs, signed PGD step."""
 
     name = "nes"
     Params = NESParams
@@ -68,7 +70,7 @@ class NESAttack(Attack):
                 st = states[i]
                 if not st.started:
                     st.started = True
-                elif len(s) == p.q:  # a partial step only happens when the budget is spent
+                elif len(s) == 2 * p.q:  # a partial step only happens when the budget is spent
                     grad = ((s[0::2] - s[1::2]).view(-1, 1, 1, 1) * st.noise).sum(0)
                     st.x = project(st.x - lr * grad.sign(), oracle.clean[i], oracle.eps_unit)
 
@@ -76,7 +78,7 @@ class NESAttack(Attack):
         """This step's candidates for image i: the clean image first, then x+σδ₁, x−σδ₁, …"""
         if not st.started:
             return oracle.clean[i][None]
-        shape = (self.params.q // 2, *st.x.shape)
+        shape = (self.params.q, *st.x.shape)
         st.noise = torch.randn(shape, generator=oracle.rngs[i]).to(st.x.device)
         pairs = torch.stack((st.x + sigma * st.noise, st.x - sigma * st.noise), dim=1)
         return pairs.flatten(0, 1)

@@ -1,7 +1,11 @@
-"""NES: the shared suite plus its query pattern (1 clean query, then exactly q per step)."""
+"""NES: the shared suite plus its query pattern (1 clean query, then 2q per step)."""
 
 from __future__ import annotations
 
+import pytest
+import torch
+
+from segtk.core.errors import SegtkError
 from segtk.testing import AttackSuite, toy_batch
 from segtk.testing import RecordingSegmenter as CallSizes
 from segtk_nes import NESAttack
@@ -11,18 +15,25 @@ class TestNES(AttackSuite):
     attack_cls = NESAttack
 
 
-def test_exactly_q_queries_per_step() -> None:
+def test_q_samples_cost_two_queries_each_as_in_blackboxbench() -> None:
     images, labels = toy_batch(1, 12, 12)
     model = CallSizes()
-    result = NESAttack(budget=1 + 3 * 6 + 4, q=6).run(model, images, labels)
-    assert model.sizes == [1, 6, 6, 6, 4]
+    result = NESAttack(budget=1 + 3 * 6 + 4, q=3).run(model, images, labels)
+    assert model.sizes == [1, 6, 6, 6, 4]  # q = 3 samples -> 3 antithetic pairs per step
     assert result.queries.tolist() == [23]
 
 
-def test_odd_q_is_refused() -> None:
-    try:
-        NESAttack(q=7)
-    except Exception as exc:
-        assert "even" in str(exc)
-    else:
-        raise AssertionError("q=7 was accepted")
+def test_default_step_is_ten_antithetic_pairs() -> None:
+    images, labels = toy_batch(1, 10, 10)
+    model = CallSizes()
+    NESAttack(budget=50).run(model, images, labels)
+    assert model.sizes == [1, 20, 20, 9]
+    step = model.batches[1][0]
+    pairs = model.batches[1]  # x + σδ_j and x − σδ_j are mirror images around the clean image
+    assert torch.allclose(pairs[0::2] + pairs[1::2], 2 * images[0].expand_as(pairs[0::2]), atol=1e-6)
+    assert not torch.equal(step, images[0])
+
+
+def test_q_below_one_is_refused() -> None:
+    with pytest.raises(SegtkError, match="q must be at least 1"):
+        NESAttack(q=0)
