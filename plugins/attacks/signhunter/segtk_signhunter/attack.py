@@ -1,7 +1,10 @@
 """SignHunter (Al-Dujaili & O'Reilly 2020): search the signs of a ±ε perturbation hierarchically.
 
-The perturbation is always ε·s with s ∈ {−1,+1}^n over the flattened image (n = H·W·3,
-flattened height-width-channel as in the paper's NHWC code, so chunks are horizontal bands).
+The perturbation is always ε·s with s ∈ {−1,+1}^n over the flattened image (n = 3·H·W).
+The image is flattened channel-height-width, as BlackboxBench's SignHunter (which the DLA
+paper ran) flattens PyTorch's NCHW tensors: a chunk covers one colour channel of a band of
+rows, so flips change one channel and the noise is coloured (DLA paper, Fig. 5). `order=hwc`
+flattens height-width-channel as the SignHunter authors' NHWC code does (grey bands).
 It starts from s = +1 and, at level h, flips chunk i of length ⌈n/2^h⌉, keeping the flip when
 the proxy does not rise (the paper keeps a flip when the directional-derivative estimate does
 not fall) and undoing it otherwise. After the last chunk of a level, h grows; after level
@@ -18,13 +21,27 @@ from dataclasses import dataclass, field
 import torch
 
 from segtk.core.attack import Attack, AttackParams, Oracle, project
+from segtk.core.errors import SegtkError
+
+ORDERS = ("chw", "hwc")
 
 
 @dataclass
 class SignHunterParams(AttackParams):
-    """SignHunter has no knobs of its own: the paper's ℓ∞ attack probes at exactly ±ε (its
-    fd_eta is ε), which is what the DLA paper §4.1 keeps ("consistent with the original paper").
+    """The paper's ℓ∞ attack probes at exactly ±ε (its fd_eta is ε), which is what the DLA
+    paper §4.1 keeps ("consistent with the original paper").
+
+    order: how the image is flattened into the sign vector: chw (BlackboxBench, coloured
+        noise as in the DLA paper's Fig. 5) or hwc (the SignHunter authors' NHWC code).
     """
+
+    order: str = "chw"
+
+    def validate(self) -> None:
+        super().validate()
+        if self.order not in ORDERS:
+            raise SegtkError(f"unknown SignHunter order {self.order!r}",
+                             hint="use --param order=chw or --param order=hwc")
 
 
 @dataclass
@@ -60,7 +77,7 @@ class SignHunterAttack(Attack):
                 if st.queried > 1:
                     st.chunk = self._next_chunk(st, n)
                     st.signs[st.chunk] *= -1
-                delta = oracle.eps_unit * st.signs.view(height, width, c).permute(2, 0, 1)
+                delta = oracle.eps_unit * self._image_signs(st.signs, c, height, width)
                 steps.append(oracle.clean[i] + delta)
             owners = torch.tensor(active)
             candidates = project(torch.stack(steps), oracle.clean[owners], oracle.eps_unit)
@@ -74,6 +91,12 @@ class SignHunterAttack(Attack):
                     st.best = score
                 else:
                     st.signs[st.chunk] *= -1  # undo the flip
+
+    def _image_signs(self, signs: torch.Tensor, c: int, height: int, width: int) -> torch.Tensor:
+        """The flat sign vector as a [3,H,W] image, in the chosen flattening order."""
+        if self.params.order == "hwc":
+            return signs.view(height, width, c).permute(2, 0, 1)
+        return signs.view(c, height, width)
 
     @staticmethod
     def _next_chunk(st: _State, n: int) -> slice:
