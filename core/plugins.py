@@ -14,6 +14,7 @@ import pluggy
 from segtk.core import hookspecs
 
 GROUP = "segtk"
+BUILTIN = "segtk"  # the core distribution's own plugins (dataset readers) always load
 HOOKS = [name for name in dir(hookspecs) if name.startswith("register_")]
 
 
@@ -48,13 +49,14 @@ class PluginManager(pluggy.PluginManager):
         self.distributions: dict[str, tuple[str, str]] = {}
 
     def load_entry_points(self) -> None:
-        """Load every entry point allowed by SEGTK_LOAD_PLUGINS; record the ones that fail."""
+        """Load every entry point allowed by SEGTK_LOAD_PLUGINS (segtk's own built-ins always);
+        record the ones that fail."""
         allowed = os.environ.get("SEGTK_LOAD_PLUGINS")
         wanted = None if allowed is None else {n.strip() for n in allowed.split(",") if n.strip()}
         for ep in entry_points():
-            if wanted is not None and ep.name not in wanted:
-                continue
             dist = (ep.dist.name, ep.dist.version) if ep.dist else ("?", "?")
+            if wanted is not None and ep.name not in wanted and dist[0] != BUILTIN:
+                continue
             name = ep.name
             if self.has_plugin(name):
                 if self.distributions.get(name, dist)[0] == dist[0]:
@@ -87,20 +89,10 @@ class PluginManager(pluggy.PluginManager):
 _manager: PluginManager | None = None
 
 
-def _version() -> str:
-    from segtk import __version__
-
-    return __version__
-
-
 def get_plugin_manager() -> PluginManager:
     global _manager
     if _manager is None:
-        from segtk.datasets import readers as datasets
-
         _manager = PluginManager()
-        _manager.register(datasets, name="segtk.datasets")  # built-in readers, same mechanism
-        _manager.distributions["segtk.datasets"] = ("segtk", _version())
         _manager.load_entry_points()
     return _manager
 
@@ -109,6 +101,3 @@ def reset_plugin_manager() -> None:
     """Forget loaded plugins (tests, or after installing a plugin in-process)."""
     global _manager
     _manager = None
-    from segtk.core import registry
-
-    registry.reset()

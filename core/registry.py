@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from segtk.core.errors import PluginError
-from segtk.core.plugins import get_plugin_manager
+from segtk.core.plugins import PluginManager, get_plugin_manager
 from segtk.core.segmenter import Segmenter
 
 KINDS = {
@@ -72,6 +72,7 @@ def missing_modules(modules: tuple[str, ...]) -> list[str]:
 
 
 _infos: list[PluginInfo] | None = None
+_infos_of: PluginManager | None = None  # the manager _infos was read from
 _commands: list[PluginInfo] = []  # filled by add_commands, which needs the CLI group
 _command_groups: set[int] = set()  # groups add_commands has filled since the last reset
 
@@ -83,12 +84,23 @@ def reset() -> None:
     _command_groups.clear()
 
 
+def _current_manager() -> PluginManager:
+    """The plugin manager, forgetting what was read from an earlier one."""
+    global _infos_of
+    pm = get_plugin_manager()
+    if _infos_of is not pm:
+        reset()
+        _infos_of = pm
+    return pm
+
+
 def plugins() -> list[PluginInfo]:
-    """Everything registered, plus broken entry points, in a stable order."""
+    """Everything registered, plus broken entry points, in a stable order. Read once per plugin
+    manager: a new manager (reset_plugin_manager) is read afresh."""
     global _infos
+    pm = _current_manager()
     if _infos is not None:
         return sorted(_infos + _commands, key=lambda i: (i.kind, i.name))
-    pm = get_plugin_manager()
     infos: list[PluginInfo] = []
     for kind, hook in KINDS.items():
         for impl in getattr(pm.hook, hook).get_hookimpls():
@@ -167,10 +179,10 @@ def add_commands(group: Any) -> None:
     """Let each plugin add commands to the click `group` (hook register_commands), one plugin at
     a time. A plugin that raises adds nothing and is listed as broken. A name segtk already has
     stays segtk's; a name two plugins add runs neither: both are listed as conflicts."""
+    pm = _current_manager()
     if id(group) in _command_groups:
         return  # once per group: a second pass would take the plugins' commands for segtk's own
     _command_groups.add(id(group))
-    pm = get_plugin_manager()
     builtin = dict(group.commands)
     added: dict[str, list[PluginInfo]] = {}
     for impl in pm.hook.register_commands.get_hookimpls():

@@ -112,7 +112,7 @@ def test_load_plugins_env_restricts_entry_points(third_party, monkeypatch) -> No
     assert "hello" in names and "segtk_broken" not in names and "dla" not in names
     monkeypatch.setenv("SEGTK_LOAD_PLUGINS", "")
     reset_plugin_manager()
-    assert not get_plugin_manager().distributions.keys() - {"segtk.datasets"}
+    assert not get_plugin_manager().distributions.keys() - {"datasets"}
 
 
 def test_cli_plugins_json_lists_builtins_ok_and_broken(third_party) -> None:
