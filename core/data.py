@@ -132,7 +132,9 @@ def write_png(path: str | Path, array: np.ndarray, palette: np.ndarray | None = 
     else:
         img = Image.fromarray(array.astype(np.uint8))
     buf = io.BytesIO()
-    img.save(buf, format="PNG")
+    # zlib level 1, not PIL's 6: ~3.5x faster on a 480x360 photo for ~14% larger files; an
+    # attack job writes three PNGs per image, which at level 6 cost more than its queries.
+    img.save(buf, format="PNG", compress_level=1)
     atomic_write_bytes(path, buf.getvalue())
 
 
