@@ -67,3 +67,8 @@ def fmt(value: Any) -> str | Text:
 
 def pct(value: float) -> float:
     return 100.0 * value
+
+
+def status_text(status: str) -> Text:
+    """A plugin status coloured as `segtk plugins` shows it."""
+    return Text(status, style={"ok": "green", "broken": "red", "conflict": "red"}.get(status, "yellow"))

@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 
 from segtk.commands.console import console, err_console, progress, table
+from segtk.commands.options import csv_list, data_option, limit_option, split_option
 from segtk.core.editing import BACKENDS
 from segtk.core.errors import SegtkError
 from segtk.core.samples import DEFAULT_EXCLUDE, DEFAULT_MIN_AREA, SKIP_REASONS
-from segtk.commands.options import csv_list, data_option, limit_option, split_option
 
 
 def parse_params(items: tuple[str, ...]) -> dict[str, str]:
@@ -104,6 +104,7 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
       segtk predict --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
                     --data edited:runs/edit-color
     """
+    from segtk.core.specs import load_dataset
     from segtk.jobs.edit import (
         EditRun,
         build_editor,
@@ -111,7 +112,6 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
         edit_dataset,
         parse_filter_params,
     )
-    from segtk.core.specs import load_dataset
 
     prompt_writer = load_prompt_writer(prompt_model) if prompt_model is not None else None
     editor = build_editor(editor_name, backend, parse_params(extra))

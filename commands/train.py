@@ -7,9 +7,9 @@ from pathlib import Path
 import click
 
 from segtk.commands.console import console, progress, table
+from segtk.commands.options import csv_list, limit_option
 from segtk.core.editing import BACKENDS
 from segtk.core.errors import SegtkError
-from segtk.commands.options import csv_list, limit_option
 
 
 def training_options(command):

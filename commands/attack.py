@@ -1,0 +1,76 @@
+"""`segtk attack`: one attack plugin over a dataset, with a resumable run directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from segtk.commands.console import console, pct, progress, table
+from segtk.commands.options import data_option, eps_option, limit_option, model_option, split_option
+from segtk.core.params import build_attack
+from segtk.core.runs import RunDir
+from segtk.core.specs import check_compatible, load_dataset, load_segmenter
+from segtk.jobs.attack import attack_dataset
+from segtk.reports.writer import write_report
+
+
+@click.command()
+@click.option("--plugin", "attack_name", required=True, help="Attack plugin (see `segtk plugins`).")
+@model_option
+@data_option
+@split_option
+@limit_option
+@click.option("--budget", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Queries per image (the clean query counts).")
+@eps_option
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Images attacked together (one model call per step).")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Run directory [default: runs/attack-PLUGIN].")
+@click.option("--resume", is_flag=True, help="Skip images already in OUT/results.jsonl.")
+@click.option("--save-images/--no-save-images", default=True, show_default=True)
+@click.option("--param", "extra", multiple=True, metavar="KEY=VALUE",
+              help="Attack-specific parameter, e.g. --param exploration=0.3.")
+@click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
+def attack(attack_name, model_spec, data_spec, split, limit, budget, eps, seed, batch_size, out,
+           resume, save_images, extra, write_html) -> None:
+    """Run a decision-based attack over a dataset and report the mIoU drop.
+
+    \b
+    Examples:
+      segtk attack --plugin dla
+      segtk attack --plugin dla --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
+                   --data camvid:../shared/data/camvid --limit 10 --budget 50 --out runs/dla
+      segtk attack --plugin dla --out runs/dla --resume
+    """
+
+    attack_obj = build_attack(attack_name, budget=budget, eps=eps, seed=seed, extra=extra)
+    model = load_segmenter(model_spec)
+    data = load_dataset(data_spec, split, limit)
+    check_compatible(model, data)  # before RunDir writes anything under --out
+    out = Path(out or f"runs/attack-{attack_name}")
+    config = {"attack": attack_name, "params": attack_obj.params.__dict__, "model": model_spec,
+              "data": data_spec, "split": split, "limit": limit}
+    run = RunDir(out, config, resume, may_differ=("limit",))  # records are per image
+    with progress() as bar:
+        task = bar.add_task(f"{attack_name} ε={eps:g} budget={budget}", total=len(data), status="")
+
+        def tick(rec) -> None:
+            bar.update(task, advance=1, status=f"{rec['image']}: mIoU {pct(rec['clean_miou']):.1f}"
+                                               f" → {pct(rec['adv_miou']):.1f}")
+
+        summary = attack_dataset(attack_obj, model, data, run, batch_size, save_images, tick)
+    t = summary.table
+    console.print(table(f"{attack_name} on {model_spec} / {data_spec} ({t['images']} images)",
+                        ["", "clean", "adversarial"], [
+        ["dataset mIoU %", pct(t["clean_miou"]), pct(t["adv_miou"])],
+        ["mean per-image mIoU %", pct(t["clean_image_miou"]), pct(t["adv_image_miou"])],
+        ["pixel accuracy %", pct(t["clean_pacc"]), pct(t["adv_pacc"])],
+        ["mean queries", "", t["mean_queries"]],
+        ["max L∞ (0–255)", "", t["max_linf"]],
+    ]))
+    console.print(f"results: {out / 'results.jsonl'}")
+    if write_html:
+        console.print(f"report: {write_report(out)}")

@@ -1,0 +1,40 @@
+"""`segtk predict`: labels, overlays and dataset mIoU of a model on a dataset."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from segtk.commands.console import console, pct, progress, table
+from segtk.commands.options import data_option, limit_option, model_option, split_option
+from segtk.core.specs import load_dataset, load_segmenter
+from segtk.jobs.predict import predict_dataset
+
+
+@click.command()
+@model_option
+@data_option
+@split_option
+@limit_option
+@click.option("--out", type=click.Path(file_okay=False), default=None, help="Write labels/overlays here.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
+def predict(model_spec, data_spec, split, limit, out, batch_size) -> None:
+    """Predict a dataset; print dataset mIoU and pixel accuracy.
+
+    \b
+    Examples:
+      segtk predict
+      segtk predict --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
+                    --data camvid:../shared/data/camvid --out runs/predict
+    """
+
+    model = load_segmenter(model_spec)
+    data = load_dataset(data_spec, split, limit)
+    with progress() as bar:
+        task = bar.add_task("predict", total=len(data), status="")
+        summary = predict_dataset(model, data, out, batch_size, lambda n: bar.advance(task, n))
+    console.print(table(f"{model_spec} on {data_spec}", ["", "value"], [
+        ["images", summary["images"]], ["mIoU %", pct(summary["miou"])],
+        ["pixel acc %", pct(summary["pacc"])]]))
+    click.echo(json.dumps({k: v for k, v in summary.items() if k != "iou"}))
