@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
 
 from segtk.commands.console import console, progress, table
-from segtk.core.editing import BACKENDS
-from segtk.core.errors import SegtkError
 from segtk.commands.options import (
     DEMO_MODEL,
     csv_list,
@@ -17,6 +16,26 @@ from segtk.commands.options import (
     shard_options,
     split_option,
 )
+from segtk.core.editing import BACKENDS
+from segtk.core.errors import SegtkError
+
+
+def split_models(value: str) -> list[str]:
+    """'A,B' -> model specs, keeping a spec's own commas: a part that starts neither with a
+    model plugin's name nor with `NAME:` (a detectron2/mmseg/hf spec's ',WEIGHTS' or
+    ',classes=...') continues the spec before it."""
+    from segtk.core import registry
+    from segtk.core.specs import split_spec
+
+    names = {i.name for i in registry.plugins() if i.kind == "segmenter"}
+    specs: list[str] = []
+    for part in csv_list(value):
+        name = split_spec(part)[0]
+        if specs and name not in names and not (":" in part and re.fullmatch(r"[A-Za-z][\w-]*", name)):
+            specs[-1] += "," + part
+        else:
+            specs.append(part)
+    return specs
 
 
 def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
@@ -69,12 +88,12 @@ def bench_edits(models_, data_spec, split, limit, attributes, values, backend, e
       segtk bench edits --models espnet:camvid=../shared/models/espnet_camvid.safetensors \\
           --data camvid:../shared/data/camvid --limit 20 --values color=red,blue
     """
-    from segtk.commands.edit import parse_params
     from segtk.benchmarks.edits import aggregate, build_subsets, plan, run_bench, write_outputs
-    from segtk.jobs.executors import make_executor
+    from segtk.commands.edit import parse_params
     from segtk.core.runs import RunDir
+    from segtk.jobs.executors import make_executor
 
-    models, attrs = csv_list(models_), csv_list(attributes)
+    models, attrs = split_models(models_), csv_list(attributes)
     if not models or not attrs:
         raise SegtkError("--models and --attributes must name at least one each")
     out_dir = Path(out)

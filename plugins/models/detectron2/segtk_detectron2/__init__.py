@@ -7,11 +7,13 @@ from segtk.core.registry import SegmenterPlugin
 
 __version__ = "0.1.0"
 
-SYNTAX = ("detectron2:CONFIG.yaml,WEIGHTS.pth[,classes=a;b;c][,add_config=module:function]"
-          "[,dataset=NAME][,opts=KEY=VALUE;KEY=VALUE]")
-INSTALL = ("detectron2 has no PyPI release: build it from source (needs network to GitHub, a C++ "
-           "compiler and torchvision matching torch): pip install --no-build-isolation "
-           "'git+https://github.com/facebookresearch/detectron2.git'")
+SYNTAX = ("detectron2:CONFIG.yaml,WEIGHTS.pth[,classes=a;b;c|vocab=a;b;c]"
+          "[,add_config=module:function][,dataset=NAME][,opts=KEY=VALUE;KEY=VALUE]")
+INSTALL = ("detectron2 has no PyPI release and needs torchvision, which segtk's torch 2.13.0 CPU "
+           "build cannot load: bash scripts/install-detectron2.sh builds it from source "
+           "(../shared/src/detectron2-*.tar.gz, C++ compiler, no network) into its own "
+           ".venv-detectron2 with torch 2.14.1 + torchvision 0.29.1; run segtk from "
+           ".venv-detectron2/bin there")
 
 
 def load(arg: str):

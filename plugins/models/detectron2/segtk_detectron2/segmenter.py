@@ -1,4 +1,4 @@
-"""detectron2 adapter, written against detectron2's documented API.
+"""detectron2 adapter (run against detectron2 built from source; see the plugin README).
 
     cfg = get_cfg(); add_*_config(cfg)           # project hooks: add_config=module:function
     cfg.merge_from_file(CONFIG); cfg.merge_from_list(opts)
@@ -17,6 +17,7 @@ post-processing back to (height, width) are untouched.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,8 +30,8 @@ import torch.nn.functional as F
 from segtk.core.errors import ModelError
 from segtk.core.segmenter import Segmenter, labels_from_logits
 
-HINT = ("syntax: detectron2:CONFIG.yaml,WEIGHTS.pth[,classes=a;b;c][,add_config=module:function]"
-        "[,dataset=NAME][,opts=KEY=VALUE;KEY=VALUE]")
+HINT = ("syntax: detectron2:CONFIG.yaml,WEIGHTS.pth[,classes=a;b;c|vocab=a;b;c]"
+        "[,add_config=module:function][,dataset=NAME][,opts=KEY=VALUE;KEY=VALUE]")
 
 
 @dataclass
@@ -41,6 +42,7 @@ class Spec:
     add_config: list[str] = field(default_factory=list)  # "module:function", applied in order
     dataset: str | None = None
     opts: list[str] = field(default_factory=list)  # flat KEY, VALUE list for merge_from_list
+    vocab: list[str] | None = None  # open-vocabulary class names (text prompts)
 
 
 def parse(arg: str) -> Spec:
@@ -60,6 +62,10 @@ def parse(arg: str) -> Spec:
                     raise ModelError(f"add_config must be module:function, got {hook!r}",
                                      hint="e.g. add_config=mask_former:add_mask_former_config")
                 spec.add_config.append(hook)
+        elif key == "vocab":
+            spec.vocab = [c.strip() for c in value.split(";") if c.strip()]
+            if not spec.vocab:
+                raise ModelError("vocab= names no class", hint="e.g. vocab=sky;road;car")
         elif key == "dataset":
             spec.dataset = value
         elif key == "opts":
@@ -70,7 +76,10 @@ def parse(arg: str) -> Spec:
                 spec.opts += [k.strip(), v.strip()]
         else:
             raise ModelError(f"unknown detectron2 option {key!r}",
-                             hint="options: classes=, add_config=module:function, dataset=, opts=")
+                             hint="options: classes=, vocab=, add_config=module:function, dataset=, opts=")
+    if spec.vocab and (spec.classes or spec.dataset):
+        raise ModelError("vocab= names the classes itself: give it without classes= or dataset=",
+                         hint="vocab=a;b;c for open-vocabulary models, classes=a;b;c otherwise")
     return spec
 
 
@@ -145,7 +154,12 @@ class Detectron2Segmenter(Segmenter):
         inputs = pack_inputs(images, self.input_format, self.min_size, self.max_size)
         with torch.inference_mode():
             outputs = self.model(inputs)
-        return outputs_to_scores(outputs, images, self.name)
+        scores = outputs_to_scores(outputs, images, self.name)
+        if scores.shape[1] != len(self.classes):
+            raise ModelError(f"{self.name} returned {scores.shape[1]} score channels but "
+                             f"{len(self.classes)} classes are named",
+                             hint="give one name per output channel, in id order (classes=)")
+        return scores
 
     def predict(self, images: torch.Tensor) -> torch.Tensor:
         if images.shape[0] == 0:
@@ -192,9 +206,10 @@ def load(arg: str) -> Detectron2Segmenter:
     if spec.config.suffix == ".py":
         from detectron2.config import LazyConfig, instantiate
 
-        if spec.add_config:
-            raise ModelError("add_config hooks apply to yacs .yaml configs",
-                             hint="a LazyConfig .py file imports what it needs itself")
+        if spec.add_config or spec.vocab:
+            raise ModelError("add_config= and vocab= apply to yacs .yaml configs",
+                             hint="a LazyConfig .py file imports what it needs itself; set its "
+                                  "model's vocabulary with opts=")
         cfg = LazyConfig.load(str(spec.config))
         if spec.opts:
             cfg = LazyConfig.apply_overrides(cfg, [f"{k}={v}" for k, v in zip(spec.opts[::2], spec.opts[1::2])])
@@ -212,6 +227,8 @@ def load(arg: str) -> Detectron2Segmenter:
         run_hooks(spec.add_config, cfg)
         cfg.merge_from_file(str(spec.config))
         cfg.merge_from_list(spec.opts + ["MODEL.WEIGHTS", spec.weights, "MODEL.DEVICE", "cpu"])
+        if spec.vocab:
+            cfg.DATASETS.TEST = (register_vocabulary(spec.vocab),)
         cfg.freeze()
         model = build_model(cfg).eval()
         DetectionCheckpointer(model).load(spec.weights)
@@ -219,11 +236,26 @@ def load(arg: str) -> Detectron2Segmenter:
         input_format = cfg.INPUT.FORMAT
         min_size, max_size = _yacs_resize(cfg)
         num = getattr(getattr(cfg.MODEL, "SEM_SEG_HEAD", None), "NUM_CLASSES", None)
-    # classes= is trusted as given (open-vocabulary projects take any list); catalog classes
-    # are checked against SEM_SEG_HEAD.NUM_CLASSES.
-    classes = spec.classes or metadata_classes(dataset)
+    # classes= and vocab= are taken as given (open-vocabulary models take any list); catalog
+    # classes are checked against SEM_SEG_HEAD.NUM_CLASSES; every answer's channel count is
+    # checked against the names.
+    classes = spec.vocab or spec.classes or metadata_classes(dataset)
     return Detectron2Segmenter(model, classes or [], name, input_format, min_size, max_size,
-                               num_outputs=None if spec.classes else num)
+                               num_outputs=None if spec.classes or spec.vocab else num)
+
+
+def register_vocabulary(names: list[str]) -> str:
+    """Register `names` as the stuff_classes of a dataset named after them, for models that
+    read their vocabulary from MetadataCatalog.get(cfg.DATASETS.TEST[0]) when built (OVSeg
+    does; segtk_detectron2.tiny.TinyOpenVocabSeg too)."""
+    from detectron2.data import MetadataCatalog
+
+    digest = hashlib.sha1("\n".join(names).encode()).hexdigest()[:12]
+    dataset = f"segtk_vocab_{digest}"
+    meta = MetadataCatalog.get(dataset)
+    if getattr(meta, "stuff_classes", None) != names:
+        meta.set(stuff_classes=list(names))
+    return dataset
 
 
 def _yacs_resize(cfg: Any) -> tuple[int, int]:

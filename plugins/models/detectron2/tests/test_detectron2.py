@@ -47,6 +47,26 @@ def test_parse_spec() -> None:
             parse(bad)
 
 
+def test_parse_open_vocabulary_spec() -> None:
+    spec = parse("a.yaml,w.pth,vocab=red car; sky ;road,add_config=m:f")
+    assert spec.vocab == ["red car", "sky", "road"] and spec.classes is None
+    for bad, match in [("a.yaml,w.pth,vocab=;", "names no class"),
+                       ("a.yaml,w.pth,vocab=a;b,classes=a;b", "without classes= or dataset="),
+                       ("a.yaml,w.pth,vocab=a,dataset=ade20k_sem_seg_val", "without classes=")]:
+        with pytest.raises(ModelError, match=match):
+            parse(bad)
+
+
+def test_bench_edits_models_keep_a_specs_own_commas() -> None:
+    """`segtk bench edits --models A,B` with detectron2/mmseg specs, which contain commas."""
+    from segtk.commands.bench_edits import split_models
+
+    d2 = "detectron2:a.yaml,w.pth,classes=a;b,add_config=m.n:f,opts=MODEL.X=1;INPUT.FORMAT=RGB"
+    mm = "mmseg:c.py,k.pth,trust"
+    assert split_models(f"{d2},demo, {mm}") == [d2, "demo", mm]
+    assert split_models("demo,demo:fresh=2") == ["demo", "demo:fresh=2"]
+
+
 def test_resize_shortest_edge_matches_detectron2_rules() -> None:
     assert resize_shortest_edge(480, 640, 0, 0) == (480, 640)  # MIN_SIZE_TEST 0: no resize
     assert resize_shortest_edge(480, 640, 512, 2048) == (512, 683)
@@ -107,6 +127,8 @@ def test_bad_outputs_and_class_lists_are_clear_errors() -> None:
                            ([{"sem_seg": torch.rand(4, 4)}], "no sem_seg")]:
         with pytest.raises(ModelError, match=match):
             Detectron2Segmenter(lambda _b, o=outputs: o, ["a"], "d2").predict(x)
+    with pytest.raises(ModelError, match="returned 4 score channels but 3 classes are named"):
+        Detectron2Segmenter(FakeModel(4), ["a", "b", "c"], "d2").predict(x)
     nan = [{"sem_seg": torch.full((2, 4, 4), float("nan"))}]
     with pytest.raises(ModelError, match="NaN"):
         Detectron2Segmenter(lambda _b: nan, ["a", "b"], "d2").predict(x)
@@ -128,10 +150,10 @@ def test_missing_dependency_is_reported_with_install_instructions(tmp_path) -> N
     rows = json.loads(CliRunner().invoke(cli, ["plugins", "--json"]).output)
     row = next(r for r in rows if r["name"] == "detectron2")
     assert row["status"] == "missing dependency" and row["missing"] == "detectron2"
-    assert "git+https://github.com/facebookresearch/detectron2.git" in row["install"]
-    assert "network" in row["install"] and "torchvision" in row["install"]
+    assert "scripts/install-detectron2.sh" in row["install"]
+    assert ".venv-detectron2" in row["install"] and "torchvision" in row["install"]
     with pytest.raises(PluginError, match="needs detectron2, which is not installed") as err:
         load_segmenter(f"detectron2:{tmp_path / 'c.yaml'},{tmp_path / 'w.pth'}")
-    assert "facebookresearch/detectron2" in err.value.hint
+    assert "install-detectron2.sh" in err.value.hint
     models = CliRunner().invoke(cli, ["models"]).output
     assert "detectron2" in models
