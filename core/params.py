@@ -1,44 +1,272 @@
-"""Build an attack from CLI options: shared knobs plus `--param key=value` for its own."""
+"""Plugin parameters from text: one converter, one `KEY=VALUE` reader, one way to build a plugin.
+
+Every value a user types (`--param k=v`, `--filter-param f.k=v`, spec options such as
+`hf:org/m,size=64x32`, `--augment cutmix:alpha=1`) is read by `parse_pairs` and `convert`,
+so the same text means the same value everywhere and a mistake is one line naming the key,
+the value and what was expected. `build(kind, name, params, **shared)` turns a registered
+plugin name and its text parameters into an object, reading each parameter as the type the
+plugin declares:
+
+- attacks: the fields of their `Params` dataclass (annotations);
+- editors and augmenters with a `defaults` dict: the type of each default;
+- anything else (filters, other editors): the constructor's annotations, else its defaults.
+
+`shared` values (an attack's budget, an editor's backend) are set by their own options and are
+passed as they are; naming one in the text parameters is an error.
+"""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
 
 from segtk.core import registry
 from segtk.core.attack import Attack
-from segtk.core.errors import SegtkError
+from segtk.core.errors import PluginError, SegtkError
+
+__all__ = ["TRUE", "FALSE", "NONE", "convert", "kind_of", "describe", "parse_pairs",
+           "declared", "build", "build_attack"]
+
+TRUE = ("1", "true", "yes", "on")
+FALSE = ("0", "false", "no", "off")
+NONE = ("none", "null")
+
+_NAMES = {bool: ("true or false", "true/false values"), int: ("an integer", "integers"),
+          float: ("a number", "numbers"), str: ("text", "texts"), Path: ("a path", "paths")}
 
 
-def parse_value(raw: str, current: object) -> object:
-    kind = type(current)
+def kind_of(default: Any) -> Any:
+    """The type a parameter with this default is read as (None: Any, read as a literal)."""
+    if default is None:
+        return Any
+    if isinstance(default, list):
+        return list[kind_of(default[0]) if default else str]
+    if isinstance(default, tuple):
+        return tuple[tuple(kind_of(v) for v in default)] if default else tuple[str, ...]
+    if isinstance(default, Path):
+        return Path
+    return type(default)
+
+
+def _optional(kind: Any) -> tuple[list[Any], bool]:
+    """The members of a union (or [kind]) and whether None is one of them."""
+    if get_origin(kind) in (Union, types.UnionType):
+        members = list(get_args(kind))
+        return [m for m in members if m is not type(None)], type(None) in members
+    return [kind], False
+
+
+def describe(kind: Any, sep: str = ",") -> str:
+    """What `convert` expects for `kind`, in words: 'a number', '3 numbers separated by ";"'."""
+    members, optional = _optional(kind)
+    if len(members) > 1 or optional:
+        words = " or ".join(describe(m, sep) for m in members)
+        return f"{words} or none" if optional else words
+    if kind in (Any, object):
+        return "a value"
+    if kind in _NAMES:
+        return _NAMES[kind][0]
+    origin, args = get_origin(kind), get_args(kind)
+    if origin is Literal:
+        return "one of " + ", ".join(str(a) for a in args)
+    if origin in (list, tuple):
+        fixed = origin is tuple and args and args[-1] is not Ellipsis
+        if fixed and len(set(args)) == 1 and args[0] in _NAMES:
+            return f"{len(args)} {_NAMES[args[0]][1]} separated by {sep!r}"
+        if fixed:
+            return f"{len(args)} values separated by {sep!r}"
+        item = args[0] if args else str
+        return f"a list of {_NAMES.get(item, ('', 'values'))[1]} separated by {sep!r}"
+    return getattr(kind, "__name__", str(kind))
+
+
+def convert(raw: Any, kind: Any, key: str = "value", *, sep: str = ",",
+            error: type[SegtkError] = SegtkError, hint: str | None = None) -> Any:
+    """`raw` text read as `kind`: bool, int, float, str, Path, list[X], tuple[X, ...],
+    tuple[X, Y], Literal[...], X | None ('none'), unions (first member that reads), or
+    Any (a Python literal if it is one, else the text). Items of lists and tuples are
+    separated by `sep`. A value that is not text is returned as it is (already typed).
+
+    A value that cannot be read is an `error` naming the key, the value and what was expected.
+    """
+    if not isinstance(raw, str):
+        return raw
     try:
-        if kind is bool:
-            return raw.lower() in ("1", "true", "yes", "on")
-        return kind(raw) if current is not None else raw
-    except ValueError as exc:
-        raise SegtkError(f"cannot read {raw!r} as {kind.__name__}") from exc
+        return _convert(raw.strip(), kind, sep)
+    except (ValueError, TypeError, SyntaxError):
+        pass
+    raise error(f"cannot read {key}={raw!r}: expected {describe(kind, sep)}", hint=hint)
 
 
-def build_attack(name: str, extra: tuple[str, ...] = (), **shared: object) -> Attack:
-    cls = registry.attack(name)
-    defaults = cls.Params()
-    fields = {f.name for f in dataclasses.fields(defaults)}
-    values = dict(shared)
-    for item in extra:
-        key, sep, raw = item.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or key not in fields:
-            raise SegtkError(
-                f"unknown parameter {item!r} for attack {name!r}",
-                hint=f"{name} takes: {', '.join(sorted(fields))}",
-            )
+def _convert(text: str, kind: Any, sep: str) -> Any:
+    members, optional = _optional(kind)
+    if optional and text.lower() in NONE:
+        return None
+    if len(members) > 1:
+        for member in members:
+            try:
+                return _convert(text, member, sep)
+            except (ValueError, TypeError, SyntaxError):
+                continue
+        raise ValueError(text)
+    kind = members[0]
+    if kind in (Any, object):
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return text
+    if kind is str:
+        return text
+    if kind is bool:
+        if text.lower() in TRUE:
+            return True
+        if text.lower() in FALSE:
+            return False
+        raise ValueError(text)
+    if kind is int:
+        return int(text)
+    if kind is float:
+        return float(text)
+    if kind is Path:
+        if not text:
+            raise ValueError("empty path")
+        return Path(text).expanduser()
+    origin, args = get_origin(kind), get_args(kind)
+    if origin is Literal:
+        for choice in args:
+            if text == str(choice):
+                return choice
+        raise ValueError(text)
+    if origin in (list, tuple):
+        parts = [p.strip() for p in text.split(sep)]
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(parts) != len(args):
+                raise ValueError(text)
+            return tuple(_convert(p, a, sep) for p, a in zip(parts, args, strict=True))
+        item = args[0] if args else str
+        values = [_convert(p, item, sep) for p in parts if p]
+        return tuple(values) if origin is tuple else values
+    raise TypeError(f"parameters of type {kind!r} cannot be read from text")
+
+
+def parse_pairs(items: Iterable[str], what: str, allowed: Iterable[str] | None = None,
+                flags: Iterable[str] = (), *, error: type[SegtkError] = SegtkError) -> dict[str, str]:
+    """`KEY=VALUE` items -> {KEY: VALUE} (both stripped; values stay text, see `convert`).
+
+    `allowed` limits the keys (None: any); a key in `flags` may stand alone (`bgr`), meaning
+    'true'. An item without '=', an unknown or a repeated key is an `error` naming the item
+    and the keys `what` (e.g. '--param', 'hf option') takes.
+    """
+    keys = None if allowed is None else [*allowed, *(f for f in flags if f not in allowed)]
+    known = f"{what} takes: {', '.join(keys) or 'nothing'}" if keys is not None else None
+    flag_set = set(flags)
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep and key in flag_set:
+            value = "true"
+        elif not sep or not key:
+            raise error(f"cannot read {what} {item!r}: expected KEY=VALUE",
+                        hint=known or f"write {what} KEY=VALUE")
+        if keys is not None and key not in keys:
+            raise error(f"unknown {what} {key!r}" + (f" in {item!r}" if item.strip() != key else ""),
+                        hint=known)
+        if key in out:
+            raise error(f"{what} {key!r} is given twice ({key}={out[key]!r} and {item!r})",
+                        hint="give each key once")
+        out[key] = value.strip()
+    return out
+
+
+# --- building plugins -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Declared:
+    """What a plugin class says it takes: parameter -> (kind, default), and whether it also
+    takes keys it does not declare (`**kwargs`: they are passed on as text)."""
+
+    params: dict[str, tuple[Any, Any]]
+    open: bool = False
+
+
+def _hints(obj: Any) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(obj)
+    except Exception:  # an annotation naming something only imported for type checking
+        return {}
+
+
+def declared(cls: type) -> Declared:
+    """The parameters of a plugin class (see the module docstring for where they come from)."""
+    params_cls = getattr(cls, "Params", None)
+    if dataclasses.is_dataclass(params_cls) and isinstance(params_cls, type):
+        hints = _hints(params_cls)
+        defaults = params_cls()
+        return Declared({f.name: (hints.get(f.name, kind_of(getattr(defaults, f.name))),
+                                  getattr(defaults, f.name))
+                         for f in dataclasses.fields(params_cls) if f.init})
+    signature = inspect.signature(cls)
+    open_ = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+    defaults_dict = getattr(cls, "defaults", None)
+    if isinstance(defaults_dict, dict):
+        return Declared({k: (kind_of(v), v) for k, v in defaults_dict.items()}, open_)
+    hints = _hints(cls.__init__)
+    out: dict[str, tuple[Any, Any]] = {}
+    for name, p in signature.parameters.items():
+        if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+            continue
+        default = None if p.default is p.empty else p.default
+        out[name] = (hints.get(name, kind_of(default)), default)
+    return Declared(out, open_)
+
+
+def _takes(spec: Declared) -> str:
+    return ", ".join(f"{k}={d}" for k, (_, d) in spec.params.items()) or "no parameters"
+
+
+def build(kind: str, name: str, params: Mapping[str, Any] | None = None, **shared: Any) -> Any:
+    """The registered `kind` plugin `name`, constructed with `params` (text, read as the
+    types the plugin declares; '-' in keys reads as '_') and the `shared` settings.
+
+    A constructor with an `options` parameter and no `**kwargs` receives the keys it does not
+    declare there, as text (e.g. an editor handing them to its backend).
+    """
+    cls = registry.plugin_class(kind, name)
+    spec = declared(cls)
+    label = f"{kind} {name!r}"
+    takes = f"{name} takes: {_takes(spec)}"
+    values: dict[str, Any] = dict(shared)
+    rest: dict[str, Any] = {}
+    for raw_key, raw in (params or {}).items():
+        key = raw_key.strip().replace("-", "_")
         if key in shared:  # one value, one place: --param must not silently override --budget
-            raise SegtkError(
-                f"--param {item.strip()}: {key} has its own option",
-                hint=f"use --{key.replace('_', '-')} {raw.strip()} instead of --param",
-            )
-        values[key] = parse_value(raw.strip(), getattr(defaults, key))
+            raise PluginError(f"parameter {key!r} of {label} is set by its own option",
+                              hint=f"use --{key.replace('_', '-')} {raw} instead")
+        if key in spec.params and key != "options":
+            values[key] = convert(raw, spec.params[key][0], key, error=PluginError, hint=takes)
+        elif spec.open:
+            values[key] = raw
+        elif "options" in spec.params:
+            rest[key] = raw
+        else:
+            raise PluginError(f"unknown parameter {raw_key!r} for {label}", hint=takes)
+    if rest:
+        values["options"] = rest
     try:
         return cls(**values)
     except (ValueError, TypeError) as exc:
-        raise SegtkError(f"bad parameters for {name}: {exc}") from exc
+        raise PluginError(f"bad parameters for {label}: {exc}", hint=takes) from exc
+
+
+def build_attack(name: str, extra: Iterable[str] = (), **shared: Any) -> Attack:
+    """The attack `name` from `--param KEY=VALUE` items and the shared knobs (budget, eps, seed)."""
+    attack = build("attack", name, parse_pairs(extra, "--param"), **shared)
+    return typing.cast(Attack, attack)

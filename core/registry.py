@@ -5,9 +5,13 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+from segtk.core.attack import Attack
+from segtk.core.data import DatasetPlugin
+from segtk.core.editing import Editor
 from segtk.core.errors import PluginError
+from segtk.core.filtering import Filter
 from segtk.core.plugins import PluginManager, get_plugin_manager
 from segtk.core.segmenter import Segmenter
 
@@ -150,6 +154,11 @@ def mark_conflicts(infos: list[PluginInfo]) -> None:
 
 def lookup(kind: str, name: str) -> Any:
     """The registered object, or a PluginError naming what is installed and what is missing."""
+    return _usable(kind, name).obj
+
+
+def _usable(kind: str, name: str) -> PluginInfo:
+    """The one usable registration of `kind` `name`, or a PluginError saying why there is none."""
     matches = [i for i in plugins() if i.kind == kind and i.name == name]
     if not matches:
         known = sorted(i.name for i in plugins() if i.kind == kind and i.status == "ok")
@@ -172,7 +181,7 @@ def lookup(kind: str, name: str) -> Any:
             f"{kind} plugin {name!r} needs {', '.join(info.missing)}, which is not installed",
             hint=how,
         )
-    return info.obj
+    return info
 
 
 def add_commands(group: Any) -> None:
@@ -229,26 +238,65 @@ def _refusing_command(name: str, message: str) -> Any:
                          context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 
 
-def attack(name: str) -> Any:
-    return lookup("attack", name)
+# --- typed lookups: a registration of the wrong type is the plugin's bug, named here ------------
+
+# kind -> the class every registration must subclass (class kinds) or be an instance of
+CLASSES: dict[str, type] = {"attack": Attack, "editor": Editor, "filter": Filter, "augmenter": object}
+INSTANCES: dict[str, type] = {"segmenter": SegmenterPlugin, "dataset": DatasetPlugin}
+T = TypeVar("T")
+
+
+def _wrong(info: PluginInfo, expected: str) -> PluginError:
+    return PluginError(
+        f"{info.kind} plugin {info.name!r} from {_owner(info)} registered {info.obj!r}, "
+        f"which is not {expected}",
+        hint=f"fix that plugin's {info.hook} hook, or uninstall it; see `segtk plugins`",
+    )
+
+
+def _subclass(kind: str, name: str, base: type[T]) -> type[T]:
+    info = _usable(kind, name)
+    if not (isinstance(info.obj, type) and issubclass(info.obj, base)):
+        raise _wrong(info, "a class" if base is object else f"a subclass of {base.__name__}")
+    return info.obj
+
+
+def _instance(kind: str, name: str, cls: type[T]) -> T:
+    info = _usable(kind, name)
+    if not isinstance(info.obj, cls):
+        raise _wrong(info, f"an instance of {cls.__name__}")
+    return info.obj
+
+
+def plugin_class(kind: str, name: str) -> type:
+    """The registered class `name` of a class kind (attack, editor, filter, augmenter), checked."""
+    if kind not in CLASSES:
+        raise PluginError(f"{kind} plugins are not classes",
+                          hint=f"class kinds: {', '.join(CLASSES)}")
+    return _subclass(kind, name, CLASSES[kind])
+
+
+def attack(name: str) -> type[Attack]:
+    return _subclass("attack", name, Attack)
 
 
 def segmenter_plugin(name: str) -> SegmenterPlugin:
-    return lookup("segmenter", name)
+    return _instance("segmenter", name, SegmenterPlugin)
 
 
-def editor(name: str) -> Any:
-    return lookup("editor", name)
+def editor(name: str) -> type[Editor]:
+    return _subclass("editor", name, Editor)
 
 
-def filter_(name: str) -> Any:
-    return lookup("filter", name)
+def filter_(name: str) -> type[Filter]:
+    return _subclass("filter", name, Filter)
 
 
-def dataset_plugin(name: str) -> Any:
-    return lookup("dataset", name)
+def dataset_plugin(name: str) -> DatasetPlugin:
+    return _instance("dataset", name, DatasetPlugin)
 
 
-def augmenter(name: str) -> Any:
-    """The registered Augmenter class `name` (`segtk train --augment NAME`)."""
-    return lookup("augmenter", name)
+def augmenter(name: str) -> type:
+    """The registered augmenter class `name` (`segtk train --augment NAME`). Only its being a
+    class is checked here: core.augment builds on this module, not the other way round."""
+    return _subclass("augmenter", name, object)
