@@ -75,8 +75,15 @@ if ! "$py" -c "import detectron2._C" 2>/dev/null; then
         && "$py" -m pip install -q "$wheel" || fail "pip could not install $wheel"
 fi
 
+# segtk and the plugins the tests use, installed editable; their pyproject.toml files (entry
+# points, packages) are fingerprinted so that a change re-installs them.
+dists=(. plugins/models/detectron2 plugins/models/demo plugins/attacks/dla plugins/editors/color
+       plugins/editors/size)
+stamp="$venv/.segtk-pyprojects.sha256"
+want=$(for d in "${dists[@]}"; do cat "$d/pyproject.toml"; done | sha256sum | cut -c1-64)
+
 # Already complete for this checkout (segtk installed editable from here): nothing to top up.
-if "$py" - "$PWD" <<'PY' 2>/dev/null; then
+if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && "$py" - "$PWD" <<'PY' 2>/dev/null; then
 import sys
 from pathlib import Path
 import cv2, detectron2._C, detectron2.model_zoo, pytest, transformers  # noqa: F401
@@ -98,9 +105,11 @@ fi
     "numpy>=1.24" "pillow>=10" scipy==1.17.1 "pytest>=8" "hypothesis>=6.100" \
     opencv-python-headless==5.0.0.93 transformers==4.57.6 \
     || fail "pip could not install segtk's pure-Python dependencies"
-"$py" -m pip install -q --no-deps -e . -e plugins/models/detectron2 -e plugins/models/demo \
-    -e plugins/attacks/dla -e plugins/editors/color -e plugins/editors/size \
+editables=()
+for d in "${dists[@]}"; do editables+=(-e "$d"); done
+"$py" -m pip install -q --no-deps "${editables[@]}" \
     || fail "pip could not install segtk and its plugins into $venv"
+echo "$want" > "$stamp"
 
 "$py" -c "import detectron2._C" \
     || fail "detectron2's compiled ops (detectron2._C) do not import in $venv"
