@@ -261,3 +261,21 @@ def same_size_batches(dataset: Dataset, indices: Sequence[int], batch_size: int)
         if len(group) == batch_size:
             yield pending.pop(key)
     yield from pending.values()
+
+
+def check_flat_split(root: Path | str, split: str | None, accepted: Sequence[str], fmt: str) -> None:
+    """The one check of --split for readers that do not pick a split folder: a flat folder is
+    read as its format's default split only, and a format without splits (`accepted` empty)
+    takes no --split at all. Every reader must refuse a split it ignores, never drop it."""
+    if split is None or split in accepted:
+        return
+    if not accepted:
+        raise DataError(
+            f"{root}: unknown split {split!r}: {fmt} datasets have no splits",
+            hint=f"drop --split, or point --data at the split's own {fmt} folder",
+        )
+    raise DataError(
+        f"{root}: unknown split {split!r}: this {fmt} folder has no split subfolders",
+        hint=f"drop --split (the folder is read as split {accepted[0]!r}) "
+        f"or point PATH at a full {fmt} tree",
+    )

@@ -45,9 +45,20 @@ def register_commands(cli: Any) -> None:
 @hookspec
 def register_datasets(register: Register) -> None:
     """Register DatasetPlugin entries (a `--data FORMAT:PATH` reader each). A reader must refuse a
-    `split` it has no use for (segtk.datasets.readers.check_flat_split), never ignore it."""
+    `split` it has no use for (segtk.core.data.check_flat_split), never ignore it."""
 
 
 @hookspec
 def register_augmenters(register: Register) -> None:
     """Register Augmenter subclasses (`segtk train --augment NAME`)."""
+
+
+@hookspec
+def register_edit_backends(register: Register) -> None:
+    """Register EditBackend subclasses (`segtk edit --backend NAME`; constructed with the
+    `--param` options the editor does not know)."""
+
+
+@hookspec
+def register_prompt_writers(register: Register) -> None:
+    """Register PromptWriter subclasses (`segtk edit --prompt-writer NAME --prompt-model MODEL`)."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from segtk.core.data import default_palette
+
 IGNORE_COLOUR = np.array([0, 0, 0], dtype=np.uint8)
 
 
@@ -44,3 +46,9 @@ def save_figure(fig, path) -> None:
     fig.savefig(tmp, dpi=110)
     plt.close(fig)
     tmp.replace(path)
+
+
+def voc_colormap(n: int = 256) -> np.ndarray:
+    """The VOC colour map: index i's bits interleaved into R,G,B (0 black, 255 (224,224,192))."""
+    # default_palette(n) gives the colours of indices 1..n (it skips black for overlays).
+    return np.concatenate([np.zeros((1, 3), dtype=np.uint8), default_palette(n - 1)])[:n]

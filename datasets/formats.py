@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
-from segtk.core.data import Dataset, default_palette, read_label
+from segtk.core.data import Dataset, check_flat_split, default_palette, read_label
 from segtk.core.errors import DataError
+from segtk.core.render import voc_colormap
 from segtk.datasets.readers import (
     _dir,
     _images,
     _subdirs,
-    check_flat_split,
     dataset_root,
     make_pairs,
     missing_label,
@@ -129,12 +129,6 @@ VOC_CLASSES = [
     "chair", "cow", "diningtable", "dog", "horse", "motorbike", "person", "pottedplant",
     "sheep", "sofa", "train", "tvmonitor",
 ]  # fmt: skip
-
-
-def voc_colormap(n: int = 256) -> np.ndarray:
-    """The VOC colour map: index i's bits interleaved into R,G,B (0 black, 255 (224,224,192))."""
-    # default_palette(n) gives the colours of indices 1..n (it skips black for overlays).
-    return np.concatenate([np.zeros((1, 3), dtype=np.uint8), default_palette(n - 1)])[:n]
 
 
 VOC_PALETTE = voc_colormap(256)

@@ -10,7 +10,7 @@ checked by `Dataset.__getitem__` (size mismatch, ids outside the class list).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +19,7 @@ from segtk.core.data import (
     IMAGE_SUFFIXES,
     Dataset,
     Item,
+    check_flat_split,
     default_palette,
     read_image,
     read_label,
@@ -84,24 +85,6 @@ def split_folder(base: Path, split: str, hint: str) -> Path:
     raise DataError(
         f"{base}: unknown split {split!r} (no {split}/ folder; available: {available})",
         hint=f"pass --split with one of: {available}",
-    )
-
-
-def check_flat_split(root: Path | str, split: str | None, accepted: Sequence[str], fmt: str) -> None:
-    """The one check of --split for readers that do not pick a split folder: a flat folder is
-    read as its format's default split only, and a format without splits (`accepted` empty)
-    takes no --split at all. Every reader must refuse a split it ignores, never drop it."""
-    if split is None or split in accepted:
-        return
-    if not accepted:
-        raise DataError(
-            f"{root}: unknown split {split!r}: {fmt} datasets have no splits",
-            hint=f"drop --split, or point --data at the split's own {fmt} folder",
-        )
-    raise DataError(
-        f"{root}: unknown split {split!r}: this {fmt} folder has no split subfolders",
-        hint=f"drop --split (the folder is read as split {accepted[0]!r}) "
-        f"or point PATH at a full {fmt} tree",
     )
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-from segtk.core.data import Dataset, Item, read_image, read_label
-from segtk.datasets.readers import check_flat_split
+from segtk.core.data import Dataset, Item, check_flat_split, read_image, read_label
 from segtk.core.errors import DataError
+from segtk.core.params import convert, parse_pairs
 from segtk_demo.scenes import CLASSES, IGNORE_INDEX, PALETTE, TRAIN_SEED_BASE, make_scene
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -61,17 +61,10 @@ def fresh(count: int, seed: int = FRESH_SEED) -> Dataset:
 
 def parse_options(arg: str) -> dict[str, int]:
     """'fresh=16,seed=5' -> {'fresh': 16, 'seed': 5}; unknown keys or non-integers are errors."""
-    options: dict[str, int] = {}
-    for part in filter(None, (p.strip() for p in arg.split(","))):
-        key, sep, value = part.partition("=")
-        key = key.strip()
-        if not sep or key not in ("fresh", "seed"):
-            raise DataError(f"demo:{arg}: cannot read {part!r}",
-                            hint="syntax is demo[:fresh=N,seed=S]")
-        try:
-            options[key] = int(value)
-        except ValueError:
-            raise DataError(f"demo:{arg}: {key} must be an integer, got {value!r}") from None
+    hint = "syntax is demo[:fresh=N,seed=S]"
+    pairs = parse_pairs(filter(None, (p.strip() for p in arg.split(","))), "demo option",
+                        ["fresh", "seed"], error=DataError, hint=hint)
+    options = {k: convert(v, int, k, error=DataError, hint=hint) for k, v in pairs.items()}
     if "seed" in options and "fresh" not in options:
         raise DataError(f"demo:{arg}: seed= only applies to fresh scenes",
                         hint="e.g. demo:fresh=16,seed=5")
