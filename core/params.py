@@ -156,16 +156,21 @@ def _convert(text: str, kind: Any, sep: str) -> Any:
 
 
 def parse_pairs(items: Iterable[str], what: str, allowed: Iterable[str] | None = None,
-                flags: Iterable[str] = (), *, error: type[SegtkError] = SegtkError) -> dict[str, str]:
+                flags: Iterable[str] = (), *, error: type[SegtkError] = SegtkError,
+                hint: str | None = None) -> dict[str, str]:
     """`KEY=VALUE` items -> {KEY: VALUE} (both stripped; values stay text, see `convert`).
 
     `allowed` limits the keys (None: any); a key in `flags` may stand alone (`bgr`), meaning
     'true'. An item without '=', an unknown or a repeated key is an `error` naming the item
-    and the keys `what` (e.g. '--param', 'hf option') takes.
+    and the keys `what` (e.g. '--param', 'hf option') takes; `hint` (e.g. the syntax) is added.
     """
-    keys = None if allowed is None else [*allowed, *(f for f in flags if f not in allowed)]
-    known = f"{what} takes: {', '.join(keys) or 'nothing'}" if keys is not None else None
-    flag_set = set(flags)
+    flag_list = list(flags)
+    flag_set = set(flag_list)
+    keys = None if allowed is None else [*allowed, *(f for f in flag_list if f not in allowed)]
+    known = None if keys is None else "allowed: " + (
+        ", ".join(k if k in flag_set else f"{k}=" for k in keys) or "none")
+    if hint:
+        known = f"{known}; {hint}" if known else hint
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")

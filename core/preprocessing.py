@@ -1,6 +1,7 @@
 """How an exported model (TorchScript, ONNX) wants its input, and the spec options that say so.
 
-x_model = ((x * scale)[RGB or BGR] - mean) / std, resized to `size` (W,H) if set.
+x_model = ((x * scale)[RGB or BGR] - mean) / std, resized to `size` (W,H) if set. Spec options:
+classes=a;b;c, mean=R;G;B, std=R;G;B, scale=255, bgr (or bgr=false), size=WxH.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from segtk.core.errors import ModelError
-
-OPTIONS = "classes=a;b;c, mean=R;G;B, std=R;G;B, scale=255, bgr, size=WxH"
+from segtk.core.params import convert, parse_pairs
 
 
 @dataclass
@@ -52,40 +52,19 @@ class Preprocessing:
         return x
 
 
-def _floats(raw: str, n: int, hint: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(v) for v in raw.split(";"))
-    except ValueError:
-        values = ()
-    if len(values) != n:
-        raise ModelError(f"expected {n} number{'s' if n > 1 else ''} separated by ';', got {raw!r}",
-                         hint=hint)
-    return values
+# each option's type; lists and triples are separated by ';' (',' separates the spec's options)
+OPTION_KINDS: dict[str, object] = {"classes": list[str], "mean": tuple[float, float, float],
+                                   "std": tuple[float, float, float], "scale": float, "bgr": bool,
+                                   "size": tuple[int, int]}
 
 
 def parse_options(options: list[str], adapter: str, hint: str, extra: tuple[str, ...] = ()
                   ) -> tuple[dict[str, object], dict[str, str]]:
     """Spec options -> (Preprocessing overrides, the adapter's own `extra` options as text)."""
-    override: dict[str, object] = {}
-    own: dict[str, str] = {}
-    for option in options:
-        key, sep, value = option.partition("=")
-        if key == "classes":
-            override["classes"] = [c for c in value.split(";") if c]
-        elif key in ("mean", "std"):
-            override[key] = _floats(value, 3, hint)
-        elif key == "scale":
-            override["scale"] = _floats(value, 1, hint)[0]
-        elif key == "bgr":
-            override["bgr"] = value.lower() not in ("0", "false", "no") if sep else True
-        elif key == "size":
-            w, _, h = value.partition("x")
-            if not (w.isdigit() and h.isdigit()):
-                raise ModelError(f"size must be WxH, got {value!r}", hint=hint)
-            override["size"] = (int(w), int(h))
-        elif key in extra:
-            own[key] = value
-        else:
-            names = OPTIONS + "".join(f", {e}=" for e in extra)
-            raise ModelError(f"unknown {adapter} option {key!r}", hint=f"options: {names}")
+    pairs = parse_pairs(options, f"{adapter} option", [*OPTION_KINDS, *extra], flags=("bgr",),
+                        error=ModelError)
+    override = {key: convert(value, OPTION_KINDS[key], key, sep="x" if key == "size" else ";",
+                             error=ModelError, hint=hint)
+                for key, value in pairs.items() if key in OPTION_KINDS}
+    own = {key: value for key, value in pairs.items() if key not in OPTION_KINDS}
     return override, own

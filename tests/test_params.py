@@ -68,12 +68,21 @@ def test_parse_pairs_strips_and_keeps_text() -> None:
     assert parse_pairs([" a = 1 ", "b=x=y", "c="], "--param") == {"a": "1", "b": "x=y", "c": ""}
     assert parse_pairs(["bgr", "size=1x2"], "onnx option", ["size"], flags=["bgr"]) == \
         {"bgr": "true", "size": "1x2"}
+    with pytest.raises(SegtkError) as err:
+        parse_pairs(["size"], "onnx option", ["size"], flags=["bgr"])
+    assert err.value.hint == "allowed: size=, bgr"
+    with pytest.raises(SegtkError) as err:
+        parse_pairs(["x"], "--values", hint="e.g. --values color=red")
+    assert err.value.hint == "e.g. --values color=red"
+    with pytest.raises(SegtkError) as err:
+        parse_pairs(["x=1"], "spec option", ["size"], hint="syntax: S")
+    assert err.value.hint == "allowed: size=; syntax: S"
 
 
 @pytest.mark.parametrize("items,message,hint", [
-    (["alpha"], "cannot read --param 'alpha': expected KEY=VALUE", "--param takes: alpha, beta"),
-    (["=1"], "cannot read --param '=1': expected KEY=VALUE", "--param takes: alpha, beta"),
-    (["gamma=1"], "unknown --param 'gamma' in 'gamma=1'", "--param takes: alpha, beta"),
+    (["alpha"], "cannot read --param 'alpha': expected KEY=VALUE", "allowed: alpha=, beta="),
+    (["=1"], "cannot read --param '=1': expected KEY=VALUE", "allowed: alpha=, beta="),
+    (["gamma=1"], "unknown --param 'gamma' in 'gamma=1'", "allowed: alpha=, beta="),
     (["alpha=1", "alpha=2"], "--param 'alpha' is given twice (alpha='1' and 'alpha=2')",
      "give each key once"),
 ])

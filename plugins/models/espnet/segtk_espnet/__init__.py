@@ -14,6 +14,7 @@ import torch
 
 from segtk.core.errors import ModelError
 from segtk.core.hookspecs import hookimpl
+from segtk.core.params import parse_pairs
 from segtk.core.registry import SegmenterPlugin
 from segtk_espnet.network import ESPNet, ESPNetConfig, infer_config
 from segtk_espnet.segmenter import CAMVID, CITYSCAPES, VARIANTS, ESPNetSegmenter, Variant
@@ -92,12 +93,13 @@ def load_weights(path: str | Path) -> dict[str, torch.Tensor]:
 
 def load(arg: str) -> ESPNetSegmenter:
     """`camvid=PATH` or `cityscapes=PATH` -> a ready segmenter."""
-    name, sep, path = arg.partition("=")
-    name, path = name.strip().lower(), path.strip()
-    if not sep or name not in VARIANTS or not path:
+    syntax = f"syntax: {SYNTAX}  e.g. {EXAMPLE}"
+    ((name, path),) = parse_pairs([arg], "espnet variant", error=ModelError, hint=syntax).items()
+    name = name.lower()
+    if name not in VARIANTS or not path:
         raise ModelError(
             f"espnet: unknown or missing variant in {arg!r} (known: {', '.join(VARIANTS)})",
-            hint=f"syntax: {SYNTAX}  e.g. {EXAMPLE}",
+            hint=syntax,
         )
     variant: Variant = VARIANTS[name]
     net, config = build_network(load_weights(path), path)

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 from segtk.core.augment import Trainable
 from segtk.core.errors import ModelError
+from segtk.core.params import convert, parse_pairs
 from segtk.core.segmenter import Segmenter, labels_from_logits
 
 HINT = ("syntax: hf:FOLDER_OR_REPO_ID[,classes=a;b;c][,prompt=a photo of {}][,size=WxH]"
@@ -40,32 +41,27 @@ UNIVERSAL = ("maskformer", "mask2former", "oneformer")
 RESAMPLE = {0: "nearest", 2: "bilinear", 3: "bicubic"}  # PIL codes; others -> bilinear
 
 
+OPTION_KINDS: dict[str, Any] = {"classes": list[str], "prompt": str, "size": tuple[int, int],
+                                "revision": str, "download": bool}
+
+
 def parse(arg: str) -> tuple[str, dict[str, Any]]:
     source, *options = [part.strip() for part in arg.split(",")] if arg else [""]
     if not source:
         raise ModelError("no model folder or repo id given", hint=HINT)
+    given = parse_pairs(options, "hf option", ["classes", "prompt", "size", "revision"],
+                        flags=["download"], error=ModelError, hint=HINT)
     opts: dict[str, Any] = {"classes": None, "prompt": "{}", "size": None, "revision": None,
                             "download": False}
-    for option in options:
-        key, sep, value = option.partition("=")
-        if key == "classes":
-            opts["classes"] = [c.strip() for c in value.split(";") if c.strip()]
-        elif key == "prompt":
-            if "{}" not in value:
-                raise ModelError(f"prompt must contain {{}} for the class name, got {value!r}", hint=HINT)
-            opts["prompt"] = value
-        elif key == "size":
-            w, _, h = value.partition("x")
-            if not (w.isdigit() and h.isdigit()):
-                raise ModelError(f"size must be WxH, got {value!r}", hint=HINT)
-            opts["size"] = (int(h), int(w))  # stored as (H, W)
-        elif key == "revision":
-            opts["revision"] = value
-        elif key == "download" and not sep:
-            opts["download"] = True
-        else:
-            raise ModelError(f"unknown hf option {option!r}",
-                             hint="options: classes=, prompt=, size=WxH, revision=, download")
+    for key, value in given.items():
+        opts[key] = convert(value, OPTION_KINDS[key], key, sep="x" if key == "size" else ";",
+                            error=ModelError, hint=HINT)
+    if "{}" not in opts["prompt"]:
+        raise ModelError(f"prompt must contain {{}} for the class name, got {opts['prompt']!r}",
+                         hint=HINT)
+    if opts["size"] is not None:
+        w, h = opts["size"]
+        opts["size"] = (h, w)  # stored as (H, W)
     return source, opts
 
 

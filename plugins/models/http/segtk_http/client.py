@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from segtk.core.errors import ModelError
+from segtk.core.params import convert, parse_pairs
 from segtk.core.segmenter import Segmenter
 from segtk_http.protocol import NPZ, PROTOCOL, ProtocolError, dump_npz, load_npz
 
@@ -230,6 +231,9 @@ def _server_message(data: bytes) -> str:
     return repr(data[:200])
 
 
+OPTION_KINDS: dict[str, Any] = {"timeout": float, "retries": int, "backoff": float, "batch": int}
+
+
 def parse(arg: str) -> tuple[str, dict[str, Any]]:
     """'http://h:1,timeout=5' -> ('http://h:1', {'timeout': 5.0}); 'h:1' gets http:// added."""
     url, *options = [part.strip() for part in arg.split(",")] if arg else [""]
@@ -237,18 +241,10 @@ def parse(arg: str) -> tuple[str, dict[str, Any]]:
         raise ModelError("no server URL given", hint=f"syntax: {SYNTAX}")
     if "://" not in url:
         url = "http://" + url.lstrip("/")
-    kwargs: dict[str, Any] = {}
-    casts = {"timeout": float, "retries": int, "backoff": float, "batch": int}
-    for option in options:
-        key, _, value = option.partition("=")
-        if key not in casts:
-            raise ModelError(f"unknown http option {key!r}",
-                             hint="options: timeout=SECONDS, retries=N, backoff=SECONDS, batch=N")
-        try:
-            kwargs[key] = casts[key](value)
-        except ValueError as exc:
-            raise ModelError(f"http option {key}={value!r} is not a number",
-                             hint=f"syntax: {SYNTAX}") from exc
+    given = parse_pairs(options, "http option", OPTION_KINDS, error=ModelError,
+                        hint=f"syntax: {SYNTAX}")
+    kwargs = {key: convert(value, OPTION_KINDS[key], key, error=ModelError, hint=f"syntax: {SYNTAX}")
+              for key, value in given.items()}
     return url, kwargs
 
 

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from segtk.core.errors import ModelError
+from segtk.core.params import convert, parse_pairs
 from segtk.core.segmenter import Segmenter
 
 HINT = "syntax: mmseg:CONFIG.py,CHECKPOINT.pth[,classes=a;b;c][,opts=KEY=VALUE;KEY=VALUE][,trust]"
@@ -40,36 +41,21 @@ class Spec:
     trust: bool = False
 
 
-def _value(raw: str) -> Any:
-    """'3' -> 3, '0.5' -> 0.5, 'True' -> True, 'None' -> None, '(1,2)' -> (1, 2), else str."""
-    import ast
-
-    try:
-        return ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
-        return raw
-
-
 def parse(arg: str) -> Spec:
     parts = [p.strip() for p in arg.split(",")] if arg else []
     if len(parts) < 2 or not parts[0] or not parts[1] or "=" in parts[0] or "=" in parts[1]:
         raise ModelError("mmseg needs a config file and a checkpoint", hint=HINT)
     spec = Spec(Path(parts[0]), Path(parts[1]))
-    for option in parts[2:]:
-        key, sep, value = option.partition("=")
-        if key == "classes":
-            spec.classes = [c.strip() for c in value.split(";") if c.strip()]
-        elif key == "opts":
-            for pair in (p for p in value.split(";") if p.strip()):
-                k, eq, v = pair.partition("=")
-                if not eq or not k.strip():
-                    raise ModelError(f"opts entries must be KEY=VALUE, got {pair!r}", hint=HINT)
-                spec.options[k.strip()] = _value(v.strip())
-        elif key == "trust" and not sep:
-            spec.trust = True
-        else:
-            raise ModelError(f"unknown mmseg option {option!r}",
-                             hint="options: classes=a;b;c, opts=KEY=VALUE;KEY=VALUE, trust")
+    options = parse_pairs(parts[2:], "mmseg option", ["classes", "opts"], flags=["trust"],
+                          error=ModelError, hint=HINT)
+    if "classes" in options:
+        spec.classes = convert(options["classes"], list[str], "classes", sep=";", error=ModelError,
+                               hint=HINT)
+    if "opts" in options:  # cfg_options: each value a Python literal if it is one ('3', 'True')
+        pairs = parse_pairs([p for p in options["opts"].split(";") if p.strip()], "mmseg opts entry",
+                            error=ModelError, hint=HINT)
+        spec.options = {k: convert(v, Any, k, error=ModelError, hint=HINT) for k, v in pairs.items()}
+    spec.trust = convert(options.get("trust", "false"), bool, "trust", error=ModelError, hint=HINT)
     return spec
 
 
