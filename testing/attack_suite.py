@@ -1,19 +1,15 @@
-"""The shared attack test suite, for built-in and third-party attacks alike.
+"""The attack contract suite: exact budgets, the ε-ball and [0,1], determinism, batch
+invariance, anytime prefixes and progress against a small deterministic segmenter.
 
     from segtk.testing import AttackSuite
 
     class TestMyAttack(AttackSuite):
         attack_cls = MyAttack          # an Attack subclass
         params = {"some_knob": 3}      # optional overrides
-
-pytest then checks exact budgets, the ε-ball and [0,1], determinism, batch invariance and
-that the attack lowers the proxy of a small deterministic segmenter.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -23,88 +19,7 @@ from hypothesis import strategies as st
 
 from segtk.core.attack import EPS_TOLERANCE, Attack
 from segtk.core.proxy import Proxy
-from segtk.core.registry import missing_modules
-from segtk.core.segmenter import Segmenter
-
-SHARED = Path(os.environ.get("SEGTK_SHARED", Path(__file__).resolve().parent.parent / "shared"))
-
-
-def shared(relative: str) -> Path:
-    """A path under ../shared; skips the test where it is absent, fails if CI requires it."""
-    path = SHARED / relative
-    if path.exists():
-        return path
-    reason = f"{path} is absent (real models/data live in ../shared next to the repo)"
-    if os.environ.get("SEGTK_REQUIRE_SHARED") == "1":
-        pytest.fail(f"SEGTK_REQUIRE_SHARED=1 but {reason}")
-    pytest.skip(reason)
-
-
-def requires_stack(modules: tuple[str, ...], flag: str) -> pytest.MarkDecorator:
-    """Skip where an optional stack (mmcv, detectron2, ...) is not importable, naming what is
-    missing; where the environment variable `flag` is "1" (CI, after its install script ran),
-    run anyway so the missing import fails the test instead of hiding behind a skip."""
-    missing = missing_modules(modules)
-    required = os.environ.get(flag) == "1"
-    return pytest.mark.skipif(
-        bool(missing) and not required,
-        reason=f"needs {', '.join(missing)} (set {flag}=1 to make this a failure)",
-    )
-
-
-class TinySegmenter(Segmenter):
-    """A fixed random 3x3-conv classifier: cheap, deterministic and batch-invariant."""
-
-    name = "tiny"
-
-    def __init__(self, num_classes: int = 4, seed: int = 0) -> None:
-        g = torch.Generator().manual_seed(seed)
-        self.classes = [f"class{i}" for i in range(num_classes)]
-        self.weight = torch.randn(num_classes, 3, 3, 3, generator=g)
-        self.bias = torch.randn(num_classes, generator=g) * 0.1
-        self.calls = 0
-
-    def logits(self, images: torch.Tensor) -> torch.Tensor:
-        centred = images - 0.5
-        # One image at a time: identical results whatever the batch composition.
-        return torch.cat(
-            [torch.nn.functional.conv2d(x[None], self.weight, self.bias, padding=1) for x in centred]
-        )
-
-    def predict(self, images: torch.Tensor) -> torch.Tensor:
-        self.calls += 1
-        return self.logits(images).argmax(1)
-
-
-class RecordingSegmenter(TinySegmenter):
-    """A TinySegmenter that keeps what it was asked: each call's batch, in order."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.batches: list[torch.Tensor] = []
-
-    def predict(self, images: torch.Tensor) -> torch.Tensor:
-        self.batches.append(images.clone())
-        return super().predict(images)
-
-    @property
-    def seen(self) -> list[torch.Tensor]:
-        """Every queried image [3,H,W], in query order."""
-        return [x for batch in self.batches for x in batch]
-
-    @property
-    def sizes(self) -> list[int]:
-        return [len(batch) for batch in self.batches]
-
-
-def toy_batch(n: int = 2, height: int = 17, width: int = 23, seed: int = 0):
-    """Smooth random images and labels equal to the tiny model's clean prediction."""
-    g = torch.Generator().manual_seed(seed)
-    low = torch.rand(n, 3, max(height // 4, 1), max(width // 4, 1), generator=g)
-    images = torch.nn.functional.interpolate(low, size=(height, width), mode="bilinear")
-    images = images.clamp(0, 1)
-    labels = TinySegmenter().predict(images)
-    return images, labels
+from segtk.testing.fakes import TinySegmenter, toy_batch
 
 
 class AttackSuite:

@@ -1,0 +1,12 @@
+"""The demo segmenter meets the segmenter contract (segtk.testing.SegmenterSuite)."""
+
+from __future__ import annotations
+
+from segtk.core import registry
+from segtk.core.segmenter import Segmenter
+from segtk.testing import SegmenterSuite
+
+
+class TestDemoContract(SegmenterSuite):
+    def make(self) -> Segmenter:
+        return registry.segmenter_plugin("demo").load("")

@@ -1,0 +1,61 @@
+"""segtk's pytest plugin, loaded wherever segtk is installed (entry point `pytest11`, name
+"segtk"): fixtures for plugin tests and the markers segtk's suites use.
+
+Disable it for one run with `pytest -p no:segtk`. Do not also list it in `pytest_plugins`: it is
+already registered, and pytest refuses a plugin registered twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from segtk.core.data import Dataset
+from segtk.core.editing import Sample
+from segtk.testing import fakes
+from segtk.testing.env import shared
+
+MARKERS = (
+    "shared: needs the real models and data in ../shared (skips where absent; "
+    "SEGTK_REQUIRE_SHARED=1 makes that a failure)",
+    "slow: takes more than a few seconds",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+
+
+@pytest.fixture
+def tiny_segmenter() -> fakes.TinySegmenter:
+    """A fresh TinySegmenter: 4 classes, fixed random 3x3 conv, logits, batch-invariant."""
+    return fakes.TinySegmenter()
+
+
+@pytest.fixture
+def toy_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    """(images [2,3,17,23] in [0,1], labels [2,17,23]): the tiny model's clean predictions."""
+    return fakes.toy_batch()
+
+
+@pytest.fixture
+def toy_sample() -> Sample:
+    """An editing Sample: a car (the mask) on a road, 48x64, classes TOY_CLASSES."""
+    return fakes.toy_sample()
+
+
+@pytest.fixture
+def toy_dataset() -> Dataset:
+    """Three toy scenes as a Dataset (for filters that `prepare` on the sources)."""
+    return fakes.toy_dataset()
+
+
+@pytest.fixture
+def shared_path() -> Callable[[str], Path]:
+    """`shared_path("models/x.safetensors")`: the path under ../shared, or a skip naming it
+    (a failure where SEGTK_REQUIRE_SHARED=1)."""
+    return shared
