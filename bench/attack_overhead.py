@@ -94,7 +94,7 @@ def loop_per_query(attack, model, images, labels, names, batch: int) -> float:
 def job_time(attack, model, data, batch: int) -> tuple[float, int]:
     """`segtk attack` (attack_dataset with stored PNGs): seconds and queries."""
     with tempfile.TemporaryDirectory() as tmp:
-        run = RunDir(tmp, {"bench": batch}, resume=False)
+        run = RunDir(tmp, {"bench": batch}, resume=False, kind="attack")
         start = CLOCK()
         summary = attack_dataset(attack, model, data, run, batch_size=batch, save_images=True)
         elapsed = CLOCK() - start

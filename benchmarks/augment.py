@@ -104,7 +104,7 @@ def run(bench: AugmentBench, out: str | Path, resume: bool = False,
         raise SegtkError(f"{out} already holds results",
                          hint="pass --resume to continue that run, or choose another --out")
     # Records are keyed by model spec, so a resume may add augmentations (the others are kept).
-    with RunDir(out, bench.record(), resume=True, may_differ=("augments",)):
+    with RunDir(out, bench.record(), resume=True, may_differ=("augments",), kind="bench-augment"):
         pass
     eval_data = bench.eval_data or bench.data
     subsets = build_subsets(eval_data, bench.eval_split, bench.eval_limit, list(bench.attributes),
@@ -121,7 +121,8 @@ def run(bench: AugmentBench, out: str | Path, resume: bool = False,
     shards = plan(list(specs.values()), subsets, chunk=8, batch_size=4)
     if on_scoring:
         on_scoring(sum(len(s.images) for s in shards))
-    with RunDir(out, bench.record(), resume=True, may_differ=("augments",)) as results:
+    with RunDir(out, bench.record(), resume=True, may_differ=("augments",),
+                kind="bench-augment") as results:
         run_bench(shards, results, make_executor("inline"), on_records)
         records = list(results.done(key="key").values())
     table = aggregate(records, shards)

@@ -53,7 +53,7 @@ def attack(attack_name, model_spec, data_spec, split, limit, budget, eps, seed, 
     out = Path(out or f"runs/attack-{attack_name}")
     config = {"attack": attack_name, "params": attack_obj.params.__dict__, "model": model_spec,
               "data": data_spec, "split": split, "limit": limit}
-    run = RunDir(out, config, resume, may_differ=("limit",))  # records are per image
+    run = RunDir(out, config, resume, may_differ=("limit",), kind="attack")  # records are per image
     with progress() as bar:
         task = bar.add_task(f"{attack_name} ε={eps:g} budget={budget}", total=len(data), status="")
 

@@ -71,7 +71,7 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
         raise SegtkError(f"{out} holds no benchmark records", hint="run it first, without --table-only")
     # Records are keyed per attack and image; --table-only may watch a bench still running.
     run = RunDir(out, config, resume or table_only, may_differ=("attacks", "limit"),
-                 read_only=table_only)
+                 read_only=table_only, kind="bench-attacks")
     total = sum(len(s.images) for s in shards)
     if not table_only:
         with progress() as bar:

@@ -113,7 +113,7 @@ def bench_edits(models_, data_spec, split, limit, attributes, values, backend, e
     config = {"models": models, "data": data_spec, "split": split, "limit": limit,
               "attributes": attrs, "backend": backend, "values": parse_values(values),
               "filters": csv_list(filters), "filter_params": list(filter_params), "seed": seed}
-    run = RunDir(out_dir, config, resume)
+    run = RunDir(out_dir, config, resume, kind="bench-edits")
     with progress() as bar:
         task = bar.add_task(f"{len(shards)} shards", total=sum(len(s.images) for s in shards),
                             status="")

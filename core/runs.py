@@ -15,10 +15,11 @@ import errno
 import fcntl
 import json
 import os
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from segtk.core.data import atomic_write_json
 from segtk.core.errors import SegtkError
@@ -26,33 +27,52 @@ from segtk.core.os_errors import os_error
 from segtk.core.provenance import git_commit, spec_file_hashes, versions
 
 __all__ = ["RUN_FILE", "RESULTS_FILE", "LOCK_FILE", "RunDir", "RunLock", "append_line",
-           "read_results", "load_run_file", "run_record", "make_run_dir", "versions"]
+           "read_results", "load_run_file", "run_record", "command_of", "make_run_dir",
+           "versions"]
 
 RUN_FILE = "run.json"
 RESULTS_FILE = "results.jsonl"
 LOCK_FILE = ".lock"
+KIND_PATTERN = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 
 
 class RunDir:
     """A run's output folder. `config` must match on resume, so results never mix runs.
 
+    `kind` names the command that made it ("attack", "bench-attacks", "edit", "bench-edits",
+    "train", "bench-augment"; a plugin's command its own): run.json records it, `segtk report`
+    reads it, and a folder holding a run of another kind is refused. A run.json written before
+    kinds were recorded is taken on --resume and gets its kind.
     `may_differ` names config keys a resume may change because every record carries that
     setting in its key (e.g. a benchmark's attack list: adding an attack reuses the others).
     `read_only` looks at a run another process may be writing (no lock, no repair, no writes).
     Close it (or use it as a context manager) to release the lock.
+
+    Subclasses name their results files (`RESULTS`, which --resume keeps) and what they hold.
     """
 
+    RESULTS: ClassVar[tuple[str, ...]] = (RESULTS_FILE,)
+    HOLDS: ClassVar[str] = "results"
+
     def __init__(self, path: str | Path, config: dict[str, Any], resume: bool,
-                 may_differ: tuple[str, ...] = (), read_only: bool = False) -> None:
+                 may_differ: tuple[str, ...] = (), read_only: bool = False, *, kind: str) -> None:
+        if not KIND_PATTERN.fullmatch(kind):
+            raise SegtkError(f"bad run kind {kind!r}", hint="a bug: report it")
         self.path = Path(path)
         self.config = config
+        self.kind = kind
         self.read_only = read_only
         self._lock: RunLock | None = None
         if not read_only:
             make_run_dir(self.path)
             self._lock = RunLock(self.path)
         try:
-            old = check_run(self.path, [RESULTS_FILE], resume or read_only, "results")
+            old_kind = (load_run_file(self.path / RUN_FILE) or {}).get("kind")
+            if old_kind is not None and old_kind != kind:  # first: it says more than the rest
+                raise SegtkError(f"{self.path} holds a `segtk {command_of(old_kind)}` run, "
+                                 f"not a `segtk {command_of(kind)}` one",
+                                 hint="choose another --out")
+            old = check_run(self.path, self.RESULTS, resume or read_only, self.HOLDS)
             old_config = (old or {}).get("config", {})
             diff = sorted(k for k in set(old_config) | set(config)
                           if old_config.get(k) != config.get(k) and k not in may_differ)
@@ -62,27 +82,35 @@ class RunDir:
                     hint="resume with the same options, or choose another --out",
                 )
             if not read_only:
-                write_run_file(self.path, run_record(config))
+                self.write_run_file()
         except BaseException:
             self.close()
             raise
 
+    def write_run_file(self, summary: dict[str, Any] | None = None) -> None:
+        """run.json: the command, versions, kind and config (see `run_record`), plus `summary`."""
+        record = run_record(self.config, self.kind)
+        if summary is not None:
+            record["summary"] = summary
+        write_run_file(self.path, record)
+
     def done(self, key: str = "image") -> dict[str, dict[str, Any]]:
-        """Finished records by `key`. A torn last line (a crash mid-write) is dropped."""
-        return read_results(self.path / RESULTS_FILE, key=key, repair=not self.read_only)
+        """Finished records (the first RESULTS file) by `key`. A torn last line (a crash
+        mid-write) is dropped."""
+        return read_results(self.path / self.RESULTS[0], key=key, repair=not self.read_only)
 
     def append(self, record: dict[str, Any]) -> None:
-        """One whole line per record, fsync'd (see `append_line`)."""
+        """One whole line per record in the first RESULTS file, fsync'd (see `append_line`)."""
         if self.read_only:
             raise SegtkError(f"{self.path} was opened read-only", hint="a bug: report it")
-        append_line(self.path / RESULTS_FILE, record)
+        append_line(self.path / self.RESULTS[0], record)
 
     def close(self) -> None:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
 
-    def __enter__(self) -> RunDir:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -197,7 +225,8 @@ def load_run_file(path: Path) -> dict[str, Any] | None:
     except ValueError as exc:
         problem = f"is not valid JSON ({exc})"
     else:
-        if isinstance(record, dict) and isinstance(record.get("config", {}), dict):
+        if (isinstance(record, dict) and isinstance(record.get("config", {}), dict)
+                and isinstance(record.get("kind", ""), str)):
             return record
         problem = "is not a segtk run record"
     raise SegtkError(f"{path} {problem}",
@@ -205,12 +234,18 @@ def load_run_file(path: Path) -> dict[str, Any] | None:
                           "settings), or choose another --out")
 
 
-def run_record(config: dict[str, Any]) -> dict[str, Any]:
-    """What run.json says: the command, versions, git commit, model files' sha256, config."""
+def command_of(kind: str) -> str:
+    """'bench-attacks' -> 'bench attacks': the command a run kind names."""
+    return kind.replace("-", " ")
+
+
+def run_record(config: dict[str, Any], kind: str) -> dict[str, Any]:
+    """What run.json says: the command, its kind, versions, git commit, model files' sha256
+    and config."""
     specs = [config["model"]] if isinstance(config.get("model"), str) else []
     specs += [m for m in config.get("models") or [] if isinstance(m, str)]
-    return {"command": " ".join(sys.argv), "versions": versions(), "git_commit": git_commit(),
-            "weights": spec_file_hashes(specs), "config": config}
+    return {"command": " ".join(sys.argv), "kind": kind, "versions": versions(),
+            "git_commit": git_commit(), "weights": spec_file_hashes(specs), "config": config}
 
 
 def write_run_file(path: Path, record: dict[str, Any]) -> None:

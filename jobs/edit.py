@@ -67,61 +67,28 @@ def append_line(path: Path, record: dict[str, Any]) -> None:
     runs.append_line(path, jsonable(record))
 
 
-class EditRun:
-    """An edit output folder. `config` must match on resume, so outputs never mix runs.
+class EditRun(runs.RunDir):
+    """An edit output folder: a RunDir of kind "edit" whose results are the manifests.
 
-    Like a RunDir: locked for its life (close it to release), strict about run.json and the
-    manifests, and a torn last manifest line is dropped on resume.
+    `segtk edit` makes one, and so does `segtk bench edits` for each attribute (OUT/edits/ATTR),
+    with the same config for the same settings (`run_config`): either command resumes (and
+    `segtk report` reads) the other's folder. Locked for its life (close it to release), strict
+    about run.json and the manifests; a torn last manifest line is dropped on resume.
     """
 
+    RESULTS = (MANIFEST, SKIPPED)
+    HOLDS = "an edited dataset"
+
     def __init__(self, path: str | Path, config: dict[str, Any], resume: bool) -> None:
-        self.path = Path(path)
-        self.config = jsonable(config)
-        self._lock: runs.RunLock | None = None
-        runs.make_run_dir(self.path)
-        self._lock = runs.RunLock(self.path)
-        try:
-            old = runs.check_run(self.path, [MANIFEST, SKIPPED], resume, "an edited dataset")
-            old_config = (old or {}).get("config", {})
-            if old is not None and resume and old_config != self.config:
-                diff = sorted(k for k in set(old_config) | set(self.config)
-                              if old_config.get(k) != self.config.get(k))
-                raise SegtkError(f"{self.path} holds an edit run with other settings "
-                                 f"({', '.join(diff)})",
-                                 hint="resume with the same options, or choose another --out")
-            self.write_run_file()
-        except BaseException:
-            self.close()
-            raise
+        super().__init__(path, jsonable(config), resume, kind="edit")
 
-    def write_run_file(self, summary: dict[str, Any] | None = None) -> None:
-        record = runs.run_record(self.config)
-        if summary is not None:
-            record["summary"] = summary
-        runs.write_run_file(self.path, record)
-
-    def done(self) -> dict[str, dict[str, Any]]:
-        return runs.read_results(self.path / MANIFEST, key="name", repair=True)
+    def done(self, key: str = "name") -> dict[str, dict[str, Any]]:
+        """The edited samples by name (manifest.jsonl)."""
+        return super().done(key)
 
     def skipped(self) -> dict[str, dict[str, Any]]:
-        return runs.read_results(self.path / SKIPPED, key="name", repair=True)
-
-    def close(self) -> None:
-        if self._lock is not None:
-            self._lock.release()
-            self._lock = None
-
-    def __enter__(self) -> EditRun:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # at interpreter exit; the kernel drops the lock anyway
-            pass
+        """The skipped edits by name (skipped.jsonl)."""
+        return runs.read_results(self.path / SKIPPED, key="name", repair=not self.read_only)
 
 
 @dataclass

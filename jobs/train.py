@@ -223,7 +223,7 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False,
     if not params:
         raise ModelError(f"model {config.model!r} has no parameters to train")
     record = {**config.record(), "augmenter": augmenter.parameters() if augmenter else {}}
-    run = RunDir(out, record, resume, may_differ=("epochs",))
+    run = RunDir(out, record, resume, may_differ=("epochs",), kind="train")
     try:
         return _train(config, out, run, model, data, augmenter, on_start, on_step)
     finally:

@@ -5,28 +5,28 @@ the amplified perturbation, the label, edit masks) are written to RUN_DIR/report
 every link is relative, so the run folder can be zipped and shared as it is. Charts are inline
 SVG; the only script sorts tables and flags images that failed to load.
 
-Four kinds of run are recognised from run.json's config, or from the files present:
+Four kinds of run have a page; run.json records which one a folder holds (core.runs.RunDir):
 - attack (`segtk attack`): summary recomputed from the confusions, proxy-vs-queries curve,
   per-image rows (clean | adversarial | perturbation | predictions | label);
-- bench (`segtk bench attacks`): the attack × budget table (mean ± std) and the curves;
+- bench-attacks (`segtk bench attacks`): the attack × budget table (mean ± std) and the curves;
 - edit (`segtk edit`): the contact sheet, a per-attribute table and the edited images;
 - bench-edits (`segtk bench edits`): mIoU per subset per model, RmIoU and mR per group, the bar
   chart, and links to each edited subset's own (edit) report, which is written too.
 
-The page of each kind is built by its module (report_attack, report_bench, report_edit,
-report_bench_edits) from the pieces in report_common.
+The page of each kind is built by its module (reports.attack, reports.bench_attacks,
+reports.edit, reports.bench_edits) from the pieces in reports.common.
 """
 
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 from segtk.core.data import atomic_write_bytes
 from segtk.core.errors import SegtkError
+from segtk.core.runs import RUN_FILE, command_of, load_run_file
 from segtk.reports.attack import attack_context
 from segtk.reports.bench_attacks import bench_context
 from segtk.reports.bench_edits import bench_edits_context, edit_subset_dirs
@@ -39,13 +39,13 @@ from segtk.reports.common import (
     _note,
 )
 from segtk.reports.edit import edit_context
-from segtk.core.runs import RESULTS_FILE, RUN_FILE
 
 __all__ = ["FILES_DIR", "REPORT_FILE", "TEMPLATES", "detect_kind", "read_run_json", "write_report"]
 
-EDIT_KEYS = ("editor", "editors", "attribute", "attributes")
-BUILDERS = {"attack": attack_context, "bench": bench_context, "edit": edit_context,
+BUILDERS = {"attack": attack_context, "bench-attacks": bench_context, "edit": edit_context,
             "bench-edits": bench_edits_context}
+PAGES = {"attack": "attack.html.j2", "bench-attacks": "bench.html.j2", "edit": "edit.html.j2",
+         "bench-edits": "bench_edits.html.j2"}
 
 
 def write_report(run_dir: str | Path, data_spec: str | None = None) -> Path:
@@ -71,71 +71,37 @@ def write_report(run_dir: str | Path, data_spec: str | None = None) -> Path:
             except SegtkError as exc:
                 _note(context["notes"], f"No report for {sub.name}: {exc.message}", "warn")
     context.update(build(run, meta, data_spec, context["notes"]))
-    template = f"{kind.replace('-', '_')}.html.j2"
-    html = _environment().get_template(template).render(**context)
+    html = _environment().get_template(PAGES[kind]).render(**context)
     atomic_write_bytes(run / REPORT_FILE, html.encode())
     return run / REPORT_FILE
 
 
 def read_run_json(run: Path) -> dict[str, Any]:
-    path = run / RUN_FILE
-    if not path.is_file():
-        return {}
-    try:
-        meta = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SegtkError(f"{path}: not valid JSON ({exc})",
-                         hint="run.json is written by segtk; rerun the command to rewrite it") from exc
-    return meta if isinstance(meta, dict) else {}
+    """RUN_DIR/run.json ({} if there is none); a torn or foreign one is an error naming the fix."""
+    return load_run_file(run / RUN_FILE) or {}
 
 
 def detect_kind(run: Path) -> str:
-    """'attack', 'bench', 'edit' or 'bench-edits', from run.json's config, else from the files present."""
-    config = read_run_json(run).get("config") or {}
-    if "models" in config and "attributes" in config:
-        return "bench-edits"
-    if "attacks" in config and "budgets" in config:
-        return "bench"
-    if "attack" in config:
-        return "attack"
-    if (any(k in config for k in EDIT_KEYS) or {"plugin", "values"} <= set(config)
-            or (run / "manifest.jsonl").is_file() or (run / "skipped.jsonl").is_file()):
-        return "edit"
-    first = _first_record(run / RESULTS_FILE)
-    if _bench_edits_table(run) or (first is not None and "subset" in first
-                                   and (run / "edits").is_dir()):
-        return "bench-edits"
-    if first is not None:
-        return "bench" if "key" in first else "attack"
-    if (run / "images").is_dir() and (run / "labels").is_dir():
-        return "edit"
-    raise SegtkError(
-        f"{run}: not a segtk run directory (no run.json config, results.jsonl or manifest.jsonl)",
-        hint="point segtk report at the --out folder of segtk attack, segtk bench attacks, "
-             "segtk edit or segtk bench edits",
-    )
-
-
-def _bench_edits_table(run: Path) -> bool:
-    """table.json as segtk bench edits writes it (miou per model and subset, RmIoU/mR groups)."""
-    path = run / "table.json"
-    if not path.is_file():
-        return False
-    try:
-        table = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return False
-    return isinstance(table, dict) and "subsets" in table and "groups" in table
-
-
-def _first_record(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    with open(path, "rb") as fh:
-        line = fh.readline()
-    try:
-        rec = json.loads(line)
-    except json.JSONDecodeError:
-        return None
-    return rec if isinstance(rec, dict) else None
-
+    """The kind of run in `run` ("attack", "bench-attacks", "edit", "bench-edits"), as its
+    run.json records it. No guessing from the files: a folder without a recorded kind is an
+    error saying how to get one (a run.json from before kinds gets it on --resume)."""
+    meta = read_run_json(run)
+    if not meta:
+        raise SegtkError(
+            f"{run}: not a segtk run directory (no {RUN_FILE})",
+            hint="point segtk report at the --out folder of segtk attack, segtk bench attacks, "
+                 "segtk edit or segtk bench edits",
+        )
+    kind = meta.get("kind")
+    if kind is None:
+        raise SegtkError(
+            f"{run / RUN_FILE} does not say which command made it (written before segtk "
+            "recorded run kinds)",
+            hint="rerun that command with the same options and --resume (finished work is "
+                 "kept; run.json gets its kind), then segtk report again",
+        )
+    if kind not in BUILDERS:
+        raise SegtkError(f"{run}: segtk report has no page for `segtk {command_of(kind)}` runs",
+                         hint="it reports the runs of segtk attack, segtk bench attacks, "
+                              "segtk edit and segtk bench edits")
+    return kind

@@ -31,7 +31,7 @@ def test_quantise_stays_in_the_ball_and_box(clean: int, adv: float, eps: float) 
 
 def run(tmp_path, folder, model=None, resume=False, budget=8, name="run"):
     data = load_dataset(f"folder:{folder}")
-    rd = RunDir(tmp_path / name, {"budget": budget}, resume)
+    rd = RunDir(tmp_path / name, {"budget": budget}, resume, kind="attack")
     return attack_dataset(DLA(budget=budget), model or TinySegmenter(), data, rd, batch_size=2), rd
 
 
@@ -77,7 +77,7 @@ def test_model_failure_names_the_image_and_keeps_results(tmp_path, folder_datase
     img2 = read_image(folder_dataset / "images" / "img2.png")
     bad = FailsOn(float(img2[1, 1, 0]) / 255, mode)
     data = load_dataset(f"folder:{folder_dataset}")
-    rd = RunDir(tmp_path / "r", {"budget": 8}, False)
+    rd = RunDir(tmp_path / "r", {"budget": 8}, False, kind="attack")
     with pytest.raises(SegtkError, match=f"while attacking img2: .*{message}"):
         attack_dataset(DLA(budget=8), bad, data, rd, batch_size=1)
     assert set(read_results(rd.path / "results.jsonl")) == {"img0", "img1"}

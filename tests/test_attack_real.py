@@ -16,7 +16,7 @@ def test_dla_halves_espnet_camvid_miou_in_50_queries(tmp_path) -> None:
     weights = shared("models/espnet_camvid.safetensors")
     model = load_segmenter(f"espnet:camvid={weights}")
     data = load_dataset(f"camvid:{shared('data/camvid')}").subset(names=ANCHOR_IMAGES)
-    run = RunDir(tmp_path / "run", {"test": "real"}, resume=False)
+    run = RunDir(tmp_path / "run", {"test": "real"}, resume=False, kind="attack")
     summary = attack_dataset(DLA(budget=50, eps=8, seed=0), model, data, run, batch_size=5,
                              save_images=False)
     t = summary.table

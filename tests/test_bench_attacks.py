@@ -42,7 +42,7 @@ def bench(tmp_path, executor, name="b", resume=False, images=("scene_000", "scen
     pytest.importorskip("segtk_demo")
     shards = plan(["demo"], "demo", None, ["dla", "signhunter"], [4, 8], 2, list(images), 2, 8.0, 0, 2,
                   sheet_dir=str(tmp_path / name / "sheet"))
-    run = RunDir(tmp_path / name, {"t": 1}, resume)
+    run = RunDir(tmp_path / name, {"t": 1}, resume, kind="bench-attacks")
     run_bench(shards, run, executor)
     return aggregate(run.done(key="key").values(), shards), run
 

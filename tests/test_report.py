@@ -24,16 +24,16 @@ from PIL import Image
 
 from segtk.cli import cli
 from segtk.core import registry
-from segtk.jobs.attack import summarise
 from segtk.core.data import default_palette, read_image, read_label, to_uint8, write_png
 from segtk.core.errors import SegtkError
 from segtk.core.hookspecs import hookimpl
 from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
 from segtk.core.registry import SegmenterPlugin
 from segtk.core.render import amplify
-from segtk.reports.writer import FILES_DIR, detect_kind, write_report
-from segtk.reports.svg import Series, line_chart, nice_ticks
 from segtk.core.runs import read_results
+from segtk.jobs.attack import summarise
+from segtk.reports.svg import Series, line_chart, nice_ticks
+from segtk.reports.writer import FILES_DIR, detect_kind, write_report
 from segtk.testing import TinySegmenter, toy_batch
 
 # --- run directories ----------------------------------------------------------------------------
@@ -94,6 +94,7 @@ def write_edit_run(out: Path, data: Path) -> Path:
     write_png(out / "contact_sheet.png", np.concatenate(sheet, axis=1))
     (out / "run.json").write_text(json.dumps({
         "command": "segtk edit --plugin color --values red,blue --data folder:data --out edit",
+        "kind": "edit",
         "versions": {"segtk": "0.1.0"},
         "config": {"plugin": "color", "values": ["red", "blue"], "backend": "classical",
                    "data": f"folder:{data}", "split": None, "seed": 0},
@@ -141,7 +142,30 @@ def links(text: str) -> list[str]:
 
 def test_kinds_are_detected(runs) -> None:
     assert [detect_kind(runs.attack), detect_kind(runs.bench), detect_kind(runs.edit)] == \
-        ["attack", "bench", "edit"]
+        ["attack", "bench-attacks", "edit"]
+    assert json.loads((runs.bench / "run.json").read_text())["kind"] == "bench-attacks"
+
+
+def test_a_run_json_without_a_kind_says_how_to_get_one(runs, tmp_path) -> None:
+    """Runs from before kinds were recorded: no guessing; a --resume rewrites run.json."""
+    run = tmp_path / "old"
+    shutil.copytree(runs.attack, run)
+    meta = json.loads((run / "run.json").read_text())
+    del meta["kind"]
+    (run / "run.json").write_text(json.dumps(meta))
+    result = invoke("report", str(run))
+    assert result.exit_code == 1 and "does not say which command made it" in result.output
+    assert "--resume" in result.output and "Traceback" not in result.output
+    ok("attack", "--plugin", "dla", "--model", "tiny", "--data", f"folder:{runs.data}",
+       "--budget", "6", "--out", str(run), "--resume")
+    assert detect_kind(run) == "attack"
+    ok("report", str(run))
+
+
+def test_a_kind_without_a_page_is_one_clear_error(tmp_path) -> None:
+    (tmp_path / "run.json").write_text(json.dumps({"kind": "train", "config": {}}))
+    result = invoke("report", str(tmp_path))
+    assert result.exit_code == 1 and "no page for `segtk train` runs" in result.output
 
 
 def test_attack_summary_is_recomputed_from_the_confusions(runs) -> None:
@@ -233,7 +257,7 @@ def test_legend_uses_the_dataset_palette(runs, tmp_path) -> None:
     run.mkdir()
     k = len(demo.classes)
     conf = np.eye(k, k + 1, dtype=int).tolist()
-    (run / "run.json").write_text(json.dumps({"command": "segtk attack --plugin dla",
+    (run / "run.json").write_text(json.dumps({"command": "segtk attack --plugin dla", "kind": "attack",
                                               "config": {"attack": "dla", "data": "demo"}}))
     (run / "results.jsonl").write_text(json.dumps({
         "image": demo.names[0], "clean_miou": 1.0, "adv_miou": 0.5, "clean_pacc": 1.0,
@@ -281,7 +305,7 @@ def test_open_launches_the_page(runs, monkeypatch) -> None:
 def test_not_a_run_directory_is_one_clear_error(tmp_path) -> None:
     result = invoke("report", str(tmp_path))
     assert result.exit_code == 1 and "not a segtk run directory" in result.output
-    (tmp_path / "run.json").write_text(json.dumps({"config": {"attack": "dla"}}))
+    (tmp_path / "run.json").write_text(json.dumps({"kind": "attack", "config": {"attack": "dla"}}))
     with pytest.raises(SegtkError, match="no finished images"):
         write_report(tmp_path)
     assert invoke("report", "--help").output.count("Example") == 1
@@ -434,10 +458,11 @@ def test_bench_edits_report_has_the_paper_table_chart_and_subset_reports(bench_e
         assert not re.search(r"(?:src|href)=\"(?:https?:|//|/)", sub_text)
         for link in links(sub_text):
             assert (sub / unquote(link)).is_file(), (sub, link)
-    copy = tmp_path / "no-run-json"  # recognised from its files too
+    copy = tmp_path / "no-run-json"  # no guessing from the files
     shutil.copytree(run, copy)
     (copy / "run.json").unlink()
-    assert detect_kind(copy) == "bench-edits"
+    with pytest.raises(SegtkError, match=r"not a segtk run directory \(no run.json\)"):
+        detect_kind(copy)
 
 
 def test_edit_report_flag_writes_the_page(tmp_path) -> None:

@@ -16,6 +16,7 @@ from segtk.core import provenance
 from segtk.core.data import atomic_write_json
 from segtk.core.errors import SegtkError
 from segtk.core.runs import RESULTS_FILE, RUN_FILE, RunDir, read_results
+from segtk.jobs.edit import MANIFEST, SKIPPED, EditRun, append_line
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,7 +26,7 @@ def records(n: int) -> list[dict]:
 
 
 def filled(path: Path, n: int = 3) -> RunDir:
-    run = RunDir(path, {"budget": 8}, resume=False)
+    run = RunDir(path, {"budget": 8}, resume=False, kind="attack")
     for rec in records(n):
         run.append(rec)
     return run
@@ -99,7 +100,7 @@ def test_torn_last_line_is_dropped_on_resume(tmp_path) -> None:
     path = run.path / RESULTS_FILE
     raw = path.read_bytes()
     path.write_bytes(raw[:-7])  # the last line lost its end (and its newline)
-    again = RunDir(run.path, {"budget": 8}, resume=True)
+    again = RunDir(run.path, {"budget": 8}, resume=True, kind="attack")
     assert list(again.done()) == ["img0", "img1"]
     assert path.read_bytes() == b"".join(raw.splitlines(keepends=True)[:2])
 
@@ -111,7 +112,7 @@ def test_corrupt_middle_line_is_refused_with_its_number_and_kept(tmp_path) -> No
     lines = path.read_bytes().splitlines(keepends=True)
     lines[1] = lines[1][:10] + b"\n"
     path.write_bytes(b"".join(lines))
-    again = RunDir(run.path, {"budget": 8}, resume=True)
+    again = RunDir(run.path, {"budget": 8}, resume=True, kind="attack")
     with pytest.raises(SegtkError, match=r"results.jsonl line 2 is not valid JSON") as exc:
         again.done()
     assert "line 2" in exc.value.hint
@@ -136,12 +137,13 @@ def test_results_line_without_the_key_is_one_error(tmp_path, line) -> None:
         run.done()
 
 
-@pytest.mark.parametrize("content", [b'{"command": "segtk at', b"[]", b'{"config": 3}'])
+@pytest.mark.parametrize("content", [b'{"command": "segtk at', b"[]", b'{"config": 3}',
+                                     b'{"kind": 3, "config": {}}'])
 def test_torn_run_json_is_one_error_naming_file_and_fix(tmp_path, content) -> None:
     filled(tmp_path / "r", 1).close()
     (tmp_path / "r" / RUN_FILE).write_bytes(content)
     with pytest.raises(SegtkError, match="run.json") as exc:
-        RunDir(tmp_path / "r", {"budget": 8}, resume=True)
+        RunDir(tmp_path / "r", {"budget": 8}, resume=True, kind="attack")
     assert "restore" in exc.value.hint
 
 
@@ -150,7 +152,7 @@ def test_results_without_run_json_are_refused(tmp_path, resume) -> None:
     filled(tmp_path / "r", 1).close()
     (tmp_path / "r" / RUN_FILE).unlink()
     with pytest.raises(SegtkError, match="no run.json"):
-        RunDir(tmp_path / "r", {"budget": 8}, resume=resume)
+        RunDir(tmp_path / "r", {"budget": 8}, resume=resume, kind="attack")
 
 
 # --- the lock --------------------------------------------------------------------------------
@@ -160,7 +162,7 @@ def test_read_only_run_dir_changes_nothing(tmp_path) -> None:
     with open(run.path / RESULTS_FILE, "ab") as fh:
         fh.write(b'{"image": "im')  # another process is mid-append
     before = {p.name: p.read_bytes() for p in run.path.iterdir() if p.is_file()}
-    reader = RunDir(run.path, {"budget": 8}, resume=True, read_only=True)
+    reader = RunDir(run.path, {"budget": 8}, resume=True, read_only=True, kind="attack")
     assert list(reader.done()) == ["img0", "img1"]
     with pytest.raises(SegtkError, match="read-only"):
         reader.append({"image": "img2"})
@@ -174,7 +176,7 @@ def test_run_json_records_git_commit_and_weight_hashes(tmp_path, monkeypatch) ->
     weights = tmp_path / "w.safetensors"
     weights.write_bytes(b"weights" * 1000)
     config = {"model": f"espnet:camvid={weights}", "models": [f"torchscript:{weights},bgr", "demo"]}
-    run = RunDir(tmp_path / "r", config, resume=False)
+    run = RunDir(tmp_path / "r", config, resume=False, kind="attack")
     record = json.loads((run.path / RUN_FILE).read_text())
     assert record["weights"] == {str(weights): hashlib.sha256(weights.read_bytes()).hexdigest()}
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
@@ -219,11 +221,51 @@ def test_json_outputs_are_strict(tmp_path) -> None:
     assert loaded == [{"attack": "dla", "psnr": None, "miou_std": None, "ok": 1.5, "n": [None]}]
 
 
+# --- run kinds -------------------------------------------------------------------------------
+
+def test_run_json_records_the_kind(tmp_path) -> None:
+    with RunDir(tmp_path / "r", {"budget": 8}, resume=False, kind="bench-attacks") as run:
+        assert run.kind == "bench-attacks"
+    assert json.loads((tmp_path / "r" / RUN_FILE).read_text())["kind"] == "bench-attacks"
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_folder_holding_another_kind_of_run_is_refused(tmp_path, resume) -> None:
+    filled(tmp_path / "r", 1).close()
+    before = (tmp_path / "r" / RUN_FILE).read_bytes()
+    with pytest.raises(SegtkError) as err:
+        RunDir(tmp_path / "r", {"budget": 8}, resume=resume, kind="bench-attacks")
+    assert err.value.message.endswith("holds a `segtk attack` run, not a `segtk bench attacks` one")
+    assert err.value.hint == "choose another --out"
+    assert (tmp_path / "r" / RUN_FILE).read_bytes() == before  # its run.json is kept
+
+
+def test_an_edit_folder_is_no_attack_out_even_before_its_first_edit(tmp_path) -> None:
+    EditRun(tmp_path / "e", {"seed": 0}, resume=False).close()  # run.json only, no manifest yet
+    with pytest.raises(SegtkError, match="holds a `segtk edit` run, not a `segtk attack` one"):
+        RunDir(tmp_path / "e", {"budget": 8}, resume=False, kind="attack")
+
+
+def test_a_run_json_from_before_kinds_resumes_and_gets_its_kind(tmp_path) -> None:
+    filled(tmp_path / "r", 2).close()
+    record = json.loads((tmp_path / "r" / RUN_FILE).read_text())
+    del record["kind"]
+    (tmp_path / "r" / RUN_FILE).write_text(json.dumps(record))
+    with RunDir(tmp_path / "r", {"budget": 8}, resume=True, kind="attack") as run:
+        assert list(run.done()) == ["img0", "img1"]
+    assert json.loads((tmp_path / "r" / RUN_FILE).read_text())["kind"] == "attack"
+
+
+@pytest.mark.parametrize("kind", ["", "Attack", "bench attacks", "bench-", "-x"])
+def test_a_malformed_kind_is_refused_before_anything_is_written(tmp_path, kind) -> None:
+    with pytest.raises(SegtkError, match="bad run kind"):
+        RunDir(tmp_path / "r", {"budget": 8}, resume=False, kind=kind)
+    assert not (tmp_path / "r").exists()
+
+
 # --- edit runs follow the same rules ---------------------------------------------------------
 
 def test_edit_run_is_strict_like_a_run_dir(tmp_path) -> None:
-    from segtk.jobs.edit import MANIFEST, EditRun, append_line
-
     with EditRun(tmp_path / "e", {"seed": 0}, resume=False) as run:
         for name in ("a__red", "b__red", "c__red"):
             append_line(run.path / MANIFEST, {"name": name})
@@ -234,3 +276,17 @@ def test_edit_run_is_strict_like_a_run_dir(tmp_path) -> None:
     (tmp_path / "e" / RUN_FILE).unlink()
     with pytest.raises(SegtkError, match="no run.json"):
         EditRun(tmp_path / "e", {"seed": 0}, resume=True)
+
+
+def test_edit_run_is_a_run_dir_of_kind_edit(tmp_path) -> None:
+    with EditRun(tmp_path / "e", {"seed": 0}, resume=False) as run:
+        assert isinstance(run, RunDir) and run.kind == "edit"
+        run.append({"name": "a__red", "value": "red"})
+        append_line(run.path / SKIPPED, {"name": "b__red", "reason": "tiny-object"})
+        assert list(run.done()) == ["a__red"] and list(run.skipped()) == ["b__red"]
+        assert (run.path / MANIFEST).is_file() and not (run.path / RESULTS_FILE).exists()
+    assert json.loads((tmp_path / "e" / RUN_FILE).read_text())["kind"] == "edit"
+    with pytest.raises(SegtkError, match="already holds an edited dataset"):
+        EditRun(tmp_path / "e", {"seed": 0}, resume=False)
+    with pytest.raises(SegtkError, match=r"holds a run with other settings \(seed\)"):
+        EditRun(tmp_path / "e", {"seed": 1}, resume=True)

@@ -128,11 +128,11 @@ def held_by_another_process(path: Path):
 def test_another_process_is_refused_until_it_ends(tmp_path) -> None:
     with held_by_another_process(tmp_path / "r") as pid:
         with pytest.raises(SegtkError, match=f"r is in use by process {pid}") as exc:
-            RunDir(tmp_path / "r", {"budget": 8}, resume=True)
+            RunDir(tmp_path / "r", {"budget": 8}, resume=True, kind="attack")
         assert "--out" in exc.value.hint
-        reader = RunDir(tmp_path / "r", {"budget": 8}, resume=True, read_only=True)
+        reader = RunDir(tmp_path / "r", {"budget": 8}, resume=True, read_only=True, kind="attack")
         assert reader.done() == {}  # a read-only look (e.g. --table-only) takes no lock
-    with RunDir(tmp_path / "r", {"budget": 8}, resume=True) as run:  # freed when it exits
+    with RunDir(tmp_path / "r", {"budget": 8}, resume=True, kind="attack") as run:  # freed when it exits
         run.append({"image": "img0"})
 
 
@@ -149,8 +149,8 @@ def locked(path: Path) -> bool:
 
 
 def test_one_process_may_reopen_its_run_and_then_frees_the_lock(tmp_path) -> None:
-    first = RunDir(tmp_path / "r", {"budget": 8}, resume=False)
-    second = RunDir(tmp_path / "r", {"budget": 8}, resume=True)  # shares this process's lock
+    first = RunDir(tmp_path / "r", {"budget": 8}, resume=False, kind="attack")
+    second = RunDir(tmp_path / "r", {"budget": 8}, resume=True, kind="attack")  # shares this process's lock
     first.close()
     assert locked(tmp_path / "r")  # still held for `second`
     assert (tmp_path / "r" / LOCK_FILE).read_text().strip() == str(os.getpid())

@@ -120,7 +120,7 @@ def segtk_serve(model_spec: str, port: int) -> Iterator[Served]:
 def run_attack(model, data_spec: str, out: Path, batch_size: int = 2, **kw):
     attack = build_attack("dla", budget=BUDGET, eps=EPS, seed=SEED)
     data = load_dataset(data_spec, None, LIMIT)
-    run = RunDir(out, cli_config(model if isinstance(model, str) else model.url, data_spec), False)
+    run = RunDir(out, cli_config(model if isinstance(model, str) else model.url, data_spec), False, kind="attack")
     return attack_dataset(attack, model if not isinstance(model, str) else load_segmenter(model),
                           data, run, batch_size, **kw)
 
@@ -197,7 +197,7 @@ def test_server_down_then_back_resume_via_cli(specs, tmp_path, evaluated) -> Non
                 return original(images)
 
             model.predict = predict
-            with RunDir(out, cli_config(spec, data_spec), False) as run:  # frees the run's lock
+            with RunDir(out, cli_config(spec, data_spec), False, kind="attack") as run:  # frees the run's lock
                 attack_dataset(attack, model, data, run, 1, on_image=kill_after_first)
     message = str(err.value)
     assert f"127.0.0.1:{port}/predict" in message and "cannot connect" in message
