@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
@@ -61,6 +62,19 @@ def box(clean: torch.Tensor, eps_unit: float) -> tuple[torch.Tensor, torch.Tenso
 def uniform_noise(shape: tuple[int, ...], half: float, rng: torch.Generator) -> torch.Tensor:
     """The Random attack's step (DLA Eq. 2): uniform in [−half, +half], from one image's stream."""
     return (2 * torch.rand(shape, generator=rng) - 1) * half
+
+
+class Verified:
+    """An image the oracle knows is inside image `owner`'s ε-ball and [0,1]: made by
+    `Oracle.verify` (projected) or `Oracle.vertex` (built from the ball's corners) and changed
+    only by `Oracle.patch`, which projects just the lines it writes. `Oracle.score_verified`
+    queries it without a full-image projection, after PyTorch's version counter shows that
+    nothing else wrote to it. Attacks may read `image`, never write it."""
+
+    __slots__ = ("owner", "image", "version")
+
+    def __init__(self, owner: int, image: torch.Tensor) -> None:
+        self.owner, self.image, self.version = owner, image, image._version
 
 
 class Answer(NamedTuple):
@@ -165,6 +179,55 @@ class Oracle:
             torch.clamp(c, self.lo[i], self.hi[i], out=batch[row : row + len(c)])
             row += len(c)
         return list(self._ask(batch, owners).scores.split(sizes))  # in bounds by construction
+
+    def verify(self, image: int, x: torch.Tensor) -> Verified:
+        """`x` ([3,H,W]) projected onto image `image`'s ε-ball and [0,1] (a new tensor)."""
+        return Verified(image, torch.clamp(x, self.lo[image], self.hi[image]))
+
+    def vertex(self, image: int, positive: torch.Tensor) -> Verified:
+        """The ε-box corner of image `image`: clean + ε where `positive` (a bool tensor that
+        broadcasts to [3,H,W]), clean − ε elsewhere, cut to [0,1]. In bounds by construction."""
+        return Verified(image, torch.where(positive, self.hi[image], self.lo[image]))
+
+    def patch(self, v: Verified, at: tuple, values: torch.Tensor) -> Callable[[], None]:
+        """Write `values`, projected, into `v.image[at]` in place; returns the undo.
+
+        Only the written part is projected, so a candidate that differs from the last one in
+        a few lines costs a few lines, not a full image."""
+        block = v.image[at]
+        before = block.clone()
+        torch.clamp(values, self.lo[v.owner][at], self.hi[v.owner][at], out=block)
+        v.version = v.image._version
+
+        def undo() -> None:
+            block.copy_(before)
+            v.version = v.image._version
+
+        return undo
+
+    def score_verified(self, candidates: list[Verified]) -> list[float]:
+        """One model call for verified candidates (each owner with a query left); proxies."""
+        for v in candidates:
+            if v.image._version != v.version:
+                raise SegtkError(
+                    "an attack wrote to a verified image outside the oracle",
+                    hint="change verified images only with Oracle.patch",
+                )
+        owners = torch.tensor([v.owner for v in candidates], dtype=torch.long)
+        if len(candidates) == 1:
+            batch = candidates[0].image[None]
+        else:
+            batch = torch.stack([v.image for v in candidates])
+        return self._ask(batch, owners).scores.tolist()
+
+    def score_each(self, images: list[int], candidates: list[torch.Tensor]) -> list[float]:
+        """One candidate [3,H,W] for each listed image, projected onto its ε-ball and [0,1]
+        and asked in one model call; returns their proxies. The lean path for attacks that
+        step every active image once per query (each listed image must have a query left)."""
+        batch = self.clean.new_empty((len(images), *self.clean.shape[1:]))
+        for row, (i, c) in enumerate(zip(images, candidates)):
+            torch.clamp(c, self.lo[i], self.hi[i], out=batch[row])
+        return self._ask(batch, torch.tensor(images, dtype=torch.long)).scores.tolist()
 
     def _check_bounds(self, images: torch.Tensor, owners: torch.Tensor) -> None:
         if images.numel() == 0:

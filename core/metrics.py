@@ -51,15 +51,16 @@ class LabelConfusion:
             raise ValueError(f"prediction has {pred.shape[1]} pixels, labels {self.pixels}")
         if pred.numel():
             lo, hi = torch.aminmax(pred)
-            if lo < 0 or hi > k:  # anything outside the class list is one "wrong" column
+            if int(lo) < 0 or int(hi) > k:  # anything outside the class list: one "wrong" column
                 pred = torch.where((pred >= 0) & (pred < k), pred, k)
         pred = pred.to(self.dtype)  # in range now, so the narrowing cannot wrap
         if self.base.device != pred.device:
             self.base = self.base.to(pred.device)
-        out = torch.empty(n, self.size, dtype=torch.long, device=pred.device)
-        for r, owner in enumerate(rows):
-            out[r] = torch.bincount(self.base[owner] + pred[r], minlength=self.size + k + 1)[: self.size]
-        return out.view(n, k, k + 1)
+        if n == 0:
+            return torch.zeros(0, k, k + 1, dtype=torch.long, device=pred.device)
+        counts = [torch.bincount(self.base[owner] + pred[r], minlength=self.size + k + 1)[: self.size]
+                  for r, owner in enumerate(rows)]
+        return (counts[0][None] if n == 1 else torch.stack(counts)).view(n, k, k + 1)
 
 
 def iou_per_class(conf: torch.Tensor) -> torch.Tensor:
@@ -70,7 +71,7 @@ def iou_per_class(conf: torch.Tensor) -> torch.Tensor:
     label_area = conf.sum(-1)
     pred_area = conf[..., :k].sum(-2)
     union = label_area + pred_area - tp
-    return torch.where(union > 0, tp / union.clamp(min=1), torch.full_like(tp, float("nan")))
+    return tp / union  # a zero union has tp = 0 too, and 0/0 is NaN: no mask needed
 
 
 def mean_iou(conf: torch.Tensor) -> torch.Tensor:
@@ -84,7 +85,7 @@ def pixel_accuracy(conf: torch.Tensor) -> torch.Tensor:
     k = conf.shape[-2]
     correct = torch.diagonal(conf[..., :k], dim1=-2, dim2=-1).sum(-1)
     total = conf.sum((-2, -1))
-    return torch.where(total > 0, correct / total.clamp(min=1), torch.full_like(total, float("nan")))
+    return correct / total  # 0/0 is NaN where nothing is labelled
 
 
 def mean_robustness(edited_mious: list[float], reference_miou: float) -> float:

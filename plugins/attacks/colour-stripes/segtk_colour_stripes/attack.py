@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from segtk.core.attack import Attack, AttackParams, Oracle
+from segtk.core.attack import Attack, AttackParams, Oracle, Verified
 from segtk.core.errors import SegtkError
-from segtk_dla.attack import DLA, HORIZONTAL, VERTICAL, lines
+from segtk_dla.attack import DLA, HORIZONTAL, VERTICAL
 
 CHANNELS = 3
 
@@ -70,7 +70,7 @@ class _Cursor:
 class _State:
     direction: int = HORIZONTAL
     signs: torch.Tensor | None = None  # kept pattern: [3, stripes] ±1 along `direction`
-    image: torch.Tensor | None = None  # the kept pattern's image, rewritten in place by flips
+    image: Verified | None = None  # the kept pattern's image, patched in place by flips
     score: float = math.inf
     cursor: _Cursor = field(default_factory=_Cursor)
 
@@ -115,19 +115,19 @@ class ColourStripes(Attack):
                     k = t % 2
                     draw = torch.randint(0, 2, (CHANNELS, stripes[k]), generator=oracle.rngs[i])
                     signs = (draw.float() * 2 - 1).to(oracle.clean.device)
-                    image = torch.where(colour_stripes(signs, k, h, w) > 0, oracle.hi[i], oracle.lo[i])
+                    image = oracle.vertex(i, colour_stripes(signs, k, h, w) > 0)
                     candidates.append((k, signs, image))
                     undo.append(None)
                 else:
                     if st.signs is None:  # no exploration: flips of a uniform +ε must beat clean
                         st.signs = torch.ones(CHANNELS, stripes[st.direction], device=oracle.clean.device)
-                        st.image = oracle.hi[i].clone()
+                        st.image = oracle.vertex(i, st.signs[:, :1, None] > 0)
                         st.score = float(clean_scores[i])
                     signs, restore = self._flip(st, oracle, i)
                     candidates.append((st.direction, signs, st.image))
                     undo.append(restore)
-            scores = torch.cat(oracle.query_each(active, [c[2][None] for c in candidates]))
-            for i, (k, signs, image), restore, score in zip(active, candidates, undo, scores.tolist()):
+            scores = oracle.score_verified([c[2] for c in candidates])
+            for i, (k, signs, image), restore, score in zip(active, candidates, undo, scores):
                 st = states[i]
                 if score < st.score:  # the best draw, then only flips that lower the proxy
                     st.score, st.signs, st.direction, st.image = score, signs, k, image
@@ -146,14 +146,11 @@ class ColourStripes(Attack):
         signs = st.signs.clone()
         signs[c, start:stop] *= -1
         cur.channel = (cur.channel + 1) % CHANNELS
-        _, h, w = st.image.shape
+        _, h, w = oracle.clean.shape[1:]
         n_lines = h if direction == HORIZONTAL else w
         width = math.ceil(n_lines / signs.shape[1])
         first, last = start * width, min(stop * width, n_lines)
         new = signs[c, start:stop].repeat_interleave(width)[: last - first]
         new = new.view(-1, 1) if direction == HORIZONTAL else new.view(1, -1)
-        block = lines(st.image[c], direction, first, last)
-        before = block.clone()
-        block.copy_(torch.where(new > 0, lines(oracle.hi[i, c], direction, first, last),
-                                lines(oracle.lo[i, c], direction, first, last)))
-        return signs, lambda: block.copy_(before)
+        at = (c, slice(first, last)) if direction == HORIZONTAL else (c, slice(None), slice(first, last))
+        return signs, oracle.patch(st.image, at, oracle.clean[i][at] + oracle.eps_unit * new)

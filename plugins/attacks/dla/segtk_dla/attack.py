@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from segtk.core.attack import Attack, AttackParams, Oracle, uniform_noise
+from segtk.core.attack import Attack, AttackParams, Oracle, Verified, uniform_noise
 from segtk.core.errors import SegtkError
 
 HORIZONTAL, VERTICAL = 1, 0  # k = t % 2 in Algorithm 1: 1 = one sign per row
@@ -61,10 +61,11 @@ class DLAParams(AttackParams):
 
 @dataclass
 class _Draw:
-    """A candidate: its image, its perturbation δ (absolute units, broadcastable to [3,H,W]:
-    [1,H,1] per row, [1,1,W] per column, [3,H,W] per value) and its flip direction d."""
+    """A candidate: its image (verified by the oracle), its perturbation δ (absolute units,
+    broadcastable to [3,H,W]: [1,H,1] per row, [1,1,W] per column, [3,H,W] per value) and its
+    flip direction d."""
 
-    image: torch.Tensor
+    image: Verified
     delta: torch.Tensor
     direction: int
 
@@ -77,18 +78,6 @@ class _State:
     best_draw: tuple[float, _Draw] | None = None  # best exploration draw, even if not a drop
     level: int = 0  # n: blocks of ceil(lines / 2^n) lines
     block: int = 0  # i: which block of the current level
-
-
-def stripes(signs: torch.Tensor, direction: int, height: int, width: int) -> torch.Tensor:
-    """±1 signs per line -> a [1,H,W] sign map (broadcast over colour channels)."""
-    if direction == HORIZONTAL:
-        return signs.view(1, height, 1).expand(1, height, width)
-    return signs.view(1, 1, width).expand(1, height, width)
-
-
-def lines(t: torch.Tensor, direction: int, start: int, stop: int) -> torch.Tensor:
-    """Rows (HORIZONTAL) or columns (VERTICAL) start..stop of a [...,H,W] tensor, as a view."""
-    return t[..., start:stop, :] if direction == HORIZONTAL else t[..., start:stop]
 
 
 class DLA(Attack):
@@ -129,8 +118,8 @@ class DLA(Attack):
                     draw, restore = self._calibrate(oracle, i, states[i])
                     draws.append(draw)
                     undo.append(restore)
-            scores = oracle.query_each(active, [d.image[None] for d in draws])
-            for i, draw, restore, score in zip(active, draws, undo, torch.cat(scores).tolist()):
+            scores = oracle.score_verified([d.image for d in draws])
+            for i, draw, restore, score in zip(active, draws, undo, scores):
                 st = states[i]
                 if exploring and (st.best_draw is None or score < st.best_draw[0]):
                     st.best_draw = (score, draw)
@@ -146,22 +135,21 @@ class DLA(Attack):
         if p.direction == "random":
             if p.values == "discrete":  # fresh ±ε per value
                 bits = torch.randint(0, 2, clean.shape, generator=rng).to(clean.device).bool()
-                return _Draw(torch.where(bits, oracle.hi[i], oracle.lo[i]),
-                             (bits.float() * 2 - 1) * eps, k)
-            base = st.kept.image if st.kept is not None else clean  # Eq. 2, from the best so far
+                return _Draw(oracle.vertex(i, bits), (bits.float() * 2 - 1) * eps, k)
+            base = st.kept.image.image if st.kept is not None else clean  # Eq. 2, from the best
             noise = uniform_noise(tuple(clean.shape), RANDOM_STEP * eps, rng).to(clean.device)
-            image = oracle.project(base + noise, i)
-            return _Draw(image, image - clean, k)
+            image = oracle.verify(i, base + noise)
+            return _Draw(image, image.image - clean, k)
         _, h, w = clean.shape
         n_lines = h if k == HORIZONTAL else w
         shape = (1, h, 1) if k == HORIZONTAL else (1, 1, w)
         if p.values == "discrete":
             signs = torch.randint(0, 2, (n_lines,), generator=rng).float() * 2 - 1
             delta = eps * signs.to(clean.device).view(shape)
-            return _Draw(torch.where(delta > 0, oracle.hi[i], oracle.lo[i]), delta, k)
+            return _Draw(oracle.vertex(i, delta > 0), delta, k)
         values = torch.rand(n_lines, generator=rng) * 2 - 1
         delta = eps * values.to(clean.device).view(shape)
-        return _Draw(oracle.project(clean + delta, i), delta, k)
+        return _Draw(oracle.verify(i, clean + delta), delta, k)
 
     def _calibrate(self, oracle: Oracle, i: int, st: _State) -> tuple[_Draw, Callable | None]:
         """Lines 12–13: flip the next block of the kept δ̂ (or take a Random-attack step from it).
@@ -169,22 +157,18 @@ class DLA(Attack):
         A flip rewrites only the flipped lines of the kept image, in place (no full-image copy
         per query); the returned callable puts them back if the flip is not kept.
         """
-        kept = st.kept
+        kept, clean = st.kept, oracle.clean[i]
         if self.params.calibration == "random":
-            noise = uniform_noise(tuple(kept.image.shape), RANDOM_STEP * oracle.eps_unit,
-                                  oracle.rngs[i]).to(kept.image.device)
-            image = oracle.project(kept.image + noise, i)
-            return _Draw(image, image - oracle.clean[i], kept.direction), None
+            noise = uniform_noise(tuple(clean.shape), RANDOM_STEP * oracle.eps_unit,
+                                  oracle.rngs[i]).to(clean.device)
+            image = oracle.verify(i, kept.image.image + noise)
+            return _Draw(image, image.image - clean, kept.direction), None
         d = kept.direction
-        start, stop = self._next_flip(st, kept.image.shape[1 if d == HORIZONTAL else 2])
+        start, stop = self._next_flip(st, clean.shape[1 if d == HORIZONTAL else 2])
+        at = (..., slice(start, stop), slice(None)) if d == HORIZONTAL else (..., slice(start, stop))
         delta = kept.delta.clone()
-        flipped = lines(delta, d, start, stop).neg_()
-        block = lines(kept.image, d, start, stop)
-        before = block.clone()
-        block.copy_(torch.clamp(lines(oracle.clean[i], d, start, stop) + flipped,
-                                lines(oracle.lo[i], d, start, stop),
-                                lines(oracle.hi[i], d, start, stop)))
-        return _Draw(kept.image, delta, d), lambda: block.copy_(before)
+        undo = oracle.patch(kept.image, at, clean[at] + delta[at].neg_())
+        return _Draw(kept.image, delta, d), undo
 
     def _start_calibration(self, oracle: Oracle, i: int, st: _State) -> None:
         """Enter calibration. If no exploration draw beat the clean image, Algorithm 1 would
@@ -194,13 +178,13 @@ class DLA(Attack):
             return
         clean = oracle.clean[i]
         if self.params.calibration == "random":
-            st.kept = _Draw(clean, torch.zeros_like(clean), HORIZONTAL)
+            st.kept = _Draw(oracle.verify(i, clean), torch.zeros_like(clean), HORIZONTAL)
         elif st.best_draw is not None:
             st.kept = st.best_draw[1]
         else:  # budget too small for any exploration: a uniform +ε, flipped by rows
             h = clean.shape[1]
             delta = oracle.eps_unit * torch.ones(h, device=clean.device).view(1, h, 1)
-            st.kept = _Draw(oracle.hi[i].clone(), delta, HORIZONTAL)  # flips write into it
+            st.kept = _Draw(oracle.vertex(i, delta > 0), delta, HORIZONTAL)
 
     @staticmethod
     def _next_flip(st: _State, lines: int) -> tuple[int, int]:

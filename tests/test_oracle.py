@@ -1,0 +1,89 @@
+"""The oracle's cheap paths keep its guarantees: every queried image in the ε-ball and [0,1]."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from segtk.core.attack import Oracle, box, project
+from segtk.core.errors import BudgetExceeded, SegtkError
+from segtk.core.proxy import Proxy
+from segtk.core.segmenter import QueryCounter
+from segtk.testing import RecordingSegmenter, toy_batch
+
+EPS = 8 / 255
+
+
+def oracle(budget: int = 10, n: int = 2) -> tuple[Oracle, RecordingSegmenter]:
+    images, labels = toy_batch(n, 6, 7)
+    images[0, :, :2] = 0.0  # saturated rows exercise the [0,1] box
+    images[-1, :, -2:] = 1.0
+    model = RecordingSegmenter()
+    counter = QueryCounter(model, budget, n)
+    return Oracle(counter, images, labels, Proxy(4), EPS, list(range(n))), model
+
+
+@settings(max_examples=50, deadline=None)
+@given(seed=st.integers(0, 10_000), eps=st.sampled_from([1.0, 8.0, 16.0, 255.0]))
+def test_clamping_to_the_box_is_project_bit_for_bit(seed: int, eps: float) -> None:
+    g = torch.Generator().manual_seed(seed)
+    clean = torch.rand(2, 3, 5, 4, generator=g)
+    clean[0, 0] = 0.0
+    clean[1, 1] = 1.0
+    x = clean + (torch.rand(clean.shape, generator=g) * 2 - 1) * 3 * eps / 255
+    lo, hi = box(clean, eps / 255)
+    assert torch.equal(torch.clamp(x, lo, hi), project(x, clean, eps / 255))
+
+
+def test_vertex_patch_and_undo_stay_in_bounds_and_are_what_they_say() -> None:
+    o, model = oracle()
+    clean = o.clean[0]
+    v = o.vertex(0, torch.tensor([True, False, True, False, True, False])[None, :, None])
+    assert torch.equal(v.image[:, 0], project(clean[:, 0] + EPS, clean[:, 0], EPS))
+    assert torch.equal(v.image[:, 1], project(clean[:, 1] - EPS, clean[:, 1], EPS))
+    before = v.image.clone()
+    undo = o.patch(v, (..., slice(1, 3)), clean[..., 1:3] + 5 * EPS)  # far out: projected
+    assert torch.equal(v.image[..., 1:3], project(clean[..., 1:3] + EPS, clean[..., 1:3], EPS))
+    assert torch.equal(v.image[..., :1], before[..., :1]) and torch.equal(v.image[..., 3:], before[..., 3:])
+    o.score_verified([v])
+    assert torch.equal(model.seen[-1], v.image)
+    undo()
+    assert torch.equal(v.image, before)
+    o.score_verified([v, o.verify(1, o.clean[1] - 3 * EPS)])
+    assert float((model.seen[-1] - o.clean[1]).abs().max()) <= EPS + 1e-6
+    assert float(model.seen[-1].min()) >= 0
+
+
+def test_a_verified_image_written_outside_the_oracle_is_refused_before_the_model() -> None:
+    o, model = oracle()
+    v = o.verify(0, o.clean[0])
+    v.image[0, 0, 0] = 2.0  # an attack scribbling on the oracle's image
+    with pytest.raises(SegtkError, match="wrote to a verified image outside the oracle"):
+        o.score_verified([v])
+    assert model.calls == 0
+    w = o.verify(1, o.clean[1])
+    w.image[:, :2].add_(1.0)  # a write through a view counts too
+    with pytest.raises(SegtkError):
+        o.score_verified([w])
+
+
+def test_verified_queries_are_charged_exactly() -> None:
+    o, _ = oracle(budget=2)
+    v = o.verify(0, o.clean[0])
+    o.score_verified([v])
+    o.score_verified([v, o.verify(1, o.clean[1])])
+    assert o.counter.counts.tolist() == [2, 1]
+    with pytest.raises(BudgetExceeded):
+        o.score_verified([v])
+    assert [len(h) for h in o.history] == [2, 1]
+
+
+def test_query_refuses_nan() -> None:
+    o, model = oracle()
+    x = o.clean[:1].clone()
+    x[0, 0, 0, 0] = float("nan")
+    with pytest.raises(SegtkError, match="outside the ε-ball"):
+        o.query(x, torch.tensor([0]))
+    assert model.calls == 0
