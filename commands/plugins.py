@@ -7,6 +7,7 @@ import json
 import click
 
 from segtk.commands.console import console, status_text, table
+from segtk.commands.scaffold import new
 from segtk.core import registry
 
 
@@ -39,3 +40,6 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
         [[r["name"], r["kind"], r["distribution"], r["version"], status_text(r["status"]),
           r["error"] or (f"{r['missing']} ({r['install']})" if r["missing"] else "")] for r in rows],
     ))
+
+
+plugins.add_command(new)  # segtk plugins new KIND NAME

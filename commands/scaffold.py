@@ -1,0 +1,139 @@
+"""`segtk plugins new KIND NAME`: a new plugin distribution that installs, registers itself and
+passes segtk's contract suite for its kind from the first minute.
+
+The files come from `scaffold_templates/` (string.Template, `$placeholders`): `common/` for
+every kind, `KIND/` for the package and its tests; `__package__` in a path becomes the package.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+import click
+
+from segtk.core.errors import SegtkError
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What differs between the plugin kinds a scaffold can be."""
+
+    module: str  # the implementation module in the package
+    suffix: str  # of the class name: ${cls}Attack
+    suite: str  # the segtk.testing suite its tests subclass
+    hook: str
+    description: str
+    usage: str
+
+
+KINDS: dict[str, Kind] = {
+    "attack": Kind("attack", "Attack", "AttackSuite", "register_attacks",
+                   "A segtk attack: random sign noise at the corners of the ε-ball.",
+                   "segtk attack --plugin $name --budget 50 --eps 8 --param step=0.5"),
+    "segmenter": Kind("segmenter", "Segmenter", "SegmenterSuite", "register_segmenters",
+                      "A segtk segmenter: a tiny fixed 3x3-conv model (replace it with yours).",
+                      "segtk predict --model $name --data demo --out runs/$name-predict\n"
+                      "segtk attack --plugin random --model $name:3"),
+    "editor": Kind("editor", "Editor", "EditorSuite", "register_editors",
+                   "A segtk editor: makes the object lighter or darker.",
+                   "segtk edit --plugin $name --values lighter,darker --data demo "
+                   "--out runs/$name-edit --param strength=0.6"),
+    "filter": Kind("filter", "Filter", "FilterSuite", "register_filters",
+                   "A segtk filter: drops edits whose object ended up too small.",
+                   "segtk edit --plugin color --data demo --out runs/$name-filtered "
+                   "--filter $name --filter-param $name.min_area=0.05"),
+}
+NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+MAX_NAME = 40
+TEMPLATES = Path(__file__).resolve().parent / "scaffold_templates"
+
+
+@dataclass(frozen=True)
+class Names:
+    """One plugin name in each of its spellings."""
+
+    name: str  # what users type: `--plugin my-noise`, and the entry point's name
+    dist: str  # the distribution: segtk-my-noise
+    package: str  # the import package: segtk_my_noise
+    cls: str  # the class name stem: MyNoise
+
+
+def names(name: str) -> Names:
+    """The spellings of `name`, or a SegtkError saying what a plugin name may be."""
+    if not NAME.fullmatch(name) or len(name) > MAX_NAME:
+        raise SegtkError(f"{name!r} cannot be a plugin name",
+                         hint=f"use lowercase letters, digits and single hyphens, starting with "
+                              f"a letter, at most {MAX_NAME} characters (e.g. my-noise)")
+    if name == "segtk" or name.startswith("segtk-"):
+        raise SegtkError(f"{name!r}: leave out the segtk- prefix, it is added for you",
+                         hint="e.g. NAME my-noise makes the distribution segtk-my-noise")
+    return Names(name, f"segtk-{name}", "segtk_" + name.replace("-", "_"),
+                 "".join(part.capitalize() for part in name.split("-")))
+
+
+def template_files(kind: str) -> list[tuple[Path, Path]]:
+    """(template file, its path relative to the new folder), common files first."""
+    files = []
+    for folder in (TEMPLATES / "common", TEMPLATES / kind):
+        for path in sorted(folder.rglob("*.tmpl")):
+            files.append((path, path.relative_to(folder).with_suffix("")))
+    return files
+
+
+def render(kind: str, name: str) -> dict[Path, str]:
+    """The new plugin's files (relative path -> text), nothing written yet."""
+    if kind not in KINDS:
+        raise SegtkError(f"unknown plugin kind {kind!r}", hint=f"kinds: {', '.join(KINDS)}")
+    n, k = names(name), KINDS[kind]
+    values = {"name": n.name, "dist": n.dist, "package": n.package, "cls": n.cls, "kind": kind,
+              "module": k.module, "suite": k.suite, "hook": k.hook,
+              "description": k.description, "usage": Template(k.usage).substitute(name=n.name)}
+    files = {}
+    for template, relative in template_files(kind):
+        target = Path(str(relative).replace("__package__", n.package))
+        files[target] = Template(template.read_text()).substitute(values)
+    return files
+
+
+def scaffold(kind: str, name: str, out: Path | None = None) -> tuple[Path, list[Path]]:
+    """Write the new plugin into `out` (default ./segtk-NAME), which must not exist yet.
+    Returns the folder and the files written."""
+    files = render(kind, name)
+    folder = Path(out) if out is not None else Path.cwd() / names(name).dist
+    if folder.exists():
+        raise SegtkError(f"{folder} already exists; segtk plugins new never writes into an "
+                         "existing folder", hint="choose another --out, or remove that folder")
+    written = []
+    for relative, text in files.items():
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(path)
+    return folder, written
+
+
+@click.command("new")
+@click.argument("kind", type=click.Choice(list(KINDS)))
+@click.argument("name")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The folder to create [default: ./segtk-NAME]; it must not exist.")
+def new(kind: str, name: str, out: Path | None) -> None:
+    """Scaffold a plugin distribution: entry point, a working KIND, tests, README.
+
+    \b
+    Examples:
+      segtk plugins new attack my-noise
+      segtk plugins new editor glow --out plugins/editors/glow
+      cd segtk-my-noise && pip install -e . && python -m pytest tests
+    """
+    folder, written = scaffold(kind, name, out)
+    n = names(name)
+    click.echo(f"created {folder} ({len(written)} files): the {kind} {n.name!r} in package "
+               f"{n.package}")
+    for path in written:
+        click.echo(f"  {path.relative_to(folder)}")
+    click.echo(f"next: pip install -e {folder} && python -m pytest {folder / 'tests'}  "
+               "(then `segtk plugins` lists it)")
