@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 import torch
 
 from segtk.core.errors import ModelError, PluginError
+from segtk.core.params import build, convert, kind_of, parse_pairs
 
 NO_AUGMENTATION = ("baseline", "none")
 
@@ -71,14 +72,14 @@ class Augmenter(ABC):
     install: ClassVar[str] = ""
 
     def __init__(self, **params: Any) -> None:
-        from segtk.core.editing import coerce
-
+        known = f"{self.name} takes: " + (
+            ", ".join(f"{k}={v}" for k, v in self.defaults.items()) or "none")
         unknown = sorted(k for k in params if k not in self.defaults)
         if unknown:
-            known = ", ".join(f"{k}={v}" for k, v in self.defaults.items()) or "none"
             raise PluginError(f"unknown parameter {unknown[0]!r} for augmenter {self.name!r}",
-                              hint=f"{self.name} takes: {known}")
-        self.params = {k: coerce(params.get(k, v), v) for k, v in self.defaults.items()}
+                              hint=known)
+        self.params = {k: convert(params.get(k, v), kind_of(v), k, error=PluginError, hint=known)
+                       for k, v in self.defaults.items()}
         self.context = AugmentContext([])
 
     def setup(self, context: AugmentContext) -> None:
@@ -111,18 +112,11 @@ class Augmenter(ABC):
         return out_images.clamp(0, 1).to(torch.float32), out_labels
 
 
-def split_params(text: str) -> dict[str, str]:
+def split_params(text: str, name: str = "augmenter") -> dict[str, str]:
     """'alpha=1,p=0.5' -> {'alpha': '1', 'p': '0.5'}; a part without '=' is an error."""
-    params: dict[str, str] = {}
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip():
-            raise PluginError(f"cannot read augmenter parameter {part!r}",
-                              hint="write NAME:key=value,key=value, e.g. cutmix:alpha=1")
-        params[key.strip()] = value.strip()
-    return params
+    return parse_pairs([p for p in text.split(",") if p.strip()], f"--augment {name} option",
+                       error=PluginError,
+                       hint="write NAME:key=value,key=value, e.g. cutmix:alpha=1")
 
 
 def parse_augment(spec: str) -> tuple[str, dict[str, str]]:
@@ -130,20 +124,22 @@ def parse_augment(spec: str) -> tuple[str, dict[str, str]]:
     name, _, rest = spec.strip().partition(":")
     if not name.strip():
         raise PluginError("empty --augment", hint="e.g. --augment cutmix or --augment baseline")
-    return name.strip().lower(), split_params(rest)
+    return name.strip().lower(), split_params(rest, name.strip().lower())
 
 
 def build_augmenter(spec: str) -> Augmenter | None:
-    """The augmenter a spec names (None for baseline), from the registry."""
-    from segtk.core import registry
-
+    """The augmenter a spec names (None for baseline), built by core.params.build."""
     name, params = parse_augment(spec)
     if name in NO_AUGMENTATION:
         if params:
             raise PluginError(f"{name} takes no parameters")
         return None
-    cls = registry.augmenter(name)
-    return cls(**params) if isinstance(cls, type) else cls
+    augmenter = build("augmenter", name, params)
+    if not isinstance(augmenter, Augmenter):
+        raise PluginError(f"augmenter plugin {name!r} registered {type(augmenter).__name__}, "
+                          "which is not an Augmenter",
+                          hint="fix that plugin's register_augmenters hook, or uninstall it")
+    return augmenter
 
 
 # --- trainable segmenters ---------------------------------------------------------------------

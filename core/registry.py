@@ -7,9 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import click
+
 from segtk.core.attack import Attack
 from segtk.core.data import DatasetPlugin
-from segtk.core.editing import Editor
+from segtk.core.editing import EditBackend, Editor, PromptWriter
 from segtk.core.errors import PluginError
 from segtk.core.filtering import Filter
 from segtk.core.plugins import PluginManager, get_plugin_manager
@@ -22,6 +24,8 @@ KINDS = {
     "filter": "register_filters",
     "dataset": "register_datasets",
     "augmenter": "register_augmenters",
+    "edit-backend": "register_edit_backends",
+    "prompt-writer": "register_prompt_writers",
 }
 
 
@@ -228,8 +232,6 @@ def add_commands(group: Any) -> None:
 
 def _refusing_command(name: str, message: str) -> Any:
     """Stands in for a command two plugins claim: running it says so instead of picking one."""
-    import click
-
     def refuse() -> None:
         raise PluginError(f"{message}; refusing to guess which one to run",
                           hint="uninstall one of them (pip uninstall NAME); see `segtk plugins`")
@@ -241,7 +243,8 @@ def _refusing_command(name: str, message: str) -> Any:
 # --- typed lookups: a registration of the wrong type is the plugin's bug, named here ------------
 
 # kind -> the class every registration must subclass (class kinds) or be an instance of
-CLASSES: dict[str, type] = {"attack": Attack, "editor": Editor, "filter": Filter, "augmenter": object}
+CLASSES: dict[str, type] = {"attack": Attack, "editor": Editor, "filter": Filter, "augmenter": object,
+                            "edit-backend": EditBackend, "prompt-writer": PromptWriter}
 INSTANCES: dict[str, type] = {"segmenter": SegmenterPlugin, "dataset": DatasetPlugin}
 T = TypeVar("T")
 
@@ -300,3 +303,13 @@ def augmenter(name: str) -> type:
     """The registered augmenter class `name` (`segtk train --augment NAME`). Only its being a
     class is checked here: core.augment builds on this module, not the other way round."""
     return _subclass("augmenter", name, object)
+
+
+def edit_backend(name: str) -> type[EditBackend]:
+    """The registered EditBackend class `name` (`segtk edit --backend NAME`)."""
+    return _subclass("edit-backend", name, EditBackend)
+
+
+def prompt_writer(name: str) -> type[PromptWriter]:
+    """The registered PromptWriter class `name` (`segtk edit --prompt-writer NAME`)."""
+    return _subclass("prompt-writer", name, PromptWriter)

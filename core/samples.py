@@ -1,4 +1,4 @@
-"""Sample preparation (Gen4Seg §IV-A): the salient object, its mask, a caption, text edits.
+"""Sample preparation (Gen4Seg §IV-A): the salient object, its mask and a caption.
 
 For object-level edits (colour, material, size, position) the salient object is the largest
 connected region (4-connectivity) of a single class, among classes that are not excluded; a
@@ -13,14 +13,8 @@ allow only some.
 
 Skips are returned, never raised: `Skip(reason, detail)` with reason one of `SKIP_REASONS`.
 
-Attribute values and their text edits (the classical editors implement exactly these):
-
-    colour   red, orange, yellow, green, blue, purple, pink, brown, white, black, grey
-    material wood, metal, stone, marble, glass, fabric, gold
-    style    painting, sketch, cartoon, watercolour, oil
-    weather  snow, rain, fog, night
-    size     a reduction factor in (0, 1]: 0.2, 0.4 (the object's width and height times it)
-    position a shift in (0, 1): 0.2, 0.4 (of the image width/height)
+The values an attribute takes and their edit prompts belong to each editor plugin
+(`Editor.values`, `Editor.prompt_templates`).
 """
 
 from __future__ import annotations
@@ -29,18 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import ndimage
 
-from segtk.core.editing import Sample
-
-COLOURS = ("red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "white",
-           "black", "grey")
-MATERIALS = ("wood", "metal", "stone", "marble", "glass", "fabric", "gold")
-STYLES = ("painting", "sketch", "cartoon", "watercolour", "oil")
-WEATHERS = ("snow", "rain", "fog", "night")
-SIZES = ("0.2", "0.4")
-POSITIONS = ("0.2", "0.4")
-VALUES = {"color": COLOURS, "material": MATERIALS, "style": STYLES, "weather": WEATHERS,
-          "size": SIZES, "position": POSITIONS}
+from segtk.core.editing import Sample, caption, phrase
 
 DEFAULT_MIN_AREA = 0.2
 DEFAULT_EXCLUDE = ("background", "_background_", "void", "unlabeled", "unlabelled", "other",
@@ -53,18 +38,7 @@ SKIP_REASONS = {
     "bad-data": "the image or label could not be read or does not fit the class list",
 }
 
-CAPTION = "a photo of {a} {cls}"
 SCENE_CAPTION = "a photo of a scene with {things}"
-EDIT_TEMPLATES = {
-    "color": "a photo of {a} {value} {cls}",
-    "material": "a photo of {a} {cls} made of {value}",
-    "size": "a photo of a smaller {cls}",
-    "position": "a photo of {a} {cls} in another place",
-}
-STYLE_TEXT = {"painting": "a painting", "sketch": "a pencil sketch", "cartoon": "a cartoon",
-              "watercolour": "a watercolour painting", "oil": "an oil painting"}
-WEATHER_TEXT = {"snow": "in the snow", "rain": "in the rain", "fog": "in thick fog",
-                "night": "at night"}
 
 
 @dataclass
@@ -75,44 +49,15 @@ class Skip:
     detail: str = ""
 
 
-def article(word: str) -> str:
-    return "an" if word[:1].lower() in "aeiou" else "a"
-
-
-def nice(name: str) -> str:
-    return name.replace("_", " ").strip()
-
-
-def caption(class_name: str) -> str:
-    """'a photo of a car' for an object edit."""
-    cls = nice(class_name)
-    return CAPTION.format(a=article(cls), cls=cls)
-
-
 def scene_caption(label: np.ndarray, classes: Sequence[str], ignore_index: int = 255,
                   top: int = 3) -> str:
     """'a photo of a scene with road, building and sky': the largest classes by area."""
     ids, counts = np.unique(label[(label != ignore_index) & (label >= 0) & (label < len(classes))],
                             return_counts=True)
     order = [int(i) for i, _ in sorted(zip(ids, counts), key=lambda t: (-t[1], t[0]))][:top]
-    names = [nice(classes[i]) for i in order] or ["things"]
+    names = [phrase(classes[i]) for i in order] or ["things"]
     things = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
     return SCENE_CAPTION.format(things=things)
-
-
-def edit_prompt(attribute: str, value: str, sample: Sample) -> str:
-    """The edited caption P* for `attribute` = `value` (the templates above)."""
-    cls = nice(sample.class_name) or "scene"
-    if attribute in EDIT_TEMPLATES:
-        return EDIT_TEMPLATES[attribute].format(a=article(value if attribute == "color" else cls),
-                                                value=value, cls=cls)
-    source = sample.prompt or caption(cls)
-    rest = source.removeprefix("a photo of ")
-    if attribute == "style":
-        return f"{STYLE_TEXT.get(value, value)} of {rest}"
-    if attribute == "weather":
-        return f"{source} {WEATHER_TEXT.get(value, value)}"
-    return f"{source}, {attribute}: {value}"
 
 
 def allowed_classes(classes: Sequence[str], exclude: Sequence[str] | None = None,
@@ -129,8 +74,6 @@ def allowed_classes(classes: Sequence[str], exclude: Sequence[str] | None = None
 def largest_region(label: np.ndarray, class_ids: Sequence[int]) -> tuple[int, np.ndarray | None]:
     """(class id, bool mask) of the largest 4-connected single-class region; (-1, None) if none.
     Ties go to the lower class id, then to the region found first (row-major)."""
-    from scipy import ndimage
-
     best_area, best_cls, best_mask = 0, -1, None
     present = set(np.unique(label).tolist())
     for c in sorted(class_ids):

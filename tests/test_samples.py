@@ -1,19 +1,17 @@
-"""Sample preparation: the salient object, skips with reasons, captions and text edits."""
+"""Sample preparation: the salient object, skips with reasons, captions; and the edit prompts
+an Editor renders from its `prompt_templates`."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from segtk.core.editing import Sample
+from segtk.core.editing import EditedSample, Editor, Sample, caption
 from segtk.core.samples import (
     DEFAULT_EXCLUDE,
     SKIP_REASONS,
-    VALUES,
     Skip,
     allowed_classes,
-    caption,
-    edit_prompt,
     largest_region,
     prepare_sample,
     scene_caption,
@@ -106,18 +104,32 @@ def test_image_level_sample_has_whole_mask_and_scene_caption() -> None:
     assert scene_caption(np.full((2, 2), 255), CLASSES) == "a photo of a scene with things"
 
 
-def test_captions_and_text_edits() -> None:
+class Templated(Editor):
+    name, attribute = "toy", "shade"
+    values = ("orange", "dusk", "plain")
+    prompt_templates = {"*": "a photo of {a_value} {cls}", "dusk": "{caption} at dusk",
+                        "plain": "{attribute} of {subject} ({a_cls})"}
+
+    def edit(self, sample, value, rng):
+        return EditedSample(sample.image, sample.label, sample.mask, value)
+
+
+class Untemplated(Templated):
+    prompt_templates = {}
+
+
+def test_captions_and_edit_prompts_from_templates() -> None:
     image, label = street()
     obj = prepare_sample("s", image, label, CLASSES)
     scene = prepare_sample("s", image, label, CLASSES, level="image")
-    assert caption("apple") == "a photo of an apple"
-    assert edit_prompt("color", "orange", obj) == "a photo of an orange car"
-    assert edit_prompt("material", "wood", obj) == "a photo of a car made of wood"
-    assert edit_prompt("size", "0.4", obj) == "a photo of a smaller car"
-    assert edit_prompt("style", "watercolour", scene).startswith("a watercolour painting of a scene")
-    assert edit_prompt("weather", "night", scene).endswith("at night")
-    assert set(VALUES) == {"color", "material", "style", "weather", "size", "position"}
-    assert {"red", "green", "blue", "yellow", "white", "black", "orange", "purple"} <= set(VALUES["color"])
-    assert {"wood", "metal", "stone", "marble", "glass", "fabric"} <= set(VALUES["material"])
-    assert {"painting", "sketch", "cartoon", "watercolour"} <= set(VALUES["style"])
-    assert set(VALUES["weather"]) == {"snow", "rain", "fog", "night"}
+    assert caption("apple") == "a photo of an apple" and caption("traffic_light").endswith(
+        "a traffic light")
+    editor = Templated()
+    assert editor.prompt(obj, "orange") == "a photo of an orange car"  # "*": any value
+    assert editor.prompt(scene, "orange") == "a photo of an orange scene"
+    assert editor.prompt(scene, "dusk") == "a photo of a scene with road, sky and car at dusk"
+    assert editor.prompt(obj, "plain") == "shade of a car (a car)"
+    no_caption = Sample("s", image, label, obj.mask, CLASSES, "apple", "")
+    assert editor.prompt(no_caption, "dusk") == "a photo of an apple at dusk"
+    assert Untemplated().prompt(obj, "dusk") == "a photo of a car, shade: dusk"
+    assert editor.write_prompt(obj, "dusk") == ("a photo of a car at dusk", "")
