@@ -14,8 +14,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from segtk.core.colour import oklab_to_linear, oklab_to_rgb, rgb_to_oklab
-from segtk.core.editing import AttributeEditor, EditedSample, Sample
-from segtk.core.samples import COLOURS
+from segtk.core.editing import EditedSample, Sample
+from segtk.core.editkit import AttributeEditor
+
+COLOURS = ("red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "white",
+           "black", "grey")
 
 # sRGB reference colours (clearly that colour, not the most saturated display primaries).
 REFERENCE = {
@@ -49,6 +52,7 @@ class ColorEditor(AttributeEditor):
     kind = "appearance"
     level = "object"
     values = COLOURS
+    prompt_templates: ClassVar[dict[str, str]] = {"*": "a photo of {a_value} {cls}"}
     aliases: ClassVar[dict[str, str]] = {"gray": "grey", "violet": "purple"}
     requires: ClassVar[tuple[str, ...]] = ()  # numpy only
     install: ClassVar[str] = ""

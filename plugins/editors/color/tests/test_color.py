@@ -1,11 +1,47 @@
-"""The `color` editor plugin: registered through its entry point, values documented."""
+"""The `color` editor plugin: registered through its entry point, values documented, every
+value edited within the appearance guarantee, its prompts."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from segtk.core import registry
-from segtk_editor_color import ColorEditor
+from segtk.core.editing import Sample
+from segtk.core.samples import prepare_sample
+from segtk_editor_color import ColorEditor, rgb_to_oklab
+
+CLASSES = ["sky", "road", "car", "tree"]
+SKY, ROAD, CAR, TREE = range(4)
+
+
+def scene(h: int = 48, w: int = 64, car=(24, 30, 9, 13)) -> tuple[np.ndarray, np.ndarray]:
+    """A smooth image; sky, road, a tree and an elliptic red car (cy, cx, ry, rx)."""
+    rng = np.random.default_rng(1)
+    low = rng.integers(0, 256, (h // 8 + 1, w // 8 + 1, 3)).astype(np.float64)
+    yy, xx = np.mgrid[0:h, 0:w]
+    image = low[yy // 8, xx // 8] * 0.7 + rng.integers(0, 60, (h, w, 3))
+    label = np.full((h, w), ROAD, np.int64)
+    label[: h // 4] = SKY
+    label[h // 4: h // 2, w - 8:] = TREE
+    cy, cx, ry, rx = car
+    car_px = ((yy - cy) / ry) ** 2 + ((xx - cx) / rx) ** 2 <= 1
+    label[car_px] = CAR
+    image[car_px] = image[car_px] * 0.5 + np.array([200, 40, 40]) * 0.5
+    label[0, :3] = 255
+    return image.clip(0, 255).astype(np.uint8), label
+
+
+def sample(level: str = "object", classes=CLASSES, **kw) -> Sample:
+    image, label = scene(**kw)
+    s = prepare_sample("toy", image, label, classes, level=level, min_area=0.01)
+    assert isinstance(s, Sample), s
+    return s
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
 
 
 def test_registered_under_its_name() -> None:
@@ -19,3 +55,46 @@ def test_readme_documents_every_value_and_parameter() -> None:
         assert f"`{value}`" in text, value
     for param in ColorEditor.defaults:
         assert f"`{param}`" in text, param
+
+
+def test_every_value_keeps_the_label_and_edits_only_what_it_may() -> None:
+    editor = ColorEditor()
+    s = sample(level=ColorEditor.level)
+    for value in ColorEditor.values:
+        out = editor.edit(s, value, rng())
+        assert out.label.dtype == s.label.dtype and np.array_equal(out.label, s.label), value
+        assert np.array_equal(out.mask, s.mask) and out.value == value
+        assert out.image.shape == s.image.shape and out.image.dtype == np.uint8
+        changed = (out.image != s.image).any(axis=2)
+        assert changed.any(), f"{value} changed nothing"
+        if ColorEditor.level == "object":
+            assert not changed[~s.mask].any(), f"{value} leaked outside the mask"
+            assert changed[s.mask].mean() > 0.5
+        assert out.prompt and out.metadata["backend"] == "classical"
+
+
+def test_same_seed_same_edit() -> None:
+    s = sample(level=ColorEditor.level)
+    value = ColorEditor.values[0]
+    a, b = ColorEditor().edit(s, value, rng(7)), ColorEditor().edit(s, value, rng(7))
+    assert np.array_equal(a.image, b.image) and np.array_equal(a.label, b.label)
+    assert a.metadata == b.metadata
+
+
+def test_values_and_prompts() -> None:
+    assert {"red", "green", "blue", "yellow", "white", "black", "orange", "purple"} <= set(
+        ColorEditor.values)
+    assert ColorEditor.kind == "appearance"
+    assert ColorEditor().prompt(sample(), "orange") == "a photo of an orange car"
+    assert ColorEditor().edit(sample(), "red", rng()).prompt == "a photo of a red car"
+    assert ColorEditor().check_value("Gray") == "grey"
+    assert ColorEditor(strength="0.5").params["strength"] == 0.5  # CLI strings are read
+
+
+def test_colour_keeps_shading_order() -> None:
+    s = sample()
+    out = ColorEditor().edit(s, "blue", rng())
+    before, after = rgb_to_oklab(s.image[s.mask])[:, 0], rgb_to_oklab(out.image[s.mask])[:, 0]
+    assert np.corrcoef(before, after)[0, 1] > 0.9  # lightness pattern (shading) survives
+    hue = np.degrees(np.arctan2(*rgb_to_oklab(out.image[s.mask])[:, [2, 1]].T))
+    assert np.median(np.abs(hue - (-90))) < 40  # OKLab blue is around -90..-70 degrees

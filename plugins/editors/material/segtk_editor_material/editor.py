@@ -15,9 +15,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from segtk.core.editing import AttributeEditor, EditedSample, Sample, bbox
-from segtk.core.samples import MATERIALS
+from segtk.core.editing import EditedSample, Sample
+from segtk.core.editkit import AttributeEditor, bbox
 from segtk_editor_material.textures import SHADING, TEXTURES
+
+MATERIALS = ("wood", "metal", "stone", "marble", "glass", "fabric", "gold")
 
 
 def luminance(image: np.ndarray) -> np.ndarray:
@@ -54,6 +56,7 @@ class MaterialEditor(AttributeEditor):
     kind = "appearance"
     level = "object"
     values = MATERIALS
+    prompt_templates: ClassVar[dict[str, str]] = {"*": "a photo of {a_cls} made of {value}"}
     aliases: ClassVar[dict[str, str]] = {"steel": "metal", "cloth": "fabric", "rock": "stone"}
     defaults: ClassVar[dict[str, Any]] = {
         "shading": 1.0,  # multiplies the material's shading exponent (0 = flat texture)

@@ -1,11 +1,68 @@
-"""The `position` editor plugin: registered through its entry point, values documented."""
+"""The `position` editor plugin: registered through its entry point, values documented; image, mask
+and label moved together, the uncovered area labelled and repainted, its prompts."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from segtk.core import registry
+from segtk.core.editing import EditedSample, Sample, SkipSample
+from segtk.core.errors import PluginError
+from segtk.core.samples import prepare_sample
 from segtk_editor_position import PositionEditor
+
+CLASSES = ["sky", "road", "car", "tree"]
+SKY, ROAD, CAR, TREE = range(4)
+
+
+def scene(h: int = 48, w: int = 64, car=(24, 30, 9, 13)) -> tuple[np.ndarray, np.ndarray]:
+    """A smooth image; sky, road, a tree and an elliptic red car (cy, cx, ry, rx)."""
+    rng = np.random.default_rng(1)
+    low = rng.integers(0, 256, (h // 8 + 1, w // 8 + 1, 3)).astype(np.float64)
+    yy, xx = np.mgrid[0:h, 0:w]
+    image = low[yy // 8, xx // 8] * 0.7 + rng.integers(0, 60, (h, w, 3))
+    label = np.full((h, w), ROAD, np.int64)
+    label[: h // 4] = SKY
+    label[h // 4: h // 2, w - 8:] = TREE
+    cy, cx, ry, rx = car
+    car_px = ((yy - cy) / ry) ** 2 + ((xx - cx) / rx) ** 2 <= 1
+    label[car_px] = CAR
+    image[car_px] = image[car_px] * 0.5 + np.array([200, 40, 40]) * 0.5
+    label[0, :3] = 255
+    return image.clip(0, 255).astype(np.uint8), label
+
+
+def sample(level: str = "object", classes=CLASSES, **kw) -> Sample:
+    image, label = scene(**kw)
+    s = prepare_sample("toy", image, label, classes, level=level, min_area=0.01)
+    assert isinstance(s, Sample), s
+    return s
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def shifted(a: np.ndarray, dx: int, dy: int) -> np.ndarray:
+    out = np.zeros_like(a)
+    h, w = a.shape[:2]
+    out[max(dy, 0):h + min(dy, 0), max(dx, 0):w + min(dx, 0)] = \
+        a[max(-dy, 0):h - max(dy, 0), max(-dx, 0):w - max(dx, 0)]
+    return out
+
+
+def check_geometry(s: Sample, out: EditedSample, fill: int) -> None:
+    new, old = out.mask, s.mask
+    assert new.any() and new.shape == old.shape
+    assert (out.label[new] == CAR).all()  # the object's label moved with it
+    uncovered = old & ~new
+    assert (out.label[uncovered] == fill).all()  # the uncovered area is ignore / background
+    rest = ~(old | new)
+    assert np.array_equal(out.label[rest], s.label[rest])  # nothing else relabelled
+    assert np.array_equal(out.repaint, uncovered)
 
 
 def test_registered_under_its_name() -> None:
@@ -19,3 +76,64 @@ def test_readme_documents_every_value_and_parameter() -> None:
         assert f"`{value}`" in text, value
     for param in PositionEditor.defaults:
         assert f"`{param}`" in text, param
+
+
+def test_values_and_prompts() -> None:
+    assert PositionEditor.values == ("0.2", "0.4") and PositionEditor.kind == "geometry"
+    assert PositionEditor().prompt(sample(), "0.2") == "a photo of a car in another place"
+    with pytest.raises(PluginError, match="not a number"):
+        PositionEditor().check_value("1.5")
+    with pytest.raises(PluginError, match="direction"):
+        PositionEditor(direction="diagonal")
+
+
+def test_same_seed_same_edit() -> None:
+    s = sample()
+    a, b = PositionEditor().edit(s, "0.2", rng(7)), PositionEditor().edit(s, "0.2", rng(7))
+    assert np.array_equal(a.image, b.image) and np.array_equal(a.label, b.label)
+    assert a.metadata == b.metadata
+
+
+def test_position_moves_image_mask_and_label_exactly() -> None:
+    s = sample()
+    out = PositionEditor().edit(s, "0.2", rng(3))
+    dx, dy = out.metadata["shift"]
+    assert (dx, dy) != (0, 0) and out.metadata["scale"] == 1.0
+    check_geometry(s, out, fill=255)
+    assert np.array_equal(out.mask, shifted(s.mask, dx, dy))
+    # the object's pixels and label are the source's, shifted by exactly (dx, dy)
+    moved_img, moved_lab = shifted(s.image, dx, dy), shifted(s.label, dx, dy)
+    assert np.array_equal(out.image[out.mask], moved_img[out.mask])
+    assert np.array_equal(out.label[out.mask], moved_lab[out.mask])
+    # away from the old and new object (and the repaint's dilation ring) nothing changed
+    ring = np.zeros_like(s.mask)
+    for dy_ in range(-3, 4):
+        for dx_ in range(-3, 4):
+            ring |= shifted(s.mask, dx_, dy_)
+    far = ~(ring | out.mask)
+    assert np.array_equal(out.image[far], s.image[far])
+    assert not np.array_equal(out.image[s.mask & ~out.mask], s.image[s.mask & ~out.mask])
+
+
+def test_position_keeps_the_object_inside_or_skips() -> None:
+    s = sample(car=(24, 32, 6, 8))
+    for seed in range(6):
+        out = PositionEditor().edit(s, "0.4", rng(seed))
+        assert out.mask.sum() == s.mask.sum()  # moved whole: nothing cut by the border
+    big = sample(car=(24, 32, 14, 20))  # 41 x 29 px in 64 x 48: 0.4 of the image fits nowhere
+    with pytest.raises(SkipSample) as info:
+        PositionEditor().edit(big, "0.4", rng())
+    assert info.value.reason == "no-room"
+    horizontal = PositionEditor(direction="horizontal").edit(s, "0.2", rng(1))
+    assert horizontal.metadata["shift"][1] == 0
+
+
+def test_objects_cut_by_the_border_move_along_it() -> None:
+    s = sample(car=(24, 58, 9, 12))  # runs off the right edge
+    for seed in range(5):
+        moved = PositionEditor().edit(s, "0.2", rng(seed))
+        assert moved.metadata["shift"][0] == 0 and moved.mask[:, -1].any()  # moves along it
+        check_geometry(s, moved, fill=255)
+    free = {tuple(PositionEditor(border="ignore").edit(s, "0.2", rng(k)).metadata["shift"])
+            for k in range(8)}
+    assert any(dx != 0 for dx, _ in free)

@@ -3,7 +3,7 @@
 The value is the factor applied to the object's width and height: 0.4 keeps 40% of each
 (16% of the area), 0.2 keeps 20% (4%). An object cut by the image border stays anchored to
 that border (`border=keep`, the default), so its cut edge does not float in the image. Image, mask and label are transformed together
-(`segtk.core.editing.transform_object`); the area the object no longer covers is repainted
+(`segtk.core.editkit.transform_object`); the area the object no longer covers is repainted
 (OpenCV inpainting, or the diffusion backend) and labelled ignore (or background, `fill=`).
 """
 
@@ -13,9 +13,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from segtk.core.editing import GeometryEditor, Sample, bbox, border_sides, target_box
+from segtk.core.editing import Sample
+from segtk.core.editkit import GeometryEditor, bbox, border_sides, target_box
 from segtk.core.errors import PluginError
-from segtk.core.samples import SIZES
+
+SIZES = ("0.2", "0.4")  # reduction factors of the width and height (Gen4Seg)
 
 
 class SizeEditor(GeometryEditor):
@@ -25,6 +27,7 @@ class SizeEditor(GeometryEditor):
     attribute = "size"
     level = "object"
     values = SIZES
+    prompt_templates: ClassVar[dict[str, str]] = {"*": "a photo of a smaller {cls}"}
     max_value: ClassVar[float] = 1.0
     defaults: ClassVar[dict[str, Any]] = {**GeometryEditor.defaults, "anchor": "centre"}
 

@@ -1,11 +1,68 @@
-"""The `size` editor plugin: registered through its entry point, values documented."""
+"""The `size` editor plugin: registered through its entry point, values documented; image, mask
+and label moved together, the uncovered area labelled and repainted, its prompts."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from segtk.core import registry
+from segtk.core.editing import EditedSample, Sample
+from segtk.core.errors import PluginError
+from segtk.core.samples import prepare_sample
 from segtk_editor_size import SizeEditor
+
+CLASSES = ["sky", "road", "car", "tree"]
+SKY, ROAD, CAR, TREE = range(4)
+
+
+def scene(h: int = 48, w: int = 64, car=(24, 30, 9, 13)) -> tuple[np.ndarray, np.ndarray]:
+    """A smooth image; sky, road, a tree and an elliptic red car (cy, cx, ry, rx)."""
+    rng = np.random.default_rng(1)
+    low = rng.integers(0, 256, (h // 8 + 1, w // 8 + 1, 3)).astype(np.float64)
+    yy, xx = np.mgrid[0:h, 0:w]
+    image = low[yy // 8, xx // 8] * 0.7 + rng.integers(0, 60, (h, w, 3))
+    label = np.full((h, w), ROAD, np.int64)
+    label[: h // 4] = SKY
+    label[h // 4: h // 2, w - 8:] = TREE
+    cy, cx, ry, rx = car
+    car_px = ((yy - cy) / ry) ** 2 + ((xx - cx) / rx) ** 2 <= 1
+    label[car_px] = CAR
+    image[car_px] = image[car_px] * 0.5 + np.array([200, 40, 40]) * 0.5
+    label[0, :3] = 255
+    return image.clip(0, 255).astype(np.uint8), label
+
+
+def sample(level: str = "object", classes=CLASSES, **kw) -> Sample:
+    image, label = scene(**kw)
+    s = prepare_sample("toy", image, label, classes, level=level, min_area=0.01)
+    assert isinstance(s, Sample), s
+    return s
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def shifted(a: np.ndarray, dx: int, dy: int) -> np.ndarray:
+    out = np.zeros_like(a)
+    h, w = a.shape[:2]
+    out[max(dy, 0):h + min(dy, 0), max(dx, 0):w + min(dx, 0)] = \
+        a[max(-dy, 0):h - max(dy, 0), max(-dx, 0):w - max(dx, 0)]
+    return out
+
+
+def check_geometry(s: Sample, out: EditedSample, fill: int) -> None:
+    new, old = out.mask, s.mask
+    assert new.any() and new.shape == old.shape
+    assert (out.label[new] == CAR).all()  # the object's label moved with it
+    uncovered = old & ~new
+    assert (out.label[uncovered] == fill).all()  # the uncovered area is ignore / background
+    rest = ~(old | new)
+    assert np.array_equal(out.label[rest], s.label[rest])  # nothing else relabelled
+    assert np.array_equal(out.repaint, uncovered)
 
 
 def test_registered_under_its_name() -> None:
@@ -19,3 +76,59 @@ def test_readme_documents_every_value_and_parameter() -> None:
         assert f"`{value}`" in text, value
     for param in SizeEditor.defaults:
         assert f"`{param}`" in text, param
+
+
+def test_values_and_prompts() -> None:
+    assert SizeEditor.values == ("0.2", "0.4") and SizeEditor.kind == "geometry"
+    assert SizeEditor().prompt(sample(), "0.4") == "a photo of a smaller car"
+    assert SizeEditor().check_value("0.40") == "0.4"
+    with pytest.raises(PluginError, match="not a number"):
+        SizeEditor().edit(sample(), "big", rng())
+
+
+def test_same_seed_same_edit() -> None:
+    s = sample()
+    a, b = SizeEditor().edit(s, "0.4", rng(7)), SizeEditor().edit(s, "0.4", rng(7))
+    assert np.array_equal(a.image, b.image) and np.array_equal(a.label, b.label)
+    assert a.metadata == b.metadata
+
+
+def test_size_shrinks_about_the_centre() -> None:
+    s = sample()
+    for value in ("0.4", "0.2"):
+        out = SizeEditor().edit(s, value, rng())
+        check_geometry(s, out, fill=255)
+        x0, y0, x1, y1 = out.metadata["new_box"]
+        ox0, oy0, ox1, oy1 = out.metadata["box"]
+        assert x1 - x0 == round((ox1 - ox0) * float(value))
+        assert abs((x0 + x1) - (ox0 + ox1)) <= 1 and abs((y0 + y1) - (oy0 + oy1)) <= 1
+        assert 0 < out.mask.sum() < s.mask.sum() * float(value) ** 2 * 1.5
+
+
+def test_size_anchor_bottom_keeps_the_ground_line() -> None:
+    s = sample()
+    out = SizeEditor(anchor="bottom").edit(s, "0.4", rng())
+    assert out.metadata["new_box"][3] == out.metadata["box"][3]
+    check_geometry(s, out, fill=255)
+    with pytest.raises(PluginError, match="anchor"):
+        SizeEditor(anchor="top")
+
+
+def test_objects_cut_by_the_border_stay_cut_by_it() -> None:
+    s = sample(car=(24, 58, 9, 12))  # runs off the right edge
+    w = s.mask.shape[1]
+    out = SizeEditor().edit(s, "0.4", rng())
+    x0, y0, x1, y1 = out.metadata["new_box"]
+    assert x1 == w and out.mask[:, -1].any()  # shrunk towards the right border
+    check_geometry(s, out, fill=255)
+    centred = SizeEditor(border="ignore").edit(s, "0.4", rng())
+    assert centred.metadata["new_box"][2] < w
+
+
+def test_repaint_methods_and_fill() -> None:
+    s = sample()
+    for method in ("rows", "telea", "ns"):
+        check_geometry(s, SizeEditor(method=method).edit(s, "0.4", rng()), fill=255)
+    background = sample(classes=["background", "road", "car", "tree"])
+    check_geometry(background, SizeEditor().edit(background, "0.4", rng()), fill=0)
+    check_geometry(background, SizeEditor(fill="road").edit(background, "0.4", rng()), fill=ROAD)

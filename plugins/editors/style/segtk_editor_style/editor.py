@@ -13,8 +13,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from segtk.core.editing import AttributeEditor, EditedSample, Sample
-from segtk.core.samples import STYLES
+from segtk.core.editing import EditedSample, Sample
+from segtk.core.editkit import AttributeEditor
+
+STYLES = ("painting", "sketch", "cartoon", "watercolour", "oil")
 
 
 def scale(image: np.ndarray) -> float:
@@ -136,6 +138,11 @@ class StyleEditor(AttributeEditor):
     kind = "appearance"
     level = "image"
     values = STYLES
+    prompt_templates: ClassVar[dict[str, str]] = {
+        "painting": "a painting of {subject}", "sketch": "a pencil sketch of {subject}",
+        "cartoon": "a cartoon of {subject}", "watercolour": "a watercolour painting of {subject}",
+        "oil": "an oil painting of {subject}",
+    }
     aliases: ClassVar[dict[str, str]] = {"watercolor": "watercolour", "pencil": "sketch",
                                          "oil painting": "oil", "drawing": "sketch"}
     defaults: ClassVar[dict[str, Any]] = {

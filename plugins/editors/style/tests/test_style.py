@@ -1,11 +1,47 @@
-"""The `style` editor plugin: registered through its entry point, values documented."""
+"""The `style` editor plugin: registered through its entry point, values documented, every
+value edited within the appearance guarantee, its prompts."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from segtk.core import registry
+from segtk.core.editing import Sample
+from segtk.core.samples import prepare_sample
 from segtk_editor_style import StyleEditor
+
+CLASSES = ["sky", "road", "car", "tree"]
+SKY, ROAD, CAR, TREE = range(4)
+
+
+def scene(h: int = 48, w: int = 64, car=(24, 30, 9, 13)) -> tuple[np.ndarray, np.ndarray]:
+    """A smooth image; sky, road, a tree and an elliptic red car (cy, cx, ry, rx)."""
+    rng = np.random.default_rng(1)
+    low = rng.integers(0, 256, (h // 8 + 1, w // 8 + 1, 3)).astype(np.float64)
+    yy, xx = np.mgrid[0:h, 0:w]
+    image = low[yy // 8, xx // 8] * 0.7 + rng.integers(0, 60, (h, w, 3))
+    label = np.full((h, w), ROAD, np.int64)
+    label[: h // 4] = SKY
+    label[h // 4: h // 2, w - 8:] = TREE
+    cy, cx, ry, rx = car
+    car_px = ((yy - cy) / ry) ** 2 + ((xx - cx) / rx) ** 2 <= 1
+    label[car_px] = CAR
+    image[car_px] = image[car_px] * 0.5 + np.array([200, 40, 40]) * 0.5
+    label[0, :3] = 255
+    return image.clip(0, 255).astype(np.uint8), label
+
+
+def sample(level: str = "object", classes=CLASSES, **kw) -> Sample:
+    image, label = scene(**kw)
+    s = prepare_sample("toy", image, label, classes, level=level, min_area=0.01)
+    assert isinstance(s, Sample), s
+    return s
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
 
 
 def test_registered_under_its_name() -> None:
@@ -19,3 +55,38 @@ def test_readme_documents_every_value_and_parameter() -> None:
         assert f"`{value}`" in text, value
     for param in StyleEditor.defaults:
         assert f"`{param}`" in text, param
+
+
+def test_every_value_keeps_the_label_and_edits_only_what_it_may() -> None:
+    editor = StyleEditor()
+    s = sample(level=StyleEditor.level)
+    for value in StyleEditor.values:
+        out = editor.edit(s, value, rng())
+        assert out.label.dtype == s.label.dtype and np.array_equal(out.label, s.label), value
+        assert np.array_equal(out.mask, s.mask) and out.value == value
+        assert out.image.shape == s.image.shape and out.image.dtype == np.uint8
+        changed = (out.image != s.image).any(axis=2)
+        assert changed.any(), f"{value} changed nothing"
+        if StyleEditor.level == "object":
+            assert not changed[~s.mask].any(), f"{value} leaked outside the mask"
+            assert changed[s.mask].mean() > 0.5
+        assert out.prompt and out.metadata["backend"] == "classical"
+
+
+def test_same_seed_same_edit() -> None:
+    s = sample(level=StyleEditor.level)
+    value = StyleEditor.values[0]
+    a, b = StyleEditor().edit(s, value, rng(7)), StyleEditor().edit(s, value, rng(7))
+    assert np.array_equal(a.image, b.image) and np.array_equal(a.label, b.label)
+    assert a.metadata == b.metadata
+
+
+def test_values_and_prompts() -> None:
+    assert {"painting", "sketch", "cartoon", "watercolour"} <= set(StyleEditor.values)
+    assert (StyleEditor.kind, StyleEditor.level) == ("appearance", "image")
+    scene_sample = sample(level="image")
+    assert scene_sample.prompt == "a photo of a scene with road, sky and car"
+    assert StyleEditor().prompt(scene_sample, "watercolour") == \
+        "a watercolour painting of a scene with road, sky and car"
+    assert StyleEditor().prompt(scene_sample, "oil").startswith("an oil painting of a scene")
+    assert StyleEditor().check_value("watercolor") == "watercolour"

@@ -15,8 +15,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from segtk.core.editing import AttributeEditor, EditedSample, Sample
-from segtk.core.samples import WEATHERS
+from segtk.core.editing import EditedSample, Sample
+from segtk.core.editkit import AttributeEditor
+
+WEATHERS = ("snow", "rain", "fog", "night")
 
 
 def depth_proxy(sample: Sample, rng: np.random.Generator) -> np.ndarray:
@@ -130,6 +132,10 @@ class WeatherEditor(AttributeEditor):
     kind = "appearance"
     level = "image"
     values = WEATHERS
+    prompt_templates: ClassVar[dict[str, str]] = {
+        "snow": "{caption} in the snow", "rain": "{caption} in the rain",
+        "fog": "{caption} in thick fog", "night": "{caption} at night",
+    }
     aliases: ClassVar[dict[str, str]] = {"foggy": "fog", "haze": "fog", "rainy": "rain",
                                          "snowy": "snow", "dark": "night"}
     defaults: ClassVar[dict[str, Any]] = {
