@@ -89,11 +89,14 @@ def pixel_accuracy(conf: torch.Tensor) -> torch.Tensor:
 
 
 def mean_robustness(edited_mious: list[float], reference_miou: float) -> float:
-    """mR (Gen4Seg Eq. 11): mean mIoU over edited subsets divided by the reference mIoU."""
+    """mR (Gen4Seg Eq. 11): mean mIoU over edited subsets divided by the reference mIoU.
+
+    A model that scores 0 on the reference has no robustness ratio: NaN (null in table.json,
+    "–" in reports), never an exception that would lose a finished benchmark's table."""
     if not edited_mious:
         raise ValueError("mR needs at least one edited subset")
     if reference_miou <= 0:
-        raise ValueError("mR needs a positive reference mIoU")
+        return float("nan")
     return sum(edited_mious) / len(edited_mious) / reference_miou
 
 

@@ -107,6 +107,7 @@ def test_mean_robustness() -> None:
     assert mean_robustness([0.3, 0.5], 0.5) == pytest.approx(0.8)
     with pytest.raises(ValueError):
         mean_robustness([], 0.5)
+    assert math.isnan(mean_robustness([0.3], 0.0))  # undefined, not a crash of bench edits
 
 
 def test_label_confusion_scores_rows_against_their_owners() -> None:
