@@ -1,8 +1,8 @@
-"""segtk plugin: the Gen4Seg diffusion editing backend and the `recon` editor.
+"""segtk plugin: the Gen4Seg diffusion edit backend (`--backend diffusion`) and the `recon` editor.
 
-Importing this package never imports diffusers or transformers: the heavy stack loads on the
-first `get_backend(...)`, so `segtk plugins` can list `recon` as "missing dependency" instead of
-"broken" where diffusers is not installed.
+Importing this package never imports diffusers or transformers: the heavy stack loads with the
+first weights, so `segtk plugins` lists `diffusion` and `recon` as "missing dependency" instead
+of "broken" where diffusers is not installed.
 """
 
 from __future__ import annotations
@@ -14,39 +14,28 @@ import numpy as np
 from segtk.core.editing import EditedSample, Editor, Sample
 from segtk.core.errors import PluginError
 from segtk.core.hookspecs import hookimpl
+from segtk.core.registry import missing_modules
+from segtk_diffusion.pipelines import INSTALL, REQUIRES, Gen4SegBackend
 
-REQUIRES = ("diffusers", "transformers")
-INSTALL = (
-    "pip install 'diffusers==0.39.0' 'transformers==4.57.6' && "
-    "pip install -e plugins/editors/diffusion"
-)
-
-__all__ = ["INSTALL", "REQUIRES", "ReconEditor", "get_backend"]
+__all__ = ["INSTALL", "REQUIRES", "Gen4SegBackend", "ReconEditor", "get_backend"]
 
 
-def get_backend(options: dict[str, Any] | None = None):
-    """A `Gen4SegBackend` for these options (sd, controlnet, inpaint, steps, guidance, eta, ...).
-
-    Weights load lazily, from local folders or the Hugging Face cache only; a method whose
-    weights were not given raises a `ModelError` naming the missing option (`--sd PATH`, ...).
-    """
-    from segtk.core.registry import missing_modules
-
+def get_backend(options: dict[str, Any] | None = None) -> Gen4SegBackend:
+    """A `Gen4SegBackend` for these options (sd, controlnet, inpaint, steps, guidance, eta, ...),
+    or a PluginError saying what to install."""
     missing = missing_modules(REQUIRES)
     if missing:
         raise PluginError(
             f"the diffusion editing backend needs {', '.join(missing)}, which is not installed",
             hint=INSTALL,
         )
-    from segtk_diffusion.backend import Gen4SegBackend
-
-    return Gen4SegBackend.from_options(options or {})
+    return Gen4SegBackend(options or {})
 
 
 class ReconEditor(Editor):
     """The paper's "Recon" reference: DDIM inversion and reconstruction, no edit.
 
-    `ReconEditor(options={"sd": PATH, ...})` or `ReconEditor(backend=get_backend(...))`; the
+    `ReconEditor(options={"sd": PATH, ...})` or `ReconEditor(engine=get_backend(...))`; the
     backend is created on the first `edit` and kept.
     """
 
@@ -57,18 +46,25 @@ class ReconEditor(Editor):
     requires = REQUIRES
     install = INSTALL
     description = "DDIM inversion + reconstruction through the Gen4Seg pipeline (the mR reference)"
+    backend = Gen4SegBackend.name
 
-    def __init__(self, backend: Any = None, options: dict[str, Any] | None = None) -> None:
-        self.backend = backend
+    def __init__(self, options: dict[str, Any] | None = None,
+                 engine: Gen4SegBackend | None = None) -> None:
+        self.engine = engine
         self.options = dict(options or {})
 
     def edit(self, sample: Sample, value: str = "recon",
              rng: np.random.Generator | None = None) -> EditedSample:
-        if self.backend is None:
-            self.backend = get_backend(self.options)
-        return self.backend.recon(sample, rng if rng is not None else np.random.default_rng(0))
+        if self.engine is None:
+            self.engine = get_backend(self.options)
+        return self.engine.recon(sample, rng if rng is not None else np.random.default_rng(0))
 
 
 @hookimpl
 def register_editors(register) -> None:
     register(ReconEditor)
+
+
+@hookimpl
+def register_edit_backends(register) -> None:
+    register(Gen4SegBackend)

@@ -18,11 +18,24 @@ import pytest
 
 from segtk.core import registry
 from segtk.core.editing import EditedSample, Sample
+from segtk.core.editkit import AttributeEditor
 from segtk.core.errors import ModelError, PluginError
 from segtk.core.plugins import reset_plugin_manager
-from segtk_diffusion import INSTALL, REQUIRES, ReconEditor, get_backend
+from segtk_diffusion import INSTALL, REQUIRES, Gen4SegBackend, ReconEditor, get_backend
 
 SIZE = 64
+
+
+class Tint(AttributeEditor):
+    """An editor of the editing kit; `--backend diffusion` finds this plugin's backend."""
+
+    name = attribute = "tint"
+    values = ("red", "blue")
+    prompt_templates = {"*": "a photo of {a_value} {cls}"}
+    requires = ()
+
+    def classical(self, sample, value, rng):
+        raise AssertionError("the diffusion backend edits here")
 WORDS = ["a", "photo", "of", "red", "blue", "car", "road", "street", "empty"]
 
 
@@ -274,7 +287,7 @@ def test_soft_mask_is_dilated_then_smoothed() -> None:
 
 
 def test_options_from_cli_strings() -> None:
-    from segtk_diffusion.backend import DiffusionOptions
+    from segtk_diffusion.options import DiffusionOptions
 
     with pytest.warns(UserWarning, match="unknown options"):
         o = DiffusionOptions.from_dict({"steps": "20", "guidance": "5", "paste-background": "no",
@@ -310,8 +323,12 @@ def test_recon_editor_is_registered(monkeypatch) -> None:
         assert recon.distribution == "segtk-diffusion" and recon.obj is ReconEditor
         assert (ReconEditor.attribute, ReconEditor.kind) == ("recon", "appearance")
         assert ReconEditor.requires == REQUIRES == ("diffusers", "transformers")
+        backend = info[("edit-backend", "diffusion")]
+        assert backend.distribution == "segtk-diffusion" and backend.obj is Gen4SegBackend
+        assert Gen4SegBackend.reference == "recon" and Gen4SegBackend.requires == REQUIRES
         if "diffusers" in sys.modules or not recon.missing:
             assert registry.editor("recon") is ReconEditor
+            assert registry.edit_backend("diffusion") is Gen4SegBackend
     finally:
         reset_plugin_manager()
 
@@ -329,6 +346,8 @@ def test_without_diffusers_recon_is_a_missing_dependency(monkeypatch) -> None:
         assert "diffusers==" in str(err.value)
         with pytest.raises(PluginError, match="needs diffusers"):
             get_backend({"sd": "x"})
+        with pytest.raises(PluginError, match="edit-backend plugin 'diffusion' needs diffusers"):
+            Tint(backend="diffusion")
     finally:
         reset_plugin_manager()
 
@@ -339,3 +358,14 @@ def test_recon_editor_runs_through_the_backend(stack) -> None:
     out = editor.edit(_sample(), "recon", np.random.default_rng(0))
     assert out.value == "recon" and out.image.shape == (SIZE, SIZE, 3)
     assert time.perf_counter() - t0 < 20
+
+
+def test_an_editor_with_backend_diffusion_edits_through_this_plugin(stack) -> None:
+    editor = Tint(backend="diffusion", **_options(stack, steps=2))
+    assert isinstance(editor.engine, Gen4SegBackend) and editor.engine.options.steps == 2
+    sample = _sample()
+    out = editor.edit(sample, "blue", np.random.default_rng(0))
+    assert out.prompt == "a photo of a blue car" and out.metadata["backend"] == "gen4seg"
+    assert out.metadata["method"] == "mask-guided-diffusion"
+    np.testing.assert_array_equal(out.label, sample.label)
+    np.testing.assert_array_equal(out.image[~sample.mask], sample.image[~sample.mask])
