@@ -1,10 +1,15 @@
-"""segtk plugin: edit prompts for `segtk edit --prompt-model PATH` written by a local causal LM.
+"""segtk plugin: the prompt writer `lm`, edit prompts written by a local causal LM.
 
-It registers no editor: `segtk edit` imports it when --prompt-model is given and hands the
-`PromptWriter` to the attribute editors, which use it instead of the templates of
-`segtk.core.samples`.
+`segtk edit --prompt-model PATH` (prompt writer `lm`, the default of --prompt-writer) hands an
+`LMPromptWriter` to the editor, which asks it instead of using its own prompt templates.
 """
 
-from segtk_lm_prompts.writer import SYSTEM_PROMPT, PromptWriter, clean_line
+from segtk.core.hookspecs import hookimpl
+from segtk_lm_prompts.writer import SYSTEM_PROMPT, LMPromptWriter, clean_line
 
-__all__ = ["SYSTEM_PROMPT", "PromptWriter", "clean_line"]
+__all__ = ["SYSTEM_PROMPT", "LMPromptWriter", "clean_line"]
+
+
+@hookimpl
+def register_prompt_writers(register) -> None:
+    register(LMPromptWriter)

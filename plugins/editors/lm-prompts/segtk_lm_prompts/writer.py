@@ -1,4 +1,4 @@
-"""`PromptWriter`: a local causal LM rewrites the source caption into the edit prompt P*.
+"""`LMPromptWriter` (prompt writer `lm`): a local causal LM rewrites the source caption into the edit prompt P*.
 
 Gen4Seg has a language model rewrite the caption of an image into the edited caption ("a photo
 of a car" -> "a photo of a red car"). Here a local chat model (any transformers causal LM whose
@@ -14,6 +14,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from segtk.core.editing import PromptWriter, Sample
 from segtk.core.errors import PluginError
 
 SYSTEM_PROMPT = (
@@ -36,29 +39,32 @@ def clean_line(text: str, max_chars: int = 200) -> str:
     return ""
 
 
-class PromptWriter:
+class LMPromptWriter(PromptWriter):
     """Edit prompts from a local causal LM (`AutoModelForCausalLM`, loaded offline from `path`).
 
-    `write(...)` returns (prompt, source), source being "lm:PATH" or "template" (the template
-    is used only when the model's cleaned answer is empty). `rewrite(...)` returns the prompt
-    and keeps the source in `last_source`. Answers are cached per (caption, class, attribute,
-    value), so variants of one edit share one generation.
+    `write(...)` and `rewrite(...)` return (prompt, source), source being "lm:PATH" or
+    "template" (the template is used only when the model's cleaned answer is empty). Answers
+    are cached per (caption, class, attribute, value), so variants of one edit share one
+    generation.
     """
+
+    name = "lm"
+    requires = ("transformers",)
+    install = "pip install transformers  (or: pip install -e plugins/editors/lm-prompts)"
+    description = "a local transformers chat LM rewrites the source caption (--prompt-model DIR)"
 
     def __init__(self, path: str | Path, max_new_tokens: int = 40, device: str = "cpu",
                  option: str = "--prompt-model") -> None:
         self.path = Path(path)
-        if not self.path.is_dir():
+        if not str(path).strip() or not self.path.is_dir():
             raise PluginError(f"{option} {path}: no such model folder",
                               hint="give a local folder holding a transformers causal LM and its "
                                    "tokenizer (save_pretrained); nothing is downloaded")
         try:
-            import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as exc:
-            raise PluginError(f"{option} needs transformers and torch ({exc})",
-                              hint="pip install transformers torch") from exc
-        self.torch = torch
+            raise PluginError(f"{option} needs transformers ({exc})",
+                              hint="pip install transformers") from exc
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
             self.model = AutoModelForCausalLM.from_pretrained(self.path, local_files_only=True)
@@ -74,7 +80,6 @@ class PromptWriter:
         self.device = device
         self.max_new_tokens = max_new_tokens
         self.source = f"lm:{path}"
-        self.last_source = ""
         self._cache: dict[tuple[str, str, str, str], tuple[str, str]] = {}
 
     def messages(self, caption: str, class_name: str, attribute: str,
@@ -96,8 +101,8 @@ class PromptWriter:
         ids = self.prompt_ids(messages)
         tok = self.tokenizer
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        with self.torch.no_grad():
-            out = self.model.generate(ids, attention_mask=self.torch.ones_like(ids),
+        with torch.no_grad():
+            out = self.model.generate(ids, attention_mask=torch.ones_like(ids),
                                       max_new_tokens=self.max_new_tokens, do_sample=False,
                                       num_beams=1, pad_token_id=pad)
         return tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
@@ -110,9 +115,8 @@ class PromptWriter:
             self._cache[key] = (text, self.source) if text else (template, "template")
         return self._cache[key]
 
-    def rewrite(self, sample: Any, attribute: str, value: str, template: str) -> str:
-        """The edit prompt for a segtk Sample (what AttributeEditor.prompt calls)."""
+    def rewrite(self, sample: Sample, attribute: str, value: str,
+                template: str) -> tuple[str, str]:
+        """(prompt, source) for a segtk Sample (what `Editor.write_prompt` asks)."""
         caption = sample.prompt or template
-        prompt, self.last_source = self.write(caption, sample.class_name.replace("_", " "),
-                                              attribute, value, template)
-        return prompt
+        return self.write(caption, sample.class_name.replace("_", " "), attribute, value, template)

@@ -11,10 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.jobs.edit import edit_dataset
+from segtk.core import registry
 from segtk.core.editing import Editor
 from segtk.core.errors import PluginError, SegtkError
-from segtk_lm_prompts import SYSTEM_PROMPT, PromptWriter, clean_line
+from segtk.jobs.edit import EditConfig, edit_dataset
+from segtk_lm_prompts import SYSTEM_PROMPT, LMPromptWriter, clean_line
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|end|> {% endfor %}"
@@ -54,8 +55,8 @@ def model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def writer(model_dir) -> PromptWriter:
-    return PromptWriter(model_dir)
+def writer(model_dir) -> LMPromptWriter:
+    return LMPromptWriter(model_dir)
 
 
 def contains(seq: list[int], sub: list[int]) -> bool:
@@ -82,7 +83,7 @@ def test_generation_is_deterministic_and_one_clean_line(writer, model_dir) -> No
     assert source == f"lm:{model_dir}"
     assert prompt and "\n" not in prompt and prompt == prompt.strip() and "  " not in prompt
     assert prompt == clean_line(raw)
-    fresh = PromptWriter(model_dir)  # a second load answers the same
+    fresh = LMPromptWriter(model_dir)  # a second load answers the same
     assert fresh.write(*args) == (prompt, source)
 
 
@@ -91,7 +92,7 @@ def test_clean_line_and_empty_answer_falls_back_to_template(model_dir, monkeypat
         "a photo of a red car"
     assert clean_line(" \n\t ") == ""
     assert clean_line("word " * 100, max_chars=22) == "word word word word"
-    writer = PromptWriter(model_dir)
+    writer = LMPromptWriter(model_dir)
     monkeypatch.setattr(writer, "generate", lambda messages: " \n ")
     assert writer.write("c", "car", "color", "red", "a photo of a red car") == \
         ("a photo of a red car", "template")
@@ -99,7 +100,7 @@ def test_clean_line_and_empty_answer_falls_back_to_template(model_dir, monkeypat
 
 def test_missing_model_folder_is_a_clear_error(tmp_path) -> None:
     with pytest.raises(PluginError, match="--prompt-model .*no such model folder"):
-        PromptWriter(tmp_path / "nope")
+        LMPromptWriter(tmp_path / "nope")
     result = CliRunner().invoke(cli, ["edit", "--plugin", "material", "--limit", "1",
                                       "--out", str(tmp_path / "o"),
                                       "--prompt-model", str(tmp_path / "nope")])
@@ -116,7 +117,7 @@ def test_segtk_edit_with_prompt_model_records_the_writer(model_dir, tmp_path) ->
     assert result.exit_code == 0, result.output
     manifest = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]
     assert manifest
-    writer = PromptWriter(model_dir)
+    writer = LMPromptWriter(model_dir)
     for rec in manifest:
         assert rec["prompt_writer"] == f"lm:{model_dir}"
         assert rec["prompt_source"] == "a photo of a building"  # the source caption, as before
@@ -136,4 +137,10 @@ def test_prompt_model_needs_an_attribute_editor(tmp_path) -> None:
 
     run = type("Run", (), {"path": tmp_path})()
     with pytest.raises(SegtkError, match="--prompt-model: editor 'own' writes its own prompts"):
-        edit_dataset(Own(), None, run, ["x"], prompt_writer=object())
+        edit_dataset(Own(), None, run, EditConfig(["x"], prompt_writer=object()))
+
+
+def test_registered_as_prompt_writer_lm() -> None:
+    info = {(i.kind, i.name): i for i in registry.plugins()}
+    assert info[("prompt-writer", "lm")].distribution == "segtk-lm-prompts"
+    assert registry.prompt_writer("lm") is LMPromptWriter
