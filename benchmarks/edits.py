@@ -1,15 +1,17 @@
 """`segtk bench edits`: models × edited subsets (Gen4Seg robustness tables), sharded, resumable.
 
-1. Each attribute's edited subset is built with the core edit job into OUT/edits/ATTR (an
-   existing one is reused/continued: its config must match). With the diffusion backend a
-   `recon` subset (DDIM reconstruction of the same images) is built too.
+1. Each attribute's edited subset is built with the edit job into OUT/edits/ATTR (an
+   existing one is reused/continued: its config must match). A backend with a `reference`
+   editor (the diffusion backend's `recon`, DDIM reconstruction of the same images) also gets
+   that subset, OUT/edits/recon.
 2. Every model is scored on Original (the source images that were edited, in any subset),
    Recon (diffusion only) and each subset. Records (one per model, subset and image, with its
    confusion) land in OUT/results.jsonl atomically; --resume skips those done.
-3. Tables: dataset mIoU per subset; per group (appearance: color, material, style, weather;
-   geometry: size, position) RmIoU = mean mIoU over the group's edited subsets and
-   mR = RmIoU / mIoU(reference) (Gen4Seg Eq. 11), reference = Recon if present, else Original
-   (geometry: Original-object, see below).
+3. Tables: dataset mIoU per subset; per group (each editor's `kind`: appearance, e.g. color,
+   material, style, weather; geometry, e.g. size, position; a third-party editor joins its
+   kind's group) RmIoU = mean mIoU over the group's edited subsets and mR = RmIoU /
+   mIoU(reference) (Gen4Seg Eq. 11), reference = Recon if present, else Original (geometry:
+   Original-object, see below).
 
 Geometry subsets are scored on object pixels only (label outside the saved mask = ignore):
 the repainted background is not labelled reliably. Their mIoU averages the classes present in
@@ -21,6 +23,8 @@ labelled pixels, as in the paper.
 
 from __future__ import annotations
 
+import csv
+import io
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,30 +35,44 @@ import numpy as np
 import torch
 
 from segtk.core.data import (
+    Dataset,
     atomic_write_bytes,
     atomic_write_json,
     batch_tensors,
     read_label,
     same_size_batches,
+    write_png,
 )
+from segtk.core.editing import EDIT_KINDS
+from segtk.core.editkit import reference_editor
 from segtk.core.errors import SegtkError
 from segtk.core.metrics import confusion, iou_per_class, mean_iou, mean_robustness
+from segtk.core.render import save_figure
 from segtk.core.runs import RunDir
+from segtk.core.samples import DEFAULT_MIN_AREA, prepare_sample
 from segtk.core.specs import cached_segmenter, check_compatible, load_dataset
+from segtk.jobs.edit import (
+    EditConfig,
+    EditRun,
+    build_editor,
+    build_filter,
+    edit_dataset,
+    parse_filter_params,
+    run_config,
+)
 
-APPEARANCE = ("color", "material", "weather", "style")
-GEOMETRY = ("size", "position")
 ORIGINAL, RECON, ORIGINAL_OBJECT = "original", "recon", "original-object"
 
 
 @dataclass(frozen=True)
 class Subset:
-    name: str  # original, recon or the attribute
+    name: str  # original, original-object, recon or the attribute
     data: str  # dataset spec
     split: str | None
     images: tuple[str, ...]
     object_only: bool = False  # score only pixels inside OUT/edits/NAME/masks
     masks: str | None = None
+    kind: str = ""  # the editor's kind (its mR group); "" for the references
 
 
 @dataclass(frozen=True)
@@ -89,7 +107,8 @@ def run_shard(shard: Shard) -> list[dict[str, Any]]:
                 label = torch.where(mask, label, torch.full_like(label, ignore))
             conf = confusion(pred[i], label, k, ignore)[0]
             records.append({"key": shard.key(item.name), "model": shard.model,
-                            "subset": sub.name, "image": item.name, "confusion": conf.tolist()})
+                            "subset": sub.name, "kind": sub.kind, "image": item.name,
+                            "confusion": conf.tolist()})
     return records
 
 
@@ -98,59 +117,55 @@ def build_subsets(data_spec: str, split: str | None, limit: int | None, attribut
                   filters: Sequence[str] = (), filter_params: Sequence[str] = (), seed: int = 0,
                   editor_params: dict[str, str] | None = None,
                   on_subset: Callable[[str, Any], None] | None = None) -> list[Subset]:
-    """Edit (or reuse) one subset per attribute; return Original, [Recon,] and the subsets."""
-    from segtk.jobs.edit import (
-        EditRun,
-        build_editor,
-        build_filter,
-        edit_dataset,
-        parse_filter_params,
-    )
-
+    """Edit (or reuse) one subset per attribute; return Original, [Original-object,] [Recon,]
+    and the subsets. Each subset's `kind` is its editor's; the backend's reference editor (if
+    any) builds the Recon subset."""
     data = load_dataset(data_spec, split, limit)
     opts = parse_filter_params(list(filters), list(filter_params))
-    names = list(attributes) + ([RECON] if backend == "diffusion" else [])
-    built: list[tuple[str, Path, list[str], bool]] = []
-    for attr in names:
-        editor = build_editor(attr, backend, dict(editor_params or {}))
-        vals = [editor.check_value(v) for v in values[attr]] if values and attr in values else (
-            list(editor.values))
-        flts = [build_filter(n, opts[n]) for n in filters] if attr != RECON else []
-        path = out / "edits" / attr
-        config = {"plugin": attr, "values": vals, "backend": backend, "data": data_spec,
-                  "split": split, "limit": limit, "variants": 1, "seed": seed,
-                  "params": getattr(editor, "parameters", dict)(), "save_sources": True,
-                  "filters": {f.name: f.parameters() if hasattr(f, "parameters") else opts[f.name]
-                              for f in flts}}
-        run = EditRun(path, config, resume=True)
-        summary = edit_dataset(editor, data, run, vals, 1, seed, sheet_rows=6, filters=flts)
+    reference = reference_editor(backend)
+    plan_ = [(attr, attr) for attr in attributes] + ([(RECON, reference)] if reference else [])
+    built: list[tuple[str, Path, list[str], str]] = []
+    for subset, plugin in plan_:
+        editor = build_editor(plugin, backend, dict(editor_params or {}))
+        if editor.kind not in EDIT_KINDS:
+            raise SegtkError(f"editor {plugin!r} declares kind {editor.kind!r}",
+                             hint=f"an editor's kind is one of {', '.join(EDIT_KINDS)}; fix "
+                                  "the plugin")
+        vals = [editor.check_value(v) for v in values[subset]] \
+            if values and subset in values else list(editor.values)
+        flts = [build_filter(n, opts[n]) for n in filters] if subset != RECON else []
+        path = out / "edits" / subset
+        settings = EditConfig(vals, seed=seed, sheet_rows=6, filters=flts)
+        # the config `segtk edit` records for the same settings: either resumes the other's folder
+        run = EditRun(path, run_config(editor, plugin, backend, data_spec, split, limit, settings,
+                                       opts), resume=True)
+        summary = edit_dataset(editor, data, run, settings)
         if on_subset:
-            on_subset(attr, summary)
+            on_subset(subset, summary)
         edited = [r["name"] for r in summary.edited]
-        built.append((attr, path, edited, getattr(editor, "kind", "appearance") == "geometry"))
+        built.append((subset, path, edited, "" if subset == RECON else editor.kind))
     sources = sorted({n.split("__")[0] for _, _, edited, _ in built for n in edited})
     if not sources:
         raise SegtkError("no image could be edited for any attribute",
                          hint="see OUT/edits/ATTR/skipped.jsonl; try more images or --min-area")
     subsets = [Subset(ORIGINAL, data_spec, split, tuple(s for s in data.names if s in set(sources)))]
-    geo_sources = sorted({n.split("__")[0] for _, _, edited, g in built if g for n in edited})
+    geo_sources = sorted({n.split("__")[0] for _, _, edited, kind in built
+                          if kind == "geometry" for n in edited})
     if geo_sources:  # the geometry reference: source images scored on their object's pixels
         masks = object_masks(data, geo_sources, out / "edits" / ORIGINAL_OBJECT / "masks")
         subsets.append(Subset(ORIGINAL_OBJECT, data_spec, split,
                               tuple(s for s in data.names if s in set(geo_sources)), True, masks))
-    for attr, path, edited, geometry in built:
+    for subset, path, edited, kind in built:
+        geometry = kind == "geometry"
         if edited:
-            subsets.append(Subset(attr, f"edited:{path}", None, tuple(edited), geometry,
-                                  str(path / "masks") if geometry else None))
+            subsets.append(Subset(subset, f"edited:{path}", None, tuple(edited), geometry,
+                                  str(path / "masks") if geometry else None, kind))
     return subsets
 
 
-def object_masks(data, sources: Sequence[str], folder: Path) -> str:
+def object_masks(data: Dataset, sources: Sequence[str], folder: Path) -> str:
     """The salient-object masks of the source images (as the object editors pick them, with the
     default --min-area/--exclude), written as PNGs; images without an object get none."""
-    from segtk.core.data import write_png
-    from segtk.core.samples import DEFAULT_MIN_AREA, prepare_sample
-
     index = {n: i for i, n in enumerate(data.names)}
     for name in sources:
         if (folder / f"{name}.png").exists():
@@ -214,13 +229,14 @@ def aggregate(records: Sequence[dict[str, Any]], shards: Sequence[Shard]) -> dic
     models = list(dict.fromkeys(s.model for s in shards))
     subsets = list(dict.fromkeys(s.subset.name for s in shards))
     object_only = {s.subset.name for s in shards if s.subset.object_only}
+    kinds = {s.subset.name: s.subset.kind for s in shards}
     miou = {m: {s: 100 * subset_miou(totals[(m, s)], s in object_only) for s in subsets
                 if (m, s) in totals} for m in models}
     groups = []
     for m in models:
         scores = miou[m]
-        for group, members in (("appearance", APPEARANCE), ("geometry", GEOMETRY)):
-            edited = [s for s in subsets if s in members and s in scores]
+        for group in EDIT_KINDS:
+            edited = [s for s in subsets if kinds[s] == group and s in scores]
             if not edited:
                 continue
             if group == "appearance":
@@ -240,9 +256,6 @@ def aggregate(records: Sequence[dict[str, Any]], shards: Sequence[Shard]) -> dic
 
 def write_outputs(result: dict[str, Any], out: Path) -> list[Path]:
     """table.csv (model × subset mIoU, then RmIoU/mR per group), table.json, miou.png."""
-    import csv
-    import io
-
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["model", "subset", "miou", "images"])
@@ -266,8 +279,6 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from segtk.core.render import save_figure
 
     subsets, models = result["subsets"], result["models"]
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(subsets) * max(1, len(models)) + 2), 4))

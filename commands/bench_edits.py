@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from segtk.benchmarks.edits import aggregate, build_subsets, plan, run_bench, write_outputs
 from segtk.commands.console import console, progress, table
 from segtk.commands.options import (
     DEMO_MODEL,
@@ -16,17 +17,20 @@ from segtk.commands.options import (
     shard_options,
     split_option,
 )
-from segtk.core.editing import BACKENDS
+from segtk.core import registry
+from segtk.core.editkit import CLASSICAL
 from segtk.core.errors import SegtkError
+from segtk.core.params import parse_pairs
+from segtk.core.runs import RunDir
+from segtk.core.specs import split_spec
+from segtk.jobs.executors import make_executor
+from segtk.reports.writer import write_report
 
 
 def split_models(value: str) -> list[str]:
     """'A,B' -> model specs, keeping a spec's own commas: a part that starts neither with a
     model plugin's name nor with `NAME:` (a detectron2/mmseg/hf spec's ',WEIGHTS' or
     ',classes=...') continues the spec before it."""
-    from segtk.core import registry
-    from segtk.core.specs import split_spec
-
     names = {i.name for i in registry.plugins() if i.kind == "segmenter"}
     specs: list[str] = []
     for part in csv_list(value):
@@ -39,12 +43,12 @@ def split_models(value: str) -> list[str]:
 
 
 def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
-    out = {}
-    for item in items:
-        attr, sep, vals = item.partition("=")
-        if not sep or not attr.strip() or not csv_list(vals):
-            raise SegtkError(f"cannot read --values {item!r}", hint="write --values ATTR=V1,V2")
-        out[attr.strip()] = csv_list(vals)
+    """`--values ATTR=V1,V2` items -> {ATTR: [V1, V2]}."""
+    syntax = "write --values ATTR=V1,V2, e.g. --values color=red,blue"
+    out = {attr: csv_list(vals) for attr, vals in parse_pairs(items, "--values", hint=syntax).items()}
+    for attr, vals in out.items():
+        if not vals:
+            raise SegtkError(f"--values {attr}=: no values given", hint=syntax)
     return out
 
 
@@ -59,8 +63,10 @@ def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
 @click.option("--values", "values", multiple=True, metavar="ATTR=V1,V2",
               help="Values of one attribute [default: all the editor's values], e.g. "
                    "--values color=red,blue --values size=0.2.")
-@click.option("--backend", type=click.Choice(BACKENDS), default="classical", show_default=True,
-              help="diffusion also builds and scores a Recon subset (the mR reference).")
+@click.option("--backend", default=CLASSICAL, show_default=True, metavar="NAME",
+              help="classical, or an edit-backend plugin (see `segtk plugins`); a backend with "
+                   "a reference editor (diffusion: recon) also builds and scores that subset, "
+                   "the appearance mR reference.")
 @click.option("--param", "extra", multiple=True, metavar="KEY=VALUE",
               help="Editor/backend parameter for every attribute, e.g. --param sd=DIR.")
 @click.option("--filters", default="", help="Comma-separated noise filters (clip, surrogate).")
@@ -78,9 +84,10 @@ def bench_edits(models_, data_spec, split, limit, attributes, values, backend, e
                 resume, write_html) -> None:
     """Edited subsets × models → mIoU per subset, RmIoU and mR (Gen4Seg Tab. II/III).
 
-    Edited subsets are built (or reused) in OUT/edits/ATTR with `segtk edit`'s job. mR =
-    RmIoU / mIoU(reference): Recon with --backend diffusion, else Original (the source images).
-    Geometry subsets (size, position) are scored on the edited object's pixels only.
+    Edited subsets are built (or reused) in OUT/edits/ATTR with `segtk edit`'s job and grouped
+    by their editor's kind (appearance or geometry). mR = RmIoU / mIoU(reference): Recon with
+    --backend diffusion, else Original (the source images). Geometry subsets (e.g. size,
+    position) are scored on the edited object's pixels only.
 
     \b
     Examples:
@@ -88,11 +95,6 @@ def bench_edits(models_, data_spec, split, limit, attributes, values, backend, e
       segtk bench edits --models espnet:camvid=../shared/models/espnet_camvid.safetensors \\
           --data camvid:../shared/data/camvid --limit 20 --values color=red,blue
     """
-    from segtk.benchmarks.edits import aggregate, build_subsets, plan, run_bench, write_outputs
-    from segtk.commands.edit import parse_params
-    from segtk.core.runs import RunDir
-    from segtk.jobs.executors import make_executor
-
     models, attrs = split_models(models_), csv_list(attributes)
     if not models or not attrs:
         raise SegtkError("--models and --attributes must name at least one each")
@@ -108,7 +110,7 @@ def bench_edits(models_, data_spec, split, limit, attributes, values, backend, e
                       f"(skipped: {skipped})")
 
     subsets = build_subsets(data_spec, split, limit, attrs, out_dir, backend, parse_values(values),
-                            csv_list(filters), filter_params, seed, parse_params(extra), said)
+                            csv_list(filters), filter_params, seed, parse_pairs(extra, "--param"), said)
     shards = plan(models, subsets, chunk, batch_size)
     config = {"models": models, "data": data_spec, "split": split, "limit": limit,
               "attributes": attrs, "backend": backend, "values": parse_values(values),
@@ -132,5 +134,4 @@ def bench_edits(models_, data_spec, split, limit, attributes, values, backend, e
     for path in write_outputs(result, out_dir):
         console.print(f"wrote {path}")
     if write_html:
-        from segtk.reports.writer import write_report
         console.print(f"report: {write_report(out_dir)}")

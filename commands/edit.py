@@ -8,33 +8,37 @@ import click
 
 from segtk.commands.console import console, err_console, progress, table
 from segtk.commands.options import csv_list, data_option, limit_option, split_option
-from segtk.core.editing import BACKENDS
+from segtk.core import registry
+from segtk.core.editing import PromptWriter
+from segtk.core.editkit import CLASSICAL, backend_class
 from segtk.core.errors import SegtkError
+from segtk.core.params import parse_pairs
 from segtk.core.samples import DEFAULT_EXCLUDE, DEFAULT_MIN_AREA, SKIP_REASONS
+from segtk.core.specs import load_dataset
+from segtk.jobs.edit import (
+    EditConfig,
+    EditRun,
+    build_editor,
+    build_filter,
+    edit_dataset,
+    parse_filter_params,
+    run_config,
+)
+from segtk.reports.writer import write_report
+
+DEFAULT_PROMPT_WRITER = "lm"  # segtk-lm-prompts: a local chat LM in the --prompt-model folder
+BACKEND_HELP = ("classical = the editor's own CPU code; any other NAME is an edit-backend "
+                "plugin (see `segtk plugins`), e.g. diffusion (segtk-diffusion).")
 
 
-def parse_params(items: tuple[str, ...]) -> dict[str, str]:
-    params = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise SegtkError(f"cannot read --param {item!r}", hint="write --param KEY=VALUE")
-        params[key.strip().replace("-", "_")] = value.strip()
-    return params
-
-
-def load_prompt_writer(path: str):
-    """The segtk-lm-prompts PromptWriter for --prompt-model PATH (a clear error if unusable)."""
-    if not str(path).strip() or not Path(path).is_dir():
-        raise SegtkError(f"--prompt-model {path}: no such model folder",
-                         hint="give a local folder with a transformers chat LM and its tokenizer "
-                              "(save_pretrained); nothing is downloaded")
-    try:
-        from segtk_lm_prompts import PromptWriter
-    except ImportError as exc:
-        raise SegtkError("--prompt-model needs the segtk-lm-prompts plugin",
-                         hint="pip install -e plugins/editors/lm-prompts") from exc
-    return PromptWriter(path, option="--prompt-model")
+def load_prompt_writer(name: str | None, model: str | None) -> PromptWriter | None:
+    """The registered prompt writer `name` (default "lm") built on `--prompt-model MODEL`."""
+    if model is None:
+        if name is not None:
+            raise SegtkError(f"--prompt-writer {name} needs --prompt-model MODEL",
+                             hint="add --prompt-model, e.g. a local chat LM folder for lm")
+        return None
+    return registry.prompt_writer(name or DEFAULT_PROMPT_WRITER)(model)
 
 
 @click.command()
@@ -42,8 +46,7 @@ def load_prompt_writer(path: str):
               help="Editor: color, material, style, weather, size, position (see `segtk plugins`).")
 @click.option("--values", default=None,
               help="Comma-separated attribute values [default: all the editor's values].")
-@click.option("--backend", type=click.Choice(BACKENDS), default="classical", show_default=True,
-              help="classical = OpenCV/numpy, CPU, no weights; diffusion = the segtk-diffusion plugin.")
+@click.option("--backend", default=CLASSICAL, show_default=True, metavar="NAME", help=BACKEND_HELP)
 @data_option
 @split_option
 @limit_option
@@ -74,13 +77,17 @@ def load_prompt_writer(path: str):
 @click.option("--filter-param", "filter_params", multiple=True, metavar="NAME.KEY=VALUE",
               help="Filter option, e.g. --filter-param surrogate.model=espnet:camvid=PATH, "
                    "--filter-param clip.model=DIR.")
-@click.option("--prompt-model", "prompt_model", default=None, metavar="PATH",
-              help="Local chat LM folder (transformers) that writes the edit prompts instead of "
-                   "the templates (the segtk-lm-prompts plugin); manifest: prompt_writer.")
+@click.option("--prompt-model", "prompt_model", default=None, metavar="MODEL",
+              help="Model of the prompt writer that writes the edit prompts instead of the "
+                   "editor's templates; for lm (segtk-lm-prompts) a local chat LM folder "
+                   "(transformers). Manifest: prompt_writer.")
+@click.option("--prompt-writer", "prompt_writer_name", default=None, metavar="NAME",
+              help=f"Prompt-writer plugin that --prompt-model feeds [default: "
+                   f"{DEFAULT_PROMPT_WRITER}]; see `segtk plugins`.")
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def edit(editor_name, values, backend, data_spec, split, limit, out, variants, seed, resume,
          min_area, exclude, only, extra, sheet_rows, save_sources, filter_names,
-         filter_params, prompt_model, write_html) -> None:
+         filter_params, prompt_model, prompt_writer_name, write_html) -> None:
     """Edit an attribute of labelled images into a new dataset whose labels stay valid.
 
     Object edits (color, material, size, position) change the largest single-class region that
@@ -104,17 +111,9 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
       segtk predict --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
                     --data edited:runs/edit-color
     """
-    from segtk.core.specs import load_dataset
-    from segtk.jobs.edit import (
-        EditRun,
-        build_editor,
-        build_filter,
-        edit_dataset,
-        parse_filter_params,
-    )
-
-    prompt_writer = load_prompt_writer(prompt_model) if prompt_model is not None else None
-    editor = build_editor(editor_name, backend, parse_params(extra))
+    backend_class(backend)  # an unknown backend or a missing dependency: say so before anything
+    prompt_writer = load_prompt_writer(prompt_writer_name, prompt_model)
+    editor = build_editor(editor_name, backend, parse_pairs(extra, "--param"))
     filter_names = list(dict.fromkeys(filter_names))
     filter_opts = parse_filter_params(filter_names, filter_params)
     filters = [build_filter(n, filter_opts[n]) for n in filter_names]
@@ -133,16 +132,15 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
         if name.lower() not in known:
             err_console.print(f"[yellow]warning:[/] {name!r} is not a class of {data.name}")
     out = Path(out or f"runs/edit-{editor_name}")
-    config = {"plugin": editor_name, "values": value_list, "backend": backend, "data": data_spec,
-              "split": split, "limit": limit, "variants": variants, "seed": seed,
-              "min_area": min_area, "exclude": exclude_list, "classes": only_list,
-              "params": getattr(editor, "parameters", dict)(), "save_sources": save_sources}
+    settings = EditConfig(value_list, variants, seed, min_area, exclude_list, only_list,
+                          save_sources, sheet_rows, filters, prompt_writer)
+    extra: dict[str, str] = {}
     if prompt_model is not None:  # only when used, so other runs resume as before
-        config["prompt_model"] = str(prompt_model)
-    if filters:  # only when used, so runs without filters resume as before
-        config["filters"] = {f.name: f.parameters() if hasattr(f, "parameters")
-                             else filter_opts[f.name] for f in filters}
-    run = EditRun(out, config, resume)
+        extra["prompt_model"] = str(prompt_model)
+        if (prompt_writer_name or DEFAULT_PROMPT_WRITER) != DEFAULT_PROMPT_WRITER:
+            extra["prompt_writer"] = prompt_writer_name
+    run = EditRun(out, run_config(editor, editor_name, backend, data_spec, split, limit, settings,
+                                  filter_opts, **extra), resume)
     with progress() as bar:
         task = bar.add_task(f"{editor_name} ({backend})",
                             total=len(data) * len(value_list) * variants, status="")
@@ -151,9 +149,7 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
             status = rec["name"] + (f": skipped ({rec['reason']})" if "reason" in rec else "")
             bar.update(task, advance=1, status=status)
 
-        summary = edit_dataset(editor, data, run, value_list, variants, seed, min_area,
-                               exclude_list, only_list, save_sources, sheet_rows, tick,
-                               filters, prompt_writer)
+        summary = edit_dataset(editor, data, run, settings, tick)
     console.print(table(
         f"{editor_name} on {data_spec}: {len(data)} images × {len(value_list)} values"
         + (f" × {variants} variants" if variants > 1 else ""),
@@ -167,5 +163,4 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
     if (out / "contact_sheet.png").exists():
         console.print(f"contact sheet: {out / 'contact_sheet.png'}")
     if write_html:
-        from segtk.reports.writer import write_report
         console.print(f"report: {write_report(out)}")

@@ -8,7 +8,7 @@ import click
 
 from segtk.commands.console import console, progress, table
 from segtk.commands.options import csv_list, limit_option
-from segtk.core.editing import BACKENDS
+from segtk.core.editkit import CLASSICAL
 from segtk.core.errors import SegtkError
 
 
@@ -107,7 +107,8 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
               help="Editors making the edited evaluation subsets.")
 @click.option("--values", "values", multiple=True, metavar="ATTR=V1,V2",
               help="Values of one attribute, e.g. --values color=red,blue.")
-@click.option("--backend", type=click.Choice(BACKENDS), default="classical", show_default=True)
+@click.option("--backend", default=CLASSICAL, show_default=True, metavar="NAME",
+              help="classical, or an edit-backend plugin (see `segtk plugins`).")
 @training_options
 @click.option("--out", type=click.Path(file_okay=False), default="runs/bench-augment",
               show_default=True)

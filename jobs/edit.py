@@ -22,22 +22,32 @@ the order, on --limit or on resuming.
 
 from __future__ import annotations
 
+import inspect
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from PIL import Image, ImageDraw
 
-from segtk.core import runs
-from segtk.jobs.attack import image_seed
-from segtk.core.data import Dataset, atomic_write_bytes, default_palette, write_png
-from segtk.core.editing import AttributeEditor, EditedSample, Editor, Sample, SkipSample
+from segtk.core import registry, runs
+from segtk.core.data import (
+    Dataset,
+    atomic_write_bytes,
+    default_palette,
+    read_image,
+    read_label,
+    write_png,
+)
+from segtk.core.editing import EditedSample, Editor, PromptWriter, Sample, SkipSample
 from segtk.core.errors import DataError, PluginError, SegtkError, naming
 from segtk.core.filtering import Filter
+from segtk.core.params import build, parse_pairs
 from segtk.core.render import overlay
 from segtk.core.samples import DEFAULT_MIN_AREA, Skip, prepare_sample
+from segtk.jobs.attack import image_seed
 
 RUN_FILE, MANIFEST, SKIPPED = "run.json", "manifest.jsonl", "skipped.jsonl"
 SHEET = "contact_sheet.png"
@@ -91,6 +101,29 @@ class EditRun(runs.RunDir):
         return runs.read_results(self.path / SKIPPED, key="name", repair=not self.read_only)
 
 
+def run_config(editor: Editor, plugin: str, backend: str, data: str, split: str | None,
+               limit: int | None, settings: EditConfig,
+               filter_options: Mapping[str, Mapping[str, str]] | None = None,
+               **extra: Any) -> dict[str, Any]:
+    """The config an edit run's run.json records (and --resume compares): one function for
+    `segtk edit` and `segtk bench edits`, so their folders are interchangeable. Filters are
+    recorded by their `parameters()` (else the options given, `filter_options`) and only when
+    used, like `extra` settings (e.g. prompt_model), so runs without them resume as before."""
+    config: dict[str, Any] = {
+        "plugin": plugin, "values": list(settings.values), "backend": backend, "data": data,
+        "split": split, "limit": limit, "variants": settings.variants, "seed": settings.seed,
+        "min_area": settings.min_area,
+        "exclude": None if settings.exclude is None else list(settings.exclude),
+        "classes": None if settings.only is None else list(settings.only),
+        "params": editor.parameters(), "save_sources": settings.save_sources}
+    if settings.filters:
+        config["filters"] = {f.name: f.parameters() if hasattr(f, "parameters")
+                             else dict((filter_options or {}).get(f.name, {}))
+                             for f in settings.filters}
+    config.update(extra)
+    return config
+
+
 @dataclass
 class EditSummary:
     planned: int = 0
@@ -126,43 +159,50 @@ def check_edit(edited: EditedSample, sample: Sample, num_classes: int, who: str)
         raise PluginError(f"editor {who} wrote label ids outside the {num_classes} classes")
 
 
-def edit_dataset(
-    editor: Editor,
-    dataset: Dataset,
-    run: EditRun,
-    values: Sequence[str],
-    variants: int = 1,
-    seed: int = 0,
-    min_area: float = DEFAULT_MIN_AREA,
-    exclude: Sequence[str] | None = None,
-    only: Sequence[str] | None = None,
-    save_sources: bool = True,
-    sheet_rows: int = 12,
-    on_edit: Callable[[dict[str, Any]], None] | None = None,
-    filters: Sequence[Filter] = (),
-    prompt_writer: Any = None,
-) -> EditSummary:
+@dataclass
+class EditConfig:
+    """How `edit_dataset` edits: the values, variants per value and the run seed; which object
+    is edited (`min_area`, `exclude`, `only`: see core.samples.prepare_sample); what is written
+    (`save_sources`, `sheet_rows` of the contact sheet, 0 = none); the noise `filters`; and a
+    `prompt_writer` that writes the edit prompts instead of the editor's templates."""
+
+    values: Sequence[str]
+    variants: int = 1
+    seed: int = 0
+    min_area: float = DEFAULT_MIN_AREA
+    exclude: Sequence[str] | None = None
+    only: Sequence[str] | None = None
+    save_sources: bool = True
+    sheet_rows: int = 12
+    filters: Sequence[Filter] = ()
+    prompt_writer: PromptWriter | None = None
+
+
+def edit_dataset(editor: Editor, dataset: Dataset, run: EditRun, config: EditConfig,
+                 on_edit: Callable[[dict[str, Any]], None] | None = None) -> EditSummary:
     """Edit every (source image, value, variant) not yet done; return counts over the whole run.
 
-    `filters` (Gen4Seg noise filtering) judge each edit before it is written: sample filters
-    first (a rejected edit is skipped with reason `filtered:NAME`), then pixel filters, which
-    rewrite the saved label (rejected pixels = ignore). Their scores go to the manifest under
-    "filters". A filter with `prepare(dataset, cache_dir)` is prepared once on the source
+    `config.filters` (Gen4Seg noise filtering) judge each edit before it is written: sample
+    filters first (a rejected edit is skipped with reason `filtered:NAME`), then pixel filters,
+    which rewrite the saved label (rejected pixels = ignore). Their scores go to the manifest
+    under "filters". A filter with `prepare(dataset, cache_dir)` is prepared once on the source
     dataset (e.g. the surrogate filter's per-class losses), cached under OUT/filters.
 
-    `prompt_writer` (`segtk edit --prompt-model`, the segtk-lm-prompts plugin) writes the edit
-    prompts instead of the templates; attribute editors only. The manifest then records who
-    wrote each prompt under "prompt_writer" ("lm:PATH", or "template" where the model's answer
-    was empty). Without it nothing changes.
+    `config.prompt_writer` (`segtk edit --prompt-model`) writes the edit prompts instead of the
+    editor's `prompt_templates` (so the editor must declare some). The manifest then records
+    who wrote each prompt under "prompt_writer" (e.g. "lm:PATH", or "template" where the
+    writer fell back to the template). Without it nothing changes. `on_edit` sees each record.
     """
     out = run.path
+    values, variants, seed = config.values, config.variants, config.seed
+    save_sources, prompt_writer = config.save_sources, config.prompt_writer
     if prompt_writer is not None:
-        if not isinstance(editor, AttributeEditor):
+        if not editor.prompt_templates:
             raise SegtkError(f"--prompt-model: editor {editor.name!r} writes its own prompts",
-                             hint="use --prompt-model with the attribute editors (color, "
-                                  "material, style, weather, size, position)")
+                             hint="use --prompt-model with editors that declare prompt "
+                                  "templates (see their README)")
         editor.prompt_writer = prompt_writer
-    filters = sorted(filters, key=lambda f: 0 if f.stage == "sample" else 1)
+    filters = sorted(config.filters, key=lambda f: 0 if f.stage == "sample" else 1)
     for flt in filters:
         if hasattr(flt, "prepare"):
             flt.prepare(dataset, out / "filters")
@@ -171,7 +211,7 @@ def edit_dataset(
     if save_sources:
         atomic_write_bytes(out / "source" / "classes.txt", ("\n".join(dataset.classes) + "\n").encode())
     done, skipped = run.done(), run.skipped()
-    level = getattr(editor, "level", "object")
+    level = editor.level
     backend = getattr(editor, "backend", "classical")
     backend = backend if isinstance(backend, str) else "editor-defined"
     who = f"{editor.name} ({backend})"
@@ -197,8 +237,8 @@ def edit_dataset(
         try:
             item = dataset[index]
             prepared: Sample | Skip = prepare_sample(
-                source, item.image, item.label, dataset.classes, level, min_area, exclude, only,
-                dataset.ignore_index)
+                source, item.image, item.label, dataset.classes, level, config.min_area,
+                config.exclude, config.only, dataset.ignore_index)
         except DataError as exc:
             item, prepared = None, Skip("bad-data", exc.message)
         for value, k, name in todo:
@@ -209,8 +249,6 @@ def edit_dataset(
                 finish(record, True)
                 continue
             sample_seed = image_seed(seed, name)
-            if prompt_writer is not None:
-                prompt_writer.last_source = ""
             try:
                 with naming(f"while editing {name}", PluginError, f"editor {who}",
                             hint="edits written so far are kept; fix the editor and rerun with --resume",
@@ -254,13 +292,13 @@ def edit_dataset(
                 "run_seed": seed,
             }
             if prompt_writer is not None:
-                record["prompt_writer"] = prompt_writer.last_source or "template"
+                record["prompt_writer"] = edited.prompt_writer or "template"
             if filters:
                 record["filters"] = scores
             append_line(out / MANIFEST, record)
             finish(record, False)
-    if sheet_rows > 0 and summary.edited:
-        contact_sheet(out, dataset, summary.edited, palette, sheet_rows)
+    if config.sheet_rows > 0 and summary.edited:
+        contact_sheet(out, dataset, summary.edited, palette, config.sheet_rows)
     run.write_run_file(summary.as_dict())
     return summary
 
@@ -304,8 +342,6 @@ def pick_rows(records: Sequence[dict[str, Any]], rows: int) -> list[dict[str, An
 
 
 def _tile(image: np.ndarray, width: int) -> np.ndarray:
-    from PIL import Image
-
     h, w = image.shape[:2]
     height = max(1, round(h * width / w))
     return np.asarray(Image.fromarray(image).resize((width, height), Image.Resampling.BILINEAR))
@@ -314,10 +350,6 @@ def _tile(image: np.ndarray, width: int) -> np.ndarray:
 def contact_sheet(out: Path, dataset: Dataset, records: Sequence[dict[str, Any]],
                   palette: np.ndarray, rows: int = 12, width: int = 320) -> Path:
     """DIR/contact_sheet.png: one row per edit, original | edited | label overlay, captioned."""
-    from PIL import Image, ImageDraw
-
-    from segtk.core.data import read_image, read_label
-
     index = {n: i for i, n in enumerate(dataset.names)}
     strips = []
     for rec in pick_rows(records, rows):
@@ -346,50 +378,33 @@ def contact_sheet(out: Path, dataset: Dataset, records: Sequence[dict[str, Any]]
     return path
 
 
-def build_editor(name: str, backend: str, params: dict[str, str]) -> Editor:
-    """The registered editor class `name`, constructed with its backend and parameters."""
-    import inspect
-
-    from segtk.core import registry
-
-    cls = registry.editor(name)
-    if isinstance(cls, type) and issubclass(cls, AttributeEditor):
-        return cls(backend=backend, **params)
-    if not isinstance(cls, type):
-        return cls
-    # Other editors (e.g. `recon` from segtk-diffusion): --param goes to an `options` argument.
-    takes_options = "options" in inspect.signature(cls).parameters
-    if params and not takes_options:
-        raise PluginError(f"editor {name!r} takes no --param options")
-    return cls(options=params) if takes_options else cls()
+def build_editor(name: str, backend: str, params: Mapping[str, str]) -> Editor:
+    """The registered editor `name`, built from its `--param` text by core.params.build (which
+    reads each value as the editor declares it). An editor whose constructor takes a `backend`
+    gets `backend`; one that takes `options` gets the keys it does not declare there."""
+    # the constructor's own signature: `declared` lists an editor's `defaults`, not `backend`
+    takes_backend = "backend" in inspect.signature(registry.editor(name)).parameters
+    editor: Editor = build("editor", name, params, **({"backend": backend} if takes_backend else {}))
+    return editor
 
 
-def build_filter(name: str, params: dict[str, str]) -> Filter:
-    """The registered filter class `name`, constructed with its options."""
-    from segtk.core import registry
-
-    cls = registry.filter_(name)
-    if not isinstance(cls, type):
-        return cls
-    try:
-        return cls(**params)
-    except TypeError as exc:
-        raise PluginError(f"filter {name!r}: {exc}",
-                          hint=f"see the filter's README for its options (--filter-param {name}.KEY=VALUE)"
-                          ) from exc
+def build_filter(name: str, params: Mapping[str, str]) -> Filter:
+    """The registered filter `name`, built from its `--filter-param` text (core.params.build)."""
+    flt: Filter = build("filter", name, params)
+    return flt
 
 
 def parse_filter_params(names: Sequence[str], items: Sequence[str]) -> dict[str, dict[str, str]]:
     """`--filter-param NAME.KEY=VALUE` items -> {NAME: {KEY: VALUE}} for the given filters."""
+    syntax = "write --filter-param FILTER.KEY=VALUE, e.g. surrogate.alpha=2"
     out: dict[str, dict[str, str]] = {n: {} for n in names}
-    for item in items:
-        head, sep, value = item.partition("=")
+    for head, value in parse_pairs(items, "--filter-param", hint=syntax).items():
         fname, dot, key = head.partition(".")
-        if not sep or not dot or not key.strip():
-            raise SegtkError(f"cannot read --filter-param {item!r}",
-                             hint="write --filter-param FILTER.KEY=VALUE, e.g. surrogate.alpha=2")
+        if not dot or not fname.strip() or not key.strip():
+            raise SegtkError(f"cannot read --filter-param {head}={value}: expected FILTER.KEY=VALUE",
+                             hint=syntax)
         if fname.strip() not in out:
-            raise SegtkError(f"--filter-param {item!r}: filter {fname!r} is not among --filter",
+            raise SegtkError(f"--filter-param {head}={value}: filter {fname!r} is not among --filter",
                              hint=f"add --filter {fname}")
-        out[fname.strip()][key.strip().replace("-", "_")] = value.strip()
+        out[fname.strip()][key.strip()] = value
     return out

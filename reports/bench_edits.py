@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from segtk.core.errors import SegtkError
-from segtk.reports.common import REPORT_FILE, _brief, _href, _note
 from segtk.core.runs import RESULTS_FILE, read_results
+from segtk.reports.common import REPORT_FILE, _brief, _href, _note
 
 TABLE_FILE = "table.json"
 CHART_FILE = "miou.png"
@@ -40,14 +40,17 @@ def read_table(run: Path, notes: list[dict[str, str]]) -> dict[str, Any]:
     if not records:
         raise SegtkError(f"{run}: no {TABLE_FILE} and no finished records in {RESULTS_FILE} yet",
                          hint="run the benchmark (or continue it with --resume) first")
-    from segtk.benchmarks.edits import GEOMETRY, ORIGINAL_OBJECT, Shard, Subset, aggregate
+    from segtk.benchmarks.edits import ORIGINAL_OBJECT, Shard, Subset, aggregate
 
     _note(notes, f"No {TABLE_FILE} (the benchmark did not finish): the table is recomputed from "
                  f"the {len(records)} records in {RESULTS_FILE}.", "warn")
     images: dict[tuple[str, str], list[str]] = {}
+    kinds: dict[str, str] = {}  # each record names its subset's kind (its editor's mR group)
     for rec in records:
         images.setdefault((rec["model"], rec["subset"]), []).append(rec["image"])
-    shards = [Shard(m, Subset(s, "", None, tuple(imgs), s in GEOMETRY or s == ORIGINAL_OBJECT),
+        kinds[rec["subset"]] = rec.get("kind", "")
+    shards = [Shard(m, Subset(s, "", None, tuple(imgs),
+                              kinds[s] == "geometry" or s == ORIGINAL_OBJECT, kind=kinds[s]),
                     tuple(imgs)) for (m, s), imgs in images.items()]
     return aggregate(records, shards)
 
@@ -80,7 +83,7 @@ def bench_edits_context(run: Path, meta: dict[str, Any], data_spec: str | None,
         skipped = summary.get("skipped")
         subset_info.append({
             "name": s,
-            "role": _role(s),
+            "role": _role(s, group_rows),
             "images": max((int((counts.get(m) or {}).get(s, 0)) for m in models), default=0),
             "edited": summary.get("edited"),
             "skipped": sum(skipped.values()) if isinstance(skipped, dict) else skipped,
@@ -108,11 +111,9 @@ def bench_edits_context(run: Path, meta: dict[str, Any], data_spec: str | None,
     }
 
 
-def _role(subset: str) -> str:
-    from segtk.benchmarks.edits import APPEARANCE, GEOMETRY
-
-    if subset in APPEARANCE:
-        return "appearance"
-    if subset in GEOMETRY:
-        return "geometry"
+def _role(subset: str, groups: list[dict[str, Any]]) -> str:
+    """The subset's mR group ("appearance", "geometry": its editor's kind), else "reference"."""
+    for g in groups:
+        if subset in g["subsets"]:
+            return str(g["group"])
     return "reference"

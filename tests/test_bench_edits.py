@@ -5,6 +5,7 @@ files, geometry scored on object pixels only, resume reuses everything."""
 from __future__ import annotations
 
 import json
+import types
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +14,13 @@ import torch
 from click.testing import CliRunner
 from PIL import Image
 
-from segtk.cli import cli
 from segtk.benchmarks.edits import subset_miou
+from segtk.cli import cli
+from segtk.core.editing import EditedSample, Editor
+from segtk.core.editkit import GeometryEditor
+from segtk.core.hookspecs import hookimpl
 from segtk.core.metrics import mean_iou
+from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
 
 ARGS = ["bench", "edits", "--models", "demo", "--attributes", "color,size", "--values",
         "color=red,blue", "--values", "size=0.4", "--limit", "3", "--executor", "inline"]
@@ -133,3 +138,63 @@ def test_resume_after_a_lost_result(bench_run: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert json.loads((out / "table.json").read_text())["miou"] == json.loads(
         (bench_run / "table.json").read_text())["miou"]
+
+
+# --- a third-party editor joins the tables by its kind ----------------------------------------
+
+
+class Dim(Editor):
+    """A third party's appearance editor: darkens the object."""
+
+    name = attribute = "dim"
+    kind = "appearance"
+    values = ("half", "third")
+
+    def edit(self, sample, value, rng):
+        factor = {"half": 2, "third": 3}[value]
+        image = np.where(sample.mask[..., None], sample.image // factor, sample.image)
+        return EditedSample(image, sample.label.copy(), sample.mask.copy(), value)
+
+
+class Squash(GeometryEditor):
+    """A third party's geometry editor built on the editing kit: halves the object's size."""
+
+    name = attribute = "squash"
+    values = ("0.5",)
+
+    def placement(self, sample, value, rng):
+        return value, (0, 0)
+
+
+@pytest.fixture
+def third_party_editors():
+    reset_plugin_manager()
+    get_plugin_manager().register(
+        types.SimpleNamespace(register_editors=hookimpl(lambda register: [register(Dim),
+                                                                            register(Squash)])),
+        name="segtk_third_party_editors")
+    yield
+    reset_plugin_manager()
+
+
+def test_third_party_editors_join_the_groups_of_their_kind(third_party_editors, tmp_path) -> None:
+    out = tmp_path / "third"
+    args = ["bench", "edits", "--models", "demo", "--attributes", "dim,squash", "--limit", "2",
+            "--executor", "inline", "--out", str(out)]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    table = json.loads((out / "table.json").read_text())
+    assert table["subsets"] == ["original", "original-object", "dim", "squash"]
+    groups = {g["group"]: g for g in table["groups"]}
+    assert groups["appearance"]["subsets"] == ["dim"]  # both values, one subset
+    assert groups["appearance"]["reference"] == "original"
+    assert groups["geometry"]["subsets"] == ["squash"]
+    assert groups["geometry"]["reference"] == "original-object"  # scored on object pixels
+    miou = table["miou"]["demo"]
+    assert groups["appearance"]["mr"] == pytest.approx(miou["dim"] / miou["original"])
+    dim = lines(out / "edits" / "dim" / "manifest.jsonl")
+    assert {r["value"] for r in dim} == {"half", "third"} and dim[0]["kind"] == "appearance"
+    kinds = {r["subset"]: r["kind"] for r in lines(out / "results.jsonl")}
+    assert kinds == {"original": "", "original-object": "", "dim": "appearance",
+                     "squash": "geometry"}
+    assert "squash" in result.output and "geometry" in result.output

@@ -25,6 +25,7 @@ from segtk.core.errors import PluginError
 from segtk.core.hookspecs import hookimpl
 from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
 from segtk.core.samples import prepare_sample
+from segtk.jobs.edit import build_editor
 
 CLASSES = ["sky", "road", "car", "tree"]
 SKY, ROAD, CAR, TREE = range(4)
@@ -254,7 +255,8 @@ def hooks():
     reset_plugin_manager()
     pm = get_plugin_manager()
     pm.register(types.SimpleNamespace(register_edit_backends=hookimpl(backends),
-                                      register_prompt_writers=hookimpl(lambda register: register(Upper))),
+                                      register_prompt_writers=hookimpl(lambda register: register(Upper)),
+                                      register_editors=hookimpl(lambda register: register(Tint))),
                 name="segtk_fake_editing")
     FakeBackend.made.clear()
     yield
@@ -312,3 +314,10 @@ def test_a_prompt_writer_plugin_writes_the_prompts(hooks) -> None:
         out = editor.edit(sample(level=level), value, rng())
         assert out.prompt == f"{editor.prompt(sample(), value).upper()} ({editor.name})"
         assert out.prompt_writer == "upper:m1"
+
+
+def test_building_an_editor_by_name_passes_the_backend_and_its_options(hooks) -> None:
+    editor = build_editor("tint", "fake", {"amount": "0.2", "steps": "3"})
+    assert isinstance(editor, Tint) and editor.backend == "fake"
+    assert editor.params["amount"] == 0.2 and FakeBackend.made[0].options == {"steps": "3"}
+    assert build_editor("tint", "classical", {}).engine is None

@@ -12,8 +12,44 @@ from click.testing import CliRunner
 from PIL import Image
 
 from segtk.cli import cli
+from segtk.core.data import Dataset, Item
+from segtk.core.editing import EditedSample, Editor, PromptWriter
+from segtk.core.filtering import Filter, FilterResult
 from segtk.datasets.readers import load_edited
-from segtk.jobs.edit import contact_sheet, pick_rows, sample_name
+from segtk.jobs.edit import (
+    EditConfig,
+    EditRun,
+    contact_sheet,
+    edit_dataset,
+    pick_rows,
+    sample_name,
+)
+
+
+class Tint(Editor):
+    """A toy appearance editor (no editor plugin needed): darkens the object."""
+
+    name = attribute = "tint"
+    values = ("dark",)
+    prompt_templates = {"*": "a photo of {a_value} {cls}"}
+
+    def edit(self, sample, value, rng):
+        image = np.where(sample.mask[..., None], sample.image // 2, sample.image)
+        prompt, writer = self.write_prompt(sample, value)
+        return EditedSample(image, sample.label, sample.mask, value, prompt,
+                            prompt_writer=writer)
+
+
+def toy_dataset(n: int = 2) -> Dataset:
+    """`n` 32×40 images, each with a car (class 1) over half of it."""
+    def item(i: int) -> Item:
+        image = np.random.default_rng(i).integers(0, 256, (32, 40, 3), dtype=np.uint8)
+        label = np.zeros((32, 40), np.int64)
+        label[8:24, 5 + i:30 + i] = 1
+        return Item(f"toy{i}", image, label)
+
+    return Dataset("toy", ["background", "car"], [(f"toy{i}", lambda i=i: item(i))
+                                                  for i in range(n)])
 
 
 def invoke(*args: str):
@@ -139,6 +175,10 @@ def test_cli_errors_are_one_line(tmp_path) -> None:
         (["edit", "--plugin", "color", "--values", "plaid"], "no value 'plaid'"),
         (["edit", "--plugin", "color", "--param", "bogus=1"], "unknown parameter 'bogus'"),
         (["edit", "--plugin", "color", "--classes", "unicorn"], "none of these is a class"),
+        (["edit", "--plugin", "color", "--backend", "gan"], "unknown backend 'gan'"),
+        (["edit", "--plugin", "color", "--prompt-writer", "lm"], "needs --prompt-model"),
+        (["edit", "--plugin", "color", "--prompt-writer", "nope", "--prompt-model", "m"],
+         "no prompt-writer plugin named 'nope'"),
     ]:
         result = CliRunner().invoke(cli, args + ["--out", str(tmp_path / "x")])
         assert result.exit_code == 1, result.output
@@ -213,22 +253,81 @@ def test_edit_with_surrogate_filter(tmp_path) -> None:
 
 
 def test_sample_filter_rejection_is_a_skip_reason(tmp_path) -> None:
-    from segtk.core.data import Dataset
-    from segtk.jobs.edit import EditRun, build_editor, edit_dataset
-    from segtk.core.filtering import Filter, FilterResult
-    from segtk.core.specs import load_dataset
-
     class Never(Filter):
         name, stage = "never", "sample"
 
         def apply(self, original, edited):
             return FilterResult(keep=False, scores={"score": 0.5})
 
-    data: Dataset = load_dataset("demo", None, 2)
+    data = toy_dataset()
     run = EditRun(tmp_path / "n", {"x": 1}, resume=False)
-    summary = edit_dataset(build_editor("material", "classical", {}), data, run, ["wood"],
-                           sheet_rows=0, filters=[Never()])
+    summary = edit_dataset(Tint(), data, run, EditConfig(["dark"], sheet_rows=0, filters=[Never()]))
     assert summary.as_dict()["skipped"] == {"filtered:never": 2}
     skipped = lines(tmp_path / "n" / "skipped.jsonl")
     assert skipped[0]["filters"] == {"never": {"score": 0.5}}
     assert not (tmp_path / "n" / "manifest.jsonl").exists()
+
+
+def test_a_prompt_writer_writes_the_prompts_and_the_manifest_says_who(tmp_path) -> None:
+    class Echo(PromptWriter):
+        name = "echo"
+
+        def rewrite(self, sample, attribute, value, template):
+            if sample.name == "toy1":
+                return template, "template"  # e.g. a language model with an empty answer
+            return f"{template}, {attribute}={value}", "echo:1"
+
+    run = EditRun(tmp_path / "p", {"x": 1}, resume=False)
+    summary = edit_dataset(Tint(), toy_dataset(), run,
+                           EditConfig(["dark"], sheet_rows=0, prompt_writer=Echo()))
+    run.close()
+    assert [(r["prompt"], r["prompt_writer"]) for r in summary.edited] == [
+        ("a photo of a dark car, tint=dark", "echo:1"), ("a photo of a dark car", "template")]
+    assert lines(tmp_path / "p" / "manifest.jsonl")[0]["prompt_writer"] == "echo:1"
+    plain = EditRun(tmp_path / "q", {"x": 1}, resume=False)
+    records = edit_dataset(Tint(), toy_dataset(), plain, EditConfig(["dark"], sheet_rows=0)).edited
+    assert "prompt_writer" not in records[0] and records[0]["kind"] == "appearance"
+
+
+# --- edit and bench-edits folders are one kind of run -------------------------------------------
+
+
+def test_bench_edits_subsets_and_edit_runs_are_interchangeable(tmp_path) -> None:
+    """A `segtk bench edits` subset folder is a `segtk edit` run of the same settings, and the
+    other way round: either command resumes the other's folder without redoing an edit."""
+    common = ["--limit", "2", "--seed", "3"]
+    edit_args = ["edit", "--plugin", "color", "--values", "red", *common]
+    bench_args = ["bench", "edits", "--models", "demo", "--attributes", "color,material",
+                  "--values", "color=red", "--values", "material=wood", "--executor", "inline",
+                  *common]
+    bench = tmp_path / "bench"
+    first = invoke(*edit_args, "--out", str(bench / "edits" / "color"))  # made by segtk edit
+    assert first.exit_code == 0, first.output
+    stamps = {p.name: p.stat().st_mtime_ns for p in (bench / "edits" / "color" / "images").iterdir()}
+    assert stamps
+    made = invoke(*bench_args, "--out", str(bench))  # bench edits reuses it as its color subset
+    assert made.exit_code == 0, made.output
+    assert {p.name: p.stat().st_mtime_ns
+            for p in (bench / "edits" / "color" / "images").iterdir()} == stamps
+    material = bench / "edits" / "material"  # made by bench edits, resumed by segtk edit
+    resumed = invoke("edit", "--plugin", "material", "--values", "wood", *common,
+                     "--out", str(material), "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    for folder, kind in ((bench, "bench-edits"), (bench / "edits" / "color", "edit"), (material, "edit")):
+        assert json.loads((folder / "run.json").read_text())["kind"] == kind
+    config = json.loads((material / "run.json").read_text())["config"]
+    assert set(config) >= {"plugin", "values", "min_area", "exclude", "classes", "params"}
+
+
+def test_param_and_filter_param_errors_name_the_item(tmp_path) -> None:
+    for args, message in [
+        (["--param", "strength"], "cannot read --param 'strength': expected KEY=VALUE"),
+        (["--param", "strength=strong"], "cannot read strength='strong': expected a number"),
+        (["--param", "strength=1", "--param", "strength=2"], "'strength' is given twice"),
+        (["--filter", "surrogate", "--filter-param", "alpha=2"], "expected FILTER.KEY=VALUE"),
+        (["--filter-param", "clip.model=x"], "filter 'clip' is not among --filter"),
+    ]:
+        result = CliRunner().invoke(cli, ["edit", "--plugin", "color", *args,
+                                          "--out", str(tmp_path / "x")])
+        assert result.exit_code == 1, result.output
+        assert message in result.output and "Traceback" not in result.output
