@@ -21,6 +21,7 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
     Examples:
       segtk plugins
       segtk plugins --json
+      segtk plugins new attack my-noise    # scaffold a plugin (docs/write-a-plugin.md)
     """
     if ctx.invoked_subcommand is not None:
         return

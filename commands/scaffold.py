@@ -121,7 +121,11 @@ def scaffold(kind: str, name: str, out: Path | None = None) -> tuple[Path, list[
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="The folder to create [default: ./segtk-NAME]; it must not exist.")
 def new(kind: str, name: str, out: Path | None) -> None:
-    """Scaffold a plugin distribution: entry point, a working KIND, tests, README.
+    """Scaffold a working, tested plugin distribution.
+
+    KIND is attack, segmenter, editor or filter; NAME is what users will type (my-noise). The
+    folder gets pyproject.toml with the entry point, package segtk_NAME with a small real
+    implementation, tests subclassing segtk's contract suite for KIND, and a README.
 
     \b
     Examples:
