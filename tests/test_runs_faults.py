@@ -22,13 +22,16 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from segtk.benchmarks import attacks as bench_attacks
+from segtk.benchmarks import edits as bench_edits
 from segtk.cli import cli
-from segtk.jobs import attack as attack_job, registry, runs
+from segtk.core import registry, runs
 from segtk.core.errors import SegtkError
 from segtk.core.hookspecs import hookimpl
 from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
 from segtk.core.registry import SegmenterPlugin
 from segtk.core.runs import LOCK_FILE, RESULTS_FILE, RUN_FILE, RunDir, read_results
+from segtk.jobs import attack as attack_job
 from segtk.testing import TinySegmenter
 
 DEMO = ["attack", "--plugin", "dla", "--limit", "1", "--budget", "2"]  # the bundled demo model
@@ -188,8 +191,6 @@ def strict(path: Path):
 
 
 def test_bench_tables_are_strict_json(tmp_path) -> None:
-    from segtk.benchmarks import attacks as bench_attacks, bench_edits
-
     rows = [{"model": "m", "attack": "dla", "budget": 10, "miou_mean": 1.0, "miou_std": math.nan,
              "psnr": math.inf, "ssim": 1.0}]
     bench_attacks.write_outputs(bench_attacks.BenchResult(rows, {"m": {"dla": [math.nan, 1.0]}}),
