@@ -23,6 +23,7 @@ from PIL import Image
 from segtk.core import registry
 from segtk.core.editing import EditBackend, EditedSample, Editor, Sample, SkipSample
 from segtk.core.errors import PluginError
+from segtk.core.params import convert, kind_of
 
 CLASSICAL = "classical"
 BACKEND_KIND = "edit-backend"
@@ -67,18 +68,6 @@ def reference_editor(backend: str) -> str:
     return cls.reference if cls is not None else ""
 
 
-def coerce(raw: Any, default: Any) -> Any:
-    """A `--param` string read as the type of the parameter's default."""
-    if not isinstance(raw, str) or isinstance(default, str) or default is None:
-        return raw
-    try:
-        if isinstance(default, bool):
-            return raw.strip().lower() in ("1", "true", "yes", "on")
-        return type(default)(raw)
-    except ValueError as exc:
-        raise PluginError(f"cannot read {raw!r} as {type(default).__name__}") from exc
-
-
 # --- attribute editors ------------------------------------------------------------------------
 
 
@@ -95,13 +84,16 @@ class AttributeEditor(Editor):
 
     def __init__(self, backend: str = CLASSICAL, **params: Any) -> None:
         engine_cls = backend_class(backend, self.name)
+        known = f"{self.name} takes: " + (
+            ", ".join(f"{k}={v}" for k, v in self.defaults.items()) or "none")
         unknown = sorted(k for k in params if k not in self.defaults)
         if unknown and engine_cls is None:
-            known = ", ".join(f"{k}={v}" for k, v in self.defaults.items()) or "none"
             raise PluginError(f"unknown parameter {unknown[0]!r} for editor {self.name!r}",
-                              hint=f"{self.name} takes: {known}")
+                              hint=known)
         self.backend = backend
-        self.params = {k: coerce(params.get(k, v), v) for k, v in self.defaults.items()}
+        # `--param` text (or typed values) read as the type of each default (core.params)
+        self.params = {k: convert(params.get(k, v), kind_of(v), k, error=PluginError, hint=known)
+                       for k, v in self.defaults.items()}
         # Parameters the editor does not know are the backend's options.
         self.backend_options = {k: v for k, v in params.items() if k not in self.defaults}
         self.engine = make_backend(engine_cls, self.backend_options) if engine_cls else None

@@ -118,8 +118,11 @@ def test_values_and_parameters_are_checked_and_read() -> None:
     assert "amount=0.5" in info.value.hint
     editor = Tint(amount="0.25", noisy="yes")  # CLI strings read as the defaults' types
     assert editor.params == {"amount": 0.25, "noisy": True}
-    with pytest.raises(PluginError, match="cannot read 'lots' as float"):
+    with pytest.raises(PluginError, match="cannot read amount='lots': expected a number") as info:
         Tint(amount="lots")
+    assert "amount=0.5" in info.value.hint
+    with pytest.raises(PluginError, match="cannot read noisy='maybe': expected true or false"):
+        Tint(noisy="maybe")  # never read as False
     with pytest.raises(PluginError, match="not a number"):
         Shrink().check_value("big")
     assert Shrink().check_value("0.50") == "0.5"

@@ -63,5 +63,5 @@ def test_bad_parameters() -> None:
         build_augmenter("cutout:label=zero")
     with pytest.raises(PluginError, match="0 < size <= 1"):
         build_augmenter("cutout:size=2")
-    with pytest.raises(PluginError, match="cannot read 'x' as float"):
+    with pytest.raises(PluginError, match="cannot read size='x': expected a number"):
         build_augmenter("cutout:size=x")
