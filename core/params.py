@@ -8,8 +8,9 @@ plugin name and its text parameters into an object, reading each parameter as th
 plugin declares:
 
 - attacks: the fields of their `Params` dataclass (annotations);
-- editors and augmenters with a `defaults` dict: the type of each default;
-- anything else (filters, other editors): the constructor's annotations, else its defaults.
+- anything else (editors, filters, augmenters): the constructor's named parameters (their
+  annotations, else their defaults' types), plus the entries of a `defaults` dict (the knobs
+  an attribute editor or augmenter takes through `**params`), read as each default's type.
 
 `shared` values (an attack's budget, an editor's backend) are set by their own options and are
 passed as they are; naming one in the text parameters is an error.
@@ -220,9 +221,6 @@ def declared(cls: type) -> Declared:
                          for f in dataclasses.fields(params_cls) if f.init})
     signature = inspect.signature(cls)
     open_ = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
-    defaults_dict = getattr(cls, "defaults", None)
-    if isinstance(defaults_dict, dict):
-        return Declared({k: (kind_of(v), v) for k, v in defaults_dict.items()}, open_)
     hints = _hints(cls.__init__)
     out: dict[str, tuple[Any, Any]] = {}
     for name, p in signature.parameters.items():
@@ -230,6 +228,9 @@ def declared(cls: type) -> Declared:
             continue
         default = None if p.default is p.empty else p.default
         out[name] = (hints.get(name, kind_of(default)), default)
+    defaults_dict = getattr(cls, "defaults", None)
+    if isinstance(defaults_dict, dict):  # the knobs it takes through **params
+        out.update({k: (kind_of(v), v) for k, v in defaults_dict.items()})
     return Declared(out, open_)
 
 

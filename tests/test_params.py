@@ -16,7 +16,15 @@ from segtk.core.editing import EditedSample, Editor
 from segtk.core.errors import ModelError, PluginError, SegtkError
 from segtk.core.filtering import Filter, FilterResult
 from segtk.core.hookspecs import hookimpl
-from segtk.core.params import build, build_attack, convert, describe, kind_of, parse_pairs
+from segtk.core.params import (
+    build,
+    build_attack,
+    convert,
+    declared,
+    describe,
+    kind_of,
+    parse_pairs,
+)
 from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
 from segtk.core.registry import SegmenterPlugin
 
@@ -217,6 +225,10 @@ def test_build_editor_reads_defaults_types_and_passes_other_keys_as_text(toys) -
                                             "guidance-scale": "7"}, backend="diffusion")
     assert editor.backend == "diffusion"
     assert editor.params == {"strength": 0.5, "flip": True, "size": (3, 4), "guidance_scale": "7"}
+    spec = declared(ToyEditor)
+    assert list(spec.params) == ["backend", "strength", "flip", "size"] and spec.open
+    with pytest.raises(PluginError, match="'backend' of editor 'toy-editor' is set by its own option"):
+        build("editor", "toy-editor", {"backend": "x"}, backend="classical")
 
 
 def test_build_hands_undeclared_keys_to_an_options_parameter(toys) -> None:

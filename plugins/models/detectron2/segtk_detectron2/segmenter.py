@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from segtk.core.errors import ModelError
+from segtk.core.params import convert, parse_pairs
 from segtk.core.segmenter import Segmenter, labels_from_logits
 
 HINT = ("syntax: detectron2:CONFIG.yaml,WEIGHTS.pth[,classes=a;b;c|vocab=a;b;c]"
@@ -51,10 +52,11 @@ def parse(arg: str) -> Spec:
     if len(parts) < 2 or "=" in parts[0] or "=" in parts[1] or not parts[0] or not parts[1]:
         raise ModelError("detectron2 needs a config file and a weights file", hint=HINT)
     spec = Spec(Path(parts[0]), parts[1])
-    for option in parts[2:]:
-        key, _, value = option.partition("=")
+    options = parse_pairs(parts[2:], "detectron2 option",
+                          ["classes", "vocab", "add_config", "dataset", "opts"], error=ModelError, hint=HINT)
+    for key, value in options.items():
         if key == "classes":
-            spec.classes = [c.strip() for c in value.split(";") if c.strip()]
+            spec.classes = convert(value, list[str], key, sep=";", error=ModelError, hint=HINT)
         elif key == "add_config":
             for hook in (h.strip() for h in value.split(";") if h.strip()):
                 module, sep, func = hook.partition(":")
@@ -63,20 +65,15 @@ def parse(arg: str) -> Spec:
                                      hint="e.g. add_config=mask_former:add_mask_former_config")
                 spec.add_config.append(hook)
         elif key == "vocab":
-            spec.vocab = [c.strip() for c in value.split(";") if c.strip()]
+            spec.vocab = convert(value, list[str], key, sep=";", error=ModelError, hint=HINT)
             if not spec.vocab:
                 raise ModelError("vocab= names no class", hint="e.g. vocab=sky;road;car")
         elif key == "dataset":
             spec.dataset = value
-        elif key == "opts":
-            for pair in (p for p in value.split(";") if p.strip()):
-                k, sep, v = pair.partition("=")
-                if not sep or not k.strip():
-                    raise ModelError(f"opts entries must be KEY=VALUE, got {pair!r}", hint=HINT)
-                spec.opts += [k.strip(), v.strip()]
-        else:
-            raise ModelError(f"unknown detectron2 option {key!r}",
-                             hint="options: classes=, vocab=, add_config=module:function, dataset=, opts=")
+        else:  # opts: merge_from_list reads each value itself
+            pairs = parse_pairs([p for p in value.split(";") if p.strip()], "detectron2 opts entry",
+                                error=ModelError, hint=HINT)
+            spec.opts += [item for pair in pairs.items() for item in pair]
     if spec.vocab and (spec.classes or spec.dataset):
         raise ModelError("vocab= names the classes itself: give it without classes= or dataset=",
                          hint="vocab=a;b;c for open-vocabulary models, classes=a;b;c otherwise")
