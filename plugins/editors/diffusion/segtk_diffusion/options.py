@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import typing
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from segtk.core.errors import DataError
+from segtk.core.params import convert
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -43,26 +44,23 @@ class DiffusionOptions:
 
     @classmethod
     def from_dict(cls, options: dict[str, Any]) -> DiffusionOptions:
-        names = {f.name: f for f in dataclasses.fields(cls)}
+        kinds = typing.get_type_hints(cls)
         kwargs, unknown = {}, []
         for key, value in options.items():
             k = key.replace("-", "_")
-            if k not in names:
+            if k not in kinds:
                 unknown.append(key)
-            elif value is not None:
-                kwargs[k] = value
+            elif value is not None:  # `--param` text read as the field's type (core.params)
+                kwargs[k] = convert(value, kinds[k], k, error=DataError)
         if unknown:
             warnings.warn(f"diffusion backend: ignoring unknown options {sorted(unknown)}",
                           stacklevel=3)
         opts = cls(**kwargs)
-        for k in ("steps", "energy_iters", "resolution", "seed"):
+        for k in ("steps", "energy_iters", "resolution", "seed"):  # Python values, e.g. 20.0
             setattr(opts, k, int(getattr(opts, k)))
         for k in ("guidance", "eta", "energy_until", "energy_threshold", "feature_injection",
                   "attention_injection", "controlnet_scale"):
             setattr(opts, k, float(getattr(opts, k)))
-        if isinstance(opts.paste_background, str):  # from a `--param key=value` string
-            opts.paste_background = opts.paste_background.strip().lower() in (
-                "1", "true", "yes", "on")
         for k in ("sd", "controlnet", "inpaint", "inpaint_controlnet"):
             path = getattr(opts, k)
             if path is not None and not isinstance(path, str):
