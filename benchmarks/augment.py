@@ -188,7 +188,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     from segtk.core.render import save_figure
 
     subsets, rows = result["subsets"], result["rows"]
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(subsets) * max(1, len(rows)) / 2 + 3), 4))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(subsets) + 3.5), 4))
     width = 0.8 / max(1, len(rows))
     for j, row in enumerate(rows):
         xs = [i + (j - (len(rows) - 1) / 2) * width for i in range(len(subsets))]
@@ -199,6 +199,6 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.set_xticks(range(len(subsets)), subsets)
     ax.set_ylabel("mIoU %")
     ax.set_title("mIoU per subset after fine-tuning with each augmentation")
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     save_figure(fig, path)
