@@ -69,12 +69,14 @@ class Verified:
     `Oracle.verify` (projected) or `Oracle.vertex` (built from the ball's corners) and changed
     only by `Oracle.patch`, which projects just the lines it writes. `Oracle.score_verified`
     queries it without a full-image projection, after PyTorch's version counter shows that
-    nothing else wrote to it. Attacks may read `image`, never write it."""
+    nothing else wrote to it. Attacks may read `image`, never write it. A pinned image
+    (`Oracle.pin`) lives in the oracle's own batch tensor; its version is checked there."""
 
-    __slots__ = ("owner", "image", "version")
+    __slots__ = ("owner", "image", "version", "pinned")
 
-    def __init__(self, owner: int, image: torch.Tensor) -> None:
-        self.owner, self.image, self.version = owner, image, image._version
+    def __init__(self, owner: int, image: torch.Tensor, pinned: bool = False) -> None:
+        self.owner, self.image, self.pinned = owner, image, pinned
+        self.version = image._version
 
 
 class Answer(NamedTuple):
@@ -118,6 +120,8 @@ class Oracle:
         b = clean.shape[0]
         self.lo, self.hi = box(clean, eps_unit)
         self._tolerant: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._pinned: torch.Tensor | None = None  # [B,3,H,W]: one pinned image per source image
+        self._pinned_version = 0
         self.confusion = LabelConfusion(labels, proxy.num_classes, proxy.ignore_index)
         self.best_images = clean.clone()
         self.best_scores = torch.full((b,), float("inf"))
@@ -184,41 +188,84 @@ class Oracle:
         """`x` ([3,H,W]) projected onto image `image`'s ε-ball and [0,1] (a new tensor)."""
         return Verified(image, torch.clamp(x, self.lo[image], self.hi[image]))
 
-    def vertex(self, image: int, positive: torch.Tensor) -> Verified:
+    def vertex(self, image: int, positive: torch.Tensor, pin: bool = False) -> Verified:
         """The ε-box corner of image `image`: clean + ε where `positive` (a bool tensor that
-        broadcasts to [3,H,W]), clean − ε elsewhere, cut to [0,1]. In bounds by construction."""
-        return Verified(image, torch.where(positive, self.hi[image], self.lo[image]))
+        broadcasts to [3,H,W]), clean − ε elsewhere, cut to [0,1]. In bounds by construction.
+        With `pin`, it is built straight into the image's pinned row (see `pin`)."""
+        if not pin:
+            return Verified(image, torch.where(positive, self.hi[image], self.lo[image]))
+        row = self._pinned_row(image)
+        torch.where(positive, self.hi[image], self.lo[image], out=row)
+        self._pinned_version = self._pinned._version
+        return Verified(image, row, pinned=True)
+
+    def pin(self, v: Verified) -> Verified:
+        """`v` copied into the oracle's own row for its source image, so that pinned
+        candidates of consecutive images are queried as one slice of that batch tensor,
+        without stacking (for attacks that patch one working image per source image, query
+        after query). One row per image: pinning again replaces what `v.image` of an earlier
+        pinned image shows; keep a candidate with `unpinned` first."""
+        self._check_verified(v)
+        row = self._pinned_row(v.owner)
+        row.copy_(v.image)
+        self._pinned_version = self._pinned._version
+        return Verified(v.owner, row, pinned=True)
+
+    def unpinned(self, v: Verified) -> Verified:
+        """`v` itself, or a copy of a pinned `v` that later pins cannot overwrite."""
+        self._check_verified(v)
+        return Verified(v.owner, v.image.clone()) if v.pinned else v
+
+    def _pinned_row(self, image: int) -> torch.Tensor:
+        if self._pinned is None:
+            self._pinned = torch.empty_like(self.clean)
+        return self._pinned[image]
 
     def patch(self, v: Verified, at: tuple, values: torch.Tensor) -> Callable[[], None]:
         """Write `values`, projected, into `v.image[at]` in place; returns the undo.
 
         Only the written part is projected, so a candidate that differs from the last one in
         a few lines costs a few lines, not a full image."""
+        self._check_verified(v)
         block = v.image[at]
         before = block.clone()
         torch.clamp(values, self.lo[v.owner][at], self.hi[v.owner][at], out=block)
-        v.version = v.image._version
+        self._written(v)
 
         def undo() -> None:
+            self._check_verified(v)
             block.copy_(before)
-            v.version = v.image._version
+            self._written(v)
 
         return undo
+
+    def _written(self, v: Verified) -> None:
+        if v.pinned:
+            self._pinned_version = self._pinned._version
+        else:
+            v.version = v.image._version
+
+    def _check_verified(self, v: Verified) -> None:
+        expected = self._pinned_version if v.pinned else v.version
+        if (self._pinned if v.pinned else v.image)._version != expected:
+            raise SegtkError(
+                "an attack wrote to a verified image outside the oracle",
+                hint="change verified images only with Oracle.patch",
+            )
 
     def score_verified(self, candidates: list[Verified]) -> list[float]:
         """One model call for verified candidates (each owner with a query left); proxies."""
         for v in candidates:
-            if v.image._version != v.version:
-                raise SegtkError(
-                    "an attack wrote to a verified image outside the oracle",
-                    hint="change verified images only with Oracle.patch",
-                )
-        owners = torch.tensor([v.owner for v in candidates], dtype=torch.long)
-        if len(candidates) == 1:
+            self._check_verified(v)
+        owners = [v.owner for v in candidates]
+        first, n = owners[0], len(owners)
+        if all(v.pinned for v in candidates) and owners == list(range(first, first + n)):
+            batch = self._pinned[first : first + n]  # a view: no copy
+        elif n == 1:
             batch = candidates[0].image[None]
         else:
             batch = torch.stack([v.image for v in candidates])
-        return self._ask(batch, owners).scores.tolist()
+        return self._ask(batch, torch.tensor(owners, dtype=torch.long)).scores.tolist()
 
     def score_each(self, images: list[int], candidates: list[torch.Tensor]) -> list[float]:
         """One candidate [3,H,W] for each listed image, projected onto its ε-ball and [0,1]

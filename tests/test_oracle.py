@@ -87,3 +87,29 @@ def test_query_refuses_nan() -> None:
     with pytest.raises(SegtkError, match="outside the ε-ball"):
         o.query(x, torch.tensor([0]))
     assert model.calls == 0
+
+
+def test_pinned_candidates_of_consecutive_images_are_one_view_of_the_oracles_batch() -> None:
+    o, model = oracle(n=3)
+    vs = [o.pin(o.verify(i, o.clean[i] + EPS)) for i in range(3)]
+    assert all(v.pinned for v in vs)
+    undo = o.patch(vs[1], (..., slice(0, 2)), o.clean[1][..., :2] - 9 * EPS)
+    o.score_verified(vs)
+    assert model.sizes == [3]
+    assert torch.equal(model.batches[-1][1], vs[1].image)
+    assert float((model.batches[-1] - o.clean).abs().max()) <= EPS + 1e-6
+    undo()
+    kept = o.unpinned(vs[0])
+    o.vertex(0, torch.zeros(1, 1, 1, dtype=torch.bool), pin=True)  # reuses row 0
+    assert not torch.equal(kept.image, vs[0].image)  # the copy kept what row 0 showed
+    o.score_verified([kept, vs[2]])  # mixed: stacked
+    assert torch.equal(model.batches[-1][0], kept.image)
+
+
+def test_a_write_to_the_pinned_batch_outside_the_oracle_is_refused() -> None:
+    o, model = oracle(n=2)
+    vs = [o.pin(o.verify(i, o.clean[i])) for i in range(2)]
+    vs[1].image[0, 0, 0] = 5.0  # through image 1's row: image 0's candidate is refused too
+    with pytest.raises(SegtkError, match="outside the oracle"):
+        o.score_verified(vs[:1])
+    assert model.calls == 0

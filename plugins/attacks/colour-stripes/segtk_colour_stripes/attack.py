@@ -115,7 +115,7 @@ class ColourStripes(Attack):
                     k = t % 2
                     draw = torch.randint(0, 2, (CHANNELS, stripes[k]), generator=oracle.rngs[i])
                     signs = (draw.float() * 2 - 1).to(oracle.clean.device)
-                    image = oracle.vertex(i, colour_stripes(signs, k, h, w) > 0)
+                    image = oracle.vertex(i, colour_stripes(signs, k, h, w) > 0, pin=True)
                     candidates.append((k, signs, image))
                     undo.append(None)
                 else:
@@ -123,6 +123,8 @@ class ColourStripes(Attack):
                         st.signs = torch.ones(CHANNELS, stripes[st.direction], device=oracle.clean.device)
                         st.image = oracle.vertex(i, st.signs[:, :1, None] > 0)
                         st.score = float(clean_scores[i])
+                    if not st.image.pinned:  # flips patch it in the oracle's batch tensor
+                        st.image = oracle.pin(st.image)
                     signs, restore = self._flip(st, oracle, i)
                     candidates.append((st.direction, signs, st.image))
                     undo.append(restore)
@@ -130,6 +132,8 @@ class ColourStripes(Attack):
             for i, (k, signs, image), restore, score in zip(active, candidates, undo, scores):
                 st = states[i]
                 if score < st.score:  # the best draw, then only flips that lower the proxy
+                    if restore is None:  # a draw: the next one reuses the pinned row
+                        image = oracle.unpinned(image)
                     st.score, st.signs, st.direction, st.image = score, signs, k, image
                 elif restore is not None:
                     restore()

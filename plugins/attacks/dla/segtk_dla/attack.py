@@ -121,9 +121,13 @@ class DLA(Attack):
             scores = oracle.score_verified([d.image for d in draws])
             for i, draw, restore, score in zip(active, draws, undo, scores):
                 st = states[i]
-                if exploring and (st.best_draw is None or score < st.best_draw[0]):
+                best = exploring and (st.best_draw is None or score < st.best_draw[0])
+                drop = score < l_min[i]  # lines 7 and 14: keep only a drop of the proxy
+                if exploring and (best or drop):  # the next draw reuses the pinned row
+                    draw = _Draw(oracle.unpinned(draw.image), draw.delta, draw.direction)
+                if best:
                     st.best_draw = (score, draw)
-                if score < l_min[i]:  # lines 7 and 14: keep only a drop of the proxy
+                if drop:
                     l_min[i], st.kept = score, draw
                 elif restore is not None:  # line 17: flip back
                     restore()
@@ -135,7 +139,7 @@ class DLA(Attack):
         if p.direction == "random":
             if p.values == "discrete":  # fresh ±ε per value
                 bits = torch.randint(0, 2, clean.shape, generator=rng).to(clean.device).bool()
-                return _Draw(oracle.vertex(i, bits), (bits.float() * 2 - 1) * eps, k)
+                return _Draw(oracle.vertex(i, bits, pin=True), (bits.float() * 2 - 1) * eps, k)
             base = st.kept.image.image if st.kept is not None else clean  # Eq. 2, from the best
             noise = uniform_noise(tuple(clean.shape), RANDOM_STEP * eps, rng).to(clean.device)
             image = oracle.verify(i, base + noise)
@@ -146,7 +150,7 @@ class DLA(Attack):
         if p.values == "discrete":
             signs = torch.randint(0, 2, (n_lines,), generator=rng).float() * 2 - 1
             delta = eps * signs.to(clean.device).view(shape)
-            return _Draw(oracle.vertex(i, delta > 0), delta, k)
+            return _Draw(oracle.vertex(i, delta > 0, pin=True), delta, k)
         values = torch.rand(n_lines, generator=rng) * 2 - 1
         delta = eps * values.to(clean.device).view(shape)
         return _Draw(oracle.verify(i, clean + delta), delta, k)
@@ -173,18 +177,21 @@ class DLA(Attack):
     def _start_calibration(self, oracle: Oracle, i: int, st: _State) -> None:
         """Enter calibration. If no exploration draw beat the clean image, Algorithm 1 would
         flip a zero perturbation forever; we calibrate the best draw instead. (The Random
-        attack's update needs no such help: it starts from the clean image, δ̂ = 0.)"""
-        if st.kept is not None:
-            return
-        clean = oracle.clean[i]
+        attack's update needs no such help: it starts from the clean image, δ̂ = 0.)
+        Flips patch the kept image pinned in the oracle's batch tensor (no copy per query)."""
         if self.params.calibration == "random":
-            st.kept = _Draw(oracle.verify(i, clean), torch.zeros_like(clean), HORIZONTAL)
-        elif st.best_draw is not None:
-            st.kept = st.best_draw[1]
-        else:  # budget too small for any exploration: a uniform +ε, flipped by rows
-            h = clean.shape[1]
-            delta = oracle.eps_unit * torch.ones(h, device=clean.device).view(1, h, 1)
-            st.kept = _Draw(oracle.vertex(i, delta > 0), delta, HORIZONTAL)
+            if st.kept is None:
+                clean = oracle.clean[i]
+                st.kept = _Draw(oracle.verify(i, clean), torch.zeros_like(clean), HORIZONTAL)
+            return
+        if st.kept is not None and st.kept.image.pinned:
+            return
+        kept = st.kept or (st.best_draw[1] if st.best_draw else None)
+        if kept is None:  # budget too small for any exploration: a uniform +ε, flipped by rows
+            h = oracle.clean.shape[2]
+            delta = oracle.eps_unit * torch.ones(h, device=oracle.clean.device).view(1, h, 1)
+            kept = _Draw(oracle.vertex(i, delta > 0), delta, HORIZONTAL)
+        st.kept = _Draw(oracle.pin(kept.image), kept.delta, kept.direction)
 
     @staticmethod
     def _next_flip(st: _State, lines: int) -> tuple[int, int]:
