@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from segtk.core.errors import ModelError
+from segtk.core.params import convert
 from segtk.core.preprocessing import Preprocessing, parse_options
 from segtk.core.segmenter import Segmenter, labels_from_logits
 
@@ -108,10 +109,11 @@ def parse(arg: str) -> tuple[Path, dict[str, object], int | None]:
     if not path_str:
         raise ModelError("no ONNX file given", hint=HINT)
     override, own = parse_options(options, "onnx", HINT, extra=("threads",))
-    threads = own.get("threads")
-    if threads is not None and not threads.isdigit():
-        raise ModelError(f"threads must be a whole number, got {threads!r}", hint=HINT)
-    return Path(path_str), override, int(threads) if threads else None
+    threads = convert(own["threads"], int, "threads", error=ModelError, hint=HINT) \
+        if "threads" in own else None
+    if threads is not None and threads < 0:
+        raise ModelError(f"threads must be 0 (all cores) or more, got {threads}", hint=HINT)
+    return Path(path_str), override, threads or None
 
 
 def load(arg: str) -> OnnxSegmenter:
