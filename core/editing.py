@@ -109,6 +109,10 @@ class PromptWriter(ABC):
     install: ClassVar[str] = ""
     description: ClassVar[str] = ""
 
+    def __init__(self, model: str) -> None:
+        """`model`: what `--prompt-model` names (for `lm`, a local model folder)."""
+        self.model = model
+
     @abstractmethod
     def rewrite(self, sample: Sample, attribute: str, value: str,
                 template: str) -> tuple[str, str]:
@@ -193,6 +197,11 @@ class EditBackend(ABC):
     install: ClassVar[str] = ""
     description: ClassVar[str] = ""
     reference: ClassVar[str] = ""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        """`options`: the `--param` keys the editor does not know itself, as given (text); a
+        subclass may keep them in its own parsed form."""
+        self.options: Any = dict(options)
 
     @abstractmethod
     def appearance(self, sample: Sample, value: str, prompt_src: str, prompt_edit: str,

@@ -54,7 +54,7 @@ def backend_class(name: str, who: str = "") -> type[EditBackend] | None:
 def make_backend(cls: type[EditBackend], options: dict[str, Any]) -> EditBackend:
     """`cls(options)`; a dependency it imports and lacks becomes a PluginError naming it."""
     try:
-        return cls(dict(options))  # type: ignore[call-arg]  # the EditBackend constructor contract
+        return cls(dict(options))
     except ImportError as exc:
         missing = (exc.name or "a module").split(".")[0]
         also = f"  (or: {cls.install})" if cls.install else ""
@@ -334,10 +334,11 @@ class GeometryEditor(AttributeEditor):
         import cv2  # the editors' optional dependency (`requires`)
 
         k = int(self.params["dilate"])
-        hole = sample.mask.astype(np.uint8)
+        hole: np.ndarray = sample.mask.astype(np.uint8)
         if k > 0:
             hole = cv2.dilate(hole, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * k + 1,) * 2))
         method = self.params["method"]
+        image: np.ndarray
         if method == "rows":
             image = fill_rows(sample.image, hole.astype(bool), rng, float(self.params["grain"]))
         else:

@@ -107,8 +107,8 @@ def prepare_sample(
         return Skip("bad-mask", f"label {label.shape} does not match image {image.shape[:2]}")
     label = label.astype(np.int64, copy=False)
     if level == "image":
-        mask = np.ones(label.shape, dtype=bool)
-        return Sample(name, image, label, mask, list(classes), "",
+        whole = np.ones(label.shape, dtype=bool)
+        return Sample(name, image, label, whole, list(classes), "",
                       scene_caption(label, classes, ignore_index), ignore_index)
     cls, mask = largest_region(label, allowed_classes(classes, exclude, only))
     if mask is None:

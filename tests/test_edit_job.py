@@ -279,7 +279,7 @@ def test_a_prompt_writer_writes_the_prompts_and_the_manifest_says_who(tmp_path) 
 
     run = EditRun(tmp_path / "p", {"x": 1}, resume=False)
     summary = edit_dataset(Tint(), toy_dataset(), run,
-                           EditConfig(["dark"], sheet_rows=0, prompt_writer=Echo()))
+                           EditConfig(["dark"], sheet_rows=0, prompt_writer=Echo("m")))
     run.close()
     assert [(r["prompt"], r["prompt_writer"]) for r in summary.edited] == [
         ("a photo of a dark car, tint=dark", "echo:1"), ("a photo of a dark car", "template")]
