@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from segtk.benchmarks.edits import ORIGINAL_OBJECT, Shard, Subset, aggregate
 from segtk.core.errors import SegtkError
 from segtk.core.runs import RESULTS_FILE, read_results
 from segtk.reports.common import REPORT_FILE, _brief, _href, _note
@@ -40,8 +41,6 @@ def read_table(run: Path, notes: list[dict[str, str]]) -> dict[str, Any]:
     if not records:
         raise SegtkError(f"{run}: no {TABLE_FILE} and no finished records in {RESULTS_FILE} yet",
                          hint="run the benchmark (or continue it with --resume) first")
-    from segtk.benchmarks.edits import ORIGINAL_OBJECT, Shard, Subset, aggregate
-
     _note(notes, f"No {TABLE_FILE} (the benchmark did not finish): the table is recomputed from "
                  f"the {len(records)} records in {RESULTS_FILE}.", "warn")
     images: dict[tuple[str, str], list[str]] = {}
