@@ -5,6 +5,11 @@ candidate lies in the ε-ball and in [0,1], charges the query to the `QueryCount
 answer with the proxy and keeps, per image, the best (lowest-proxy) candidate seen so far. The
 result of an attack at any budget is that best candidate, so histories, budgets and results
 are measured in one place instead of in each attack.
+
+The forward pass should be the only real cost of a query, so the oracle also offers cheaper
+ways in with the same guarantee: `query_each` projects (one pass) instead of checking, and
+verified images (`verify`, `vertex`, `patch`, `pin`, `score_verified`) let an attack whose
+candidates differ from the last one in a few lines pay for those lines only.
 """
 
 from __future__ import annotations
@@ -69,13 +74,14 @@ class Verified:
     `Oracle.verify` (projected) or `Oracle.vertex` (built from the ball's corners) and changed
     only by `Oracle.patch`, which projects just the lines it writes. `Oracle.score_verified`
     queries it without a full-image projection, after PyTorch's version counter shows that
-    nothing else wrote to it. Attacks may read `image`, never write it. A pinned image
-    (`Oracle.pin`) lives in the oracle's own batch tensor; its version is checked there."""
+    nothing else wrote to it. Attacks may read `image`, never write it, and never construct a
+    Verified themselves. A pinned image (`Oracle.pin`) lives in the oracle's own batch tensor;
+    its version is checked there."""
 
-    __slots__ = ("owner", "image", "version", "pinned")
+    __slots__ = ("issuer", "owner", "image", "version", "pinned")
 
-    def __init__(self, owner: int, image: torch.Tensor, pinned: bool = False) -> None:
-        self.owner, self.image, self.pinned = owner, image, pinned
+    def __init__(self, issuer: Oracle, owner: int, image: torch.Tensor, pinned: bool = False) -> None:
+        self.issuer, self.owner, self.image, self.pinned = issuer, owner, image, pinned
         self.version = image._version
 
 
@@ -147,10 +153,6 @@ class Oracle:
         """Indices of images with at least `cost` queries left."""
         return torch.nonzero(self.remaining() >= cost).flatten()
 
-    def project(self, x: torch.Tensor, image: int) -> torch.Tensor:
-        """`x` ([...,3,H,W]) projected onto image `image`'s ε-ball and [0,1], in one pass."""
-        return torch.clamp(x, self.lo[image], self.hi[image])
-
     def query(self, images: torch.Tensor, owners: torch.Tensor | None = None) -> Answer:
         """Ask the model about candidates; row k belongs to source image `owners[k]`."""
         if owners is None:
@@ -186,18 +188,18 @@ class Oracle:
 
     def verify(self, image: int, x: torch.Tensor) -> Verified:
         """`x` ([3,H,W]) projected onto image `image`'s ε-ball and [0,1] (a new tensor)."""
-        return Verified(image, torch.clamp(x, self.lo[image], self.hi[image]))
+        return Verified(self, image, torch.clamp(x, self.lo[image], self.hi[image]))
 
     def vertex(self, image: int, positive: torch.Tensor, pin: bool = False) -> Verified:
         """The ε-box corner of image `image`: clean + ε where `positive` (a bool tensor that
         broadcasts to [3,H,W]), clean − ε elsewhere, cut to [0,1]. In bounds by construction.
         With `pin`, it is built straight into the image's pinned row (see `pin`)."""
         if not pin:
-            return Verified(image, torch.where(positive, self.hi[image], self.lo[image]))
+            return Verified(self, image, torch.where(positive, self.hi[image], self.lo[image]))
         row = self._pinned_row(image)
         torch.where(positive, self.hi[image], self.lo[image], out=row)
         self._pinned_version = self._pinned._version
-        return Verified(image, row, pinned=True)
+        return Verified(self, image, row, pinned=True)
 
     def pin(self, v: Verified) -> Verified:
         """`v` copied into the oracle's own row for its source image, so that pinned
@@ -209,12 +211,12 @@ class Oracle:
         row = self._pinned_row(v.owner)
         row.copy_(v.image)
         self._pinned_version = self._pinned._version
-        return Verified(v.owner, row, pinned=True)
+        return Verified(self, v.owner, row, pinned=True)
 
     def unpinned(self, v: Verified) -> Verified:
         """`v` itself, or a copy of a pinned `v` that later pins cannot overwrite."""
         self._check_verified(v)
-        return Verified(v.owner, v.image.clone()) if v.pinned else v
+        return Verified(self, v.owner, v.image.clone()) if v.pinned else v
 
     def _pinned_row(self, image: int) -> torch.Tensor:
         if self._pinned is None:
@@ -246,6 +248,9 @@ class Oracle:
             v.version = v.image._version
 
     def _check_verified(self, v: Verified) -> None:
+        if v.issuer is not self:
+            raise SegtkError("a verified image from another oracle (or made by hand)",
+                             hint="make candidates with this oracle's verify, vertex or pin")
         expected = self._pinned_version if v.pinned else v.version
         if (self._pinned if v.pinned else v.image)._version != expected:
             raise SegtkError(
@@ -255,6 +260,8 @@ class Oracle:
 
     def score_verified(self, candidates: list[Verified]) -> list[float]:
         """One model call for verified candidates (each owner with a query left); proxies."""
+        if not candidates:
+            return []
         for v in candidates:
             self._check_verified(v)
         owners = [v.owner for v in candidates]
@@ -266,15 +273,6 @@ class Oracle:
         else:
             batch = torch.stack([v.image for v in candidates])
         return self._ask(batch, torch.tensor(owners, dtype=torch.long)).scores.tolist()
-
-    def score_each(self, images: list[int], candidates: list[torch.Tensor]) -> list[float]:
-        """One candidate [3,H,W] for each listed image, projected onto its ε-ball and [0,1]
-        and asked in one model call; returns their proxies. The lean path for attacks that
-        step every active image once per query (each listed image must have a query left)."""
-        batch = self.clean.new_empty((len(images), *self.clean.shape[1:]))
-        for row, (i, c) in enumerate(zip(images, candidates)):
-            torch.clamp(c, self.lo[i], self.hi[i], out=batch[row])
-        return self._ask(batch, torch.tensor(images, dtype=torch.long)).scores.tolist()
 
     def _check_bounds(self, images: torch.Tensor, owners: torch.Tensor) -> None:
         if images.numel() == 0:

@@ -113,3 +113,12 @@ def test_a_write_to_the_pinned_batch_outside_the_oracle_is_refused() -> None:
     with pytest.raises(SegtkError, match="outside the oracle"):
         o.score_verified(vs[:1])
     assert model.calls == 0
+
+
+def test_verified_images_of_another_oracle_are_refused() -> None:
+    o, model = oracle()
+    other, _ = oracle()
+    with pytest.raises(SegtkError, match="another oracle"):
+        o.score_verified([other.verify(0, other.clean[0])])
+    assert model.calls == 0
+    assert o.score_verified([]) == []
