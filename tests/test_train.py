@@ -41,6 +41,7 @@ def assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
         assert torch.equal(a[key], b[key]), key
 
 
+@pytest.mark.slow
 def test_loss_decreases(random_demo, tmp_path) -> None:
     results = train(config(random_demo, epochs=4, augment="baseline"), tmp_path / "run")
     losses = [r.loss for r in results]

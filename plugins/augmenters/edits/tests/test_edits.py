@@ -53,6 +53,7 @@ def test_dir_samples_are_whole_edited_pairs(edit_dir: Path) -> None:
     assert aug.stats["replaced"] == 4
 
 
+@pytest.mark.slow
 def test_dir_samples_go_through_the_trainers_prepare(edit_dir: Path) -> None:
     from segtk.jobs.train import random_crop, resize_pair
 

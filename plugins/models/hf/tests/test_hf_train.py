@@ -36,6 +36,7 @@ def config(spec: str, **kw) -> TrainConfig:
                                  lr=3e-3, crop=(64, 48), augment="cutmix"), **kw})
 
 
+@pytest.mark.slow
 def test_segformer_trains_deterministically_and_saves_a_loadable_folder(segformer, tmp_path: Path) -> None:
     a = train(config(segformer), tmp_path / "a")
     b = train(config(segformer), tmp_path / "b")
