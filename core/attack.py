@@ -100,6 +100,7 @@ class AttackResult:
     queries: torch.Tensor  # [B] queries used, as counted at the segmenter boundary
     history: list[list[float]]  # per image: best proxy after each query
     checkpoints: dict[int, torch.Tensor] = field(default_factory=dict)  # budget -> [B,K,K+1]
+    checkpoint_images: dict[int, torch.Tensor] = field(default_factory=dict)  # budget -> [B,3,H,W]
     clean_predictions: torch.Tensor | None = None  # [B,H,W] if every image's clean was queried
 
 
@@ -137,6 +138,8 @@ class Oracle:
         self.history: list[list[float]] = [[] for _ in range(b)]
         self.clean_labels: list[torch.Tensor | None] = [None] * b  # saves an evaluation pass
         self.snapshots = {c: torch.zeros(b, k, k + 1, dtype=torch.long) for c in self.checkpoints}
+        # the best image at each checkpoint: what a run with that budget would store
+        self.snapshot_images = {c: torch.empty_like(clean) for c in self.checkpoints}
 
     @property
     def batch_size(self) -> int:
@@ -313,6 +316,7 @@ class Oracle:
             self.history[owner].append(best)
             if query_no in self.snapshots:
                 self.snapshots[query_no][owner] = self.best_confusion[owner]
+                self.snapshot_images[query_no][owner] = self.best_images[owner]
 
     def result(self) -> AttackResult:
         # Images that stopped early (or a budget below a checkpoint) keep their final state.
@@ -326,6 +330,7 @@ class Oracle:
             for i in range(self.batch_size):
                 if counts[i] < c:
                     snap[i] = final[i]
+                    self.snapshot_images[c][i] = self.best_images[i]
         return AttackResult(
             images=self.best_images,
             scores=self.best_scores,
@@ -333,6 +338,7 @@ class Oracle:
             queries=self.counter.counts.clone(),
             history=self.history,
             checkpoints=self.snapshots,
+            checkpoint_images=self.snapshot_images,
             clean_predictions=(torch.stack(self.clean_labels)  # type: ignore[arg-type]
                                if all(c is not None for c in self.clean_labels) else None),
         )

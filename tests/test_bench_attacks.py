@@ -27,6 +27,7 @@ def test_smaller_budgets_read_off_one_run_equal_separate_runs(name) -> None:
         short = cls(budget=b, seed=1).run(TinySegmenter(), images, labels)
         expected = confusion(short.predictions, labels, 4)
         assert torch.equal(long.checkpoints[b], expected), f"{name} at {b} queries"
+        assert torch.equal(long.checkpoint_images[b], short.images), f"{name}'s image at {b} queries"
         assert [h[:b] for h in long.history] == short.history
 
 
