@@ -208,6 +208,17 @@ def segmentation_loss(logits: torch.Tensor, labels: torch.Tensor, ignore_index: 
     return total / (labels != ignore_index).sum().clamp(min=1)
 
 
+def make_prepare(config: TrainConfig):
+    """How a dataset item becomes a training sample (resize, random crop): given to augmenters
+    that bring in new samples, so those match the batch."""
+
+    def prepare(image: np.ndarray, label: np.ndarray, generator: torch.Generator):
+        x, y = random_crop(*resize_pair(image, label, config.size), config.crop, generator)
+        return x.float() / 255.0, y
+
+    return prepare
+
+
 def train(config: TrainConfig, out: str | Path, resume: bool = False,
           on_start: Callable[[dict[str, Any]], None] | None = None,
           on_step: StepHook | None = None) -> list[EpochResult]:
@@ -222,6 +233,10 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False,
     params = list(model.parameters())
     if not params:
         raise ModelError(f"model {config.model!r} has no parameters to train")
+    if augmenter is not None:  # before the run folder exists: a bad edits dir= writes nothing
+        with naming(f"augmenter {config.augment}", SegtkError, "its setup"):
+            augmenter.setup(AugmentContext(list(data.classes), data.ignore_index,
+                                           make_prepare(config)))
     record = {**config.record(), "augmenter": augmenter.parameters() if augmenter else {}}
     run = RunDir(out, record, resume, may_differ=("epochs",), kind="train")
     try:
@@ -234,14 +249,6 @@ def _train(config: TrainConfig, out: Path, run: RunDir, model: Trainable, data: 
            augmenter: Augmenter | None, on_start, on_step) -> list[EpochResult]:
     done = {int(v["epoch"]): v for v in run.done(key="key").values()}
     items = load_items(data, config.size)
-
-    def prepare(image: np.ndarray, label: np.ndarray, generator: torch.Generator):
-        x, y = random_crop(*resize_pair(image, label, config.size), config.crop, generator)
-        return x.float() / 255.0, y
-
-    if augmenter is not None:
-        with naming(f"augmenter {config.augment}", SegtkError, "its setup"):
-            augmenter.setup(AugmentContext(list(data.classes), data.ignore_index, prepare))
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     start = latest_checkpoint(out, set(done))
     if start:

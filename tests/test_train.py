@@ -133,3 +133,9 @@ def test_images_of_different_sizes_need_size_or_crop(random_demo, tmp_path) -> N
         train(config(random_demo, data=f"folder:{root}", crop=None, batch_size=2), tmp_path / "a")
     train(config(random_demo, data=f"folder:{root}", crop=None, size=(32, 24), batch_size=2,
                  epochs=1), tmp_path / "b")
+
+
+def test_augmenter_setup_errors_write_no_run_folder(random_demo, tmp_path) -> None:
+    with pytest.raises(DataError, match="not found"):
+        train(config(random_demo, augment=f"edits:dir={tmp_path / 'nope'}"), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
