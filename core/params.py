@@ -46,10 +46,11 @@ def kind_of(default: Any) -> Any:
     """The type a parameter with this default is read as (None: Any, read as a literal)."""
     if default is None:
         return Any
-    if isinstance(default, list):
-        return list[kind_of(default[0]) if default else str]
+    if isinstance(default, list):  # list[X] and tuple[X, Y] built at run time
+        return types.GenericAlias(list, (kind_of(default[0]) if default else str,))
     if isinstance(default, tuple):
-        return tuple[tuple(kind_of(v) for v in default)] if default else tuple[str, ...]
+        items = tuple(kind_of(v) for v in default) if default else (str, ...)
+        return types.GenericAlias(tuple, items)
     if isinstance(default, Path):
         return Path
     return type(default)
@@ -203,7 +204,7 @@ class Declared:
     open: bool = False
 
 
-def _hints(obj: Any) -> dict[str, Any]:
+def _hints(obj: type) -> dict[str, Any]:
     try:
         return typing.get_type_hints(obj)
     except Exception:  # an annotation naming something only imported for type checking
@@ -219,15 +220,18 @@ def declared(cls: type) -> Declared:
         return Declared({f.name: (hints.get(f.name, kind_of(getattr(defaults, f.name))),
                                   getattr(defaults, f.name))
                          for f in dataclasses.fields(params_cls) if f.init})
-    signature = inspect.signature(cls)
+    try:  # annotations as types (`from __future__ import annotations` leaves them text)
+        signature = inspect.signature(cls, eval_str=True)
+    except Exception:  # one names something only imported for type checking: use defaults
+        signature = inspect.signature(cls)
     open_ = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
-    hints = _hints(cls.__init__)
     out: dict[str, tuple[Any, Any]] = {}
     for name, p in signature.parameters.items():
         if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
             continue
         default = None if p.default is p.empty else p.default
-        out[name] = (hints.get(name, kind_of(default)), default)
+        typed = p.annotation is not p.empty and not isinstance(p.annotation, str)
+        out[name] = (p.annotation if typed else kind_of(default), default)
     defaults_dict = getattr(cls, "defaults", None)
     if isinstance(defaults_dict, dict):  # the knobs it takes through **params
         out.update({k: (kind_of(v), v) for k, v in defaults_dict.items()})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -257,7 +257,8 @@ def _wrong(info: PluginInfo, expected: str) -> PluginError:
     )
 
 
-def _subclass(kind: str, name: str, base: type[T]) -> type[T]:
+def _subclass(kind: str, name: str, base: type) -> type:
+    """The registered class, checked to be `base` or a subclass (the callers say which type)."""
     info = _usable(kind, name)
     if not (isinstance(info.obj, type) and issubclass(info.obj, base)):
         raise _wrong(info, "a class" if base is object else f"a subclass of {base.__name__}")
@@ -280,7 +281,7 @@ def plugin_class(kind: str, name: str) -> type:
 
 
 def attack(name: str) -> type[Attack]:
-    return _subclass("attack", name, Attack)
+    return cast("type[Attack]", _subclass("attack", name, Attack))
 
 
 def segmenter_plugin(name: str) -> SegmenterPlugin:
@@ -288,11 +289,11 @@ def segmenter_plugin(name: str) -> SegmenterPlugin:
 
 
 def editor(name: str) -> type[Editor]:
-    return _subclass("editor", name, Editor)
+    return cast("type[Editor]", _subclass("editor", name, Editor))
 
 
 def filter_(name: str) -> type[Filter]:
-    return _subclass("filter", name, Filter)
+    return cast("type[Filter]", _subclass("filter", name, Filter))
 
 
 def dataset_plugin(name: str) -> DatasetPlugin:
@@ -307,9 +308,9 @@ def augmenter(name: str) -> type:
 
 def edit_backend(name: str) -> type[EditBackend]:
     """The registered EditBackend class `name` (`segtk edit --backend NAME`)."""
-    return _subclass("edit-backend", name, EditBackend)
+    return cast("type[EditBackend]", _subclass("edit-backend", name, EditBackend))
 
 
 def prompt_writer(name: str) -> type[PromptWriter]:
     """The registered PromptWriter class `name` (`segtk edit --prompt-writer NAME`)."""
-    return _subclass("prompt-writer", name, PromptWriter)
+    return cast("type[PromptWriter]", _subclass("prompt-writer", name, PromptWriter))
