@@ -27,6 +27,8 @@ import torch.nn.functional as F
 from segtk.core.augment import AugmentContext, Augmenter, seeds
 from segtk.core.errors import PluginError
 from segtk.core.hookspecs import hookimpl
+from segtk.core.params import build
+from segtk.core.specs import load_dataset
 
 
 def _parts(text: str) -> list[str]:
@@ -69,8 +71,6 @@ class Edits(Augmenter):
     def setup(self, context: AugmentContext) -> None:
         super().setup(context)
         if self.dirs:
-            from segtk.core.specs import load_dataset
-
             for d in self.dirs:
                 data = load_dataset(f"edited:{d}")
                 if list(data.classes) != list(context.classes):
@@ -79,10 +79,8 @@ class Edits(Augmenter):
                                       hint="edit the training dataset itself with `segtk edit`")
                 self.pool += [(data, i) for i in range(len(data))]
         else:
-            from segtk.jobs.edit import build_editor
-
             for name in self.editor_names:
-                editor = build_editor(name, "classical", {})
+                editor = build("editor", name, {})  # classical: the editors' default backend
                 wanted = _parts(self.params["values"]) or list(editor.values)
                 self.editors.append((editor, [editor.check_value(v) for v in wanted]))
 
