@@ -1,31 +1,104 @@
-"""`segtk bench attacks`: attacks × budgets × models × repeats, sharded, resumable.
+"""`segtk bench attacks`: attack specs × ε × budgets × models × repeats, sharded, resumable.
+
+An attack is given as a spec, `NAME[:KEY=VALUE[;KEY=VALUE...]]` (e.g.
+`dla:direction=horizontal;calibration=random`): each spec is its own table row, so one run
+prints an ablation table, and records are keyed by the full spec (and ε), so --resume reuses
+every spec and ε already run.
 
 An attack whose first b queries do not depend on the total budget (`anytime`) runs once per
 repeat at the largest budget and the smaller budgets are read off the oracle's checkpoints;
 budget-dependent schedules (DLA's T/5 exploration, Square's p schedule) run once per budget.
-Every table number is a dataset mIoU over the confusions of the best candidate per image.
+Every table number is a dataset mIoU of the stored 8-bit images: at each budget the best
+candidate is quantised exactly as `segtk attack` stores it (jobs.attack.quantise) and the model
+is evaluated on that image (uncounted, like `segtk attack`'s evaluation pass). The histories
+and curves are the oracle's proxy of the float candidates.
 """
 
 from __future__ import annotations
 
+import csv
+import io
+import re
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from PIL import Image, ImageDraw
 
+from segtk.benchmarks.visibility import visibility
 from segtk.core import registry
-from segtk.jobs.attack import evaluate, image_seed, quantise
-from segtk.core.data import batch_tensors, same_size_batches, write_png
+from segtk.core.attack import Attack
+from segtk.core.data import (
+    atomic_write_bytes,
+    atomic_write_json,
+    batch_tensors,
+    read_image,
+    same_size_batches,
+    to_tensor,
+    write_png,
+)
+from segtk.core.errors import PluginError, SegtkError
 from segtk.core.metrics import confusion, mean_iou, pixel_accuracy
-from segtk.core.params import build_attack
+from segtk.core.params import build, declared, parse_pairs
+from segtk.core.render import amplify, save_figure
 from segtk.core.runs import RunDir
 from segtk.core.specs import cached_segmenter, check_compatible, load_dataset
-from segtk.benchmarks.visibility import visibility
+from segtk.jobs.attack import evaluate, image_seed, quantise
+
+SPEC_SYNTAX = "NAME[:KEY=VALUE[;KEY=VALUE...]]"
+SHARED = ("budget", "eps", "seed")  # set by the bench's own options, never in a spec
+
+
+@dataclass(frozen=True)
+class AttackSpec:
+    """A parsed attack spec: `label` is its canonical text (the row label and record key)."""
+
+    label: str
+    name: str
+    params: dict[str, str]
+
+
+def parse_spec(text: str) -> AttackSpec:
+    """'dla:direction=horizontal;calibration=random' -> AttackSpec; the keys and values are
+    checked by building the attack once (a bad spec is one error naming it and its keys)."""
+    name, _, rest = text.strip().partition(":")
+    name = name.strip()
+    try:
+        cls = registry.attack(name)
+    except SegtkError as exc:
+        raise type(exc)(f"attack spec {text!r}: {exc.message}", exc.hint) from exc
+    keys = [f"{k}={d}" for k, (_, d) in declared(cls).params.items() if k not in SHARED]
+    takes = (f"{name} takes {', '.join(keys) or 'no parameters'}; write {SPEC_SYNTAX}, "
+             f"quoted in a shell (e.g. '{name}:{keys[0] if keys else 'KEY=VALUE'}')")
+    try:
+        params = parse_pairs([p for p in rest.split(";") if p.strip()], "parameter")
+        build("attack", name, params, budget=1, eps=8.0, seed=0)  # reads and validates values
+    except SegtkError as exc:
+        raise PluginError(f"bad attack spec {text!r}: {exc.message}", hint=takes) from exc
+    label = name + (":" + ";".join(f"{k}={v}" for k, v in params.items()) if params else "")
+    return AttackSpec(label, name, params)
+
+
+def build_spec(label: str, *, budget: int, eps: float, seed: int) -> Attack:
+    """The attack a spec names, with the bench's budget, ε and seed."""
+    spec = parse_spec(label)
+    try:
+        attack = build("attack", spec.name, spec.params, budget=budget, eps=eps, seed=seed)
+    except SegtkError as exc:
+        raise PluginError(f"bad attack spec {label!r} at ε={eps:g}, budget {budget}: {exc.message}",
+                          hint=exc.hint) from exc
+    assert isinstance(attack, Attack)
+    return attack
+
+
+def sheet_path(sheet_dir: str | Path, attack: str, eps: float, budget: int, image: str) -> Path:
+    """Where repeat 0 leaves a stored image for the contact sheet (the spec made path-safe)."""
+    return Path(sheet_dir) / re.sub(r"[^\w.-]+", "_", attack) / f"eps{eps:g}_{budget}_{image}.png"
 
 
 @dataclass(frozen=True)
@@ -33,7 +106,7 @@ class Shard:
     model: str
     data: str
     split: str | None
-    attack: str
+    attack: str  # the spec's label, NAME[:KEY=VALUE;...]
     repeat: int
     budget: int  # the budget this run is given
     checkpoints: tuple[int, ...]  # budgets read off this run
@@ -41,67 +114,76 @@ class Shard:
     eps: float
     seed: int
     batch_size: int
-    params: tuple[str, ...] = ()
     sheet_dir: str | None = None  # where repeat 0 leaves its adversarial PNGs for the sheet
 
     def key(self, image: str) -> str:
-        return f"{self.model}|{self.attack}|{self.repeat}|{self.budget}|{image}"
+        return f"{self.model}|{self.attack}|eps={self.eps!r}|{self.repeat}|{self.budget}|{image}"
 
 
 def run_shard(shard: Shard) -> list[dict[str, Any]]:
     """Attack one chunk of images; one record per image (runs in a worker)."""
     model = cached_segmenter(shard.model)
     data = load_dataset(shard.data, shard.split).subset(names=shard.images)
-    attack = build_attack(shard.attack, budget=shard.budget, eps=shard.eps,
-                          seed=shard.seed + shard.repeat, extra=shard.params)
+    attack = build_spec(shard.attack, budget=shard.budget, eps=shard.eps, seed=shard.seed + shard.repeat)
     k, ignore = len(data.classes), data.ignore_index
     records = []
     for batch in same_size_batches(data, range(len(data)), shard.batch_size):
         x, y = batch_tensors(batch, model.device)
+        clean_u8 = np.stack([item.image for item in batch])
         seeds = [image_seed(attack.params.seed, item.name) for item in batch]
         result = attack.run(model, x, y, seeds=seeds, checkpoints=shard.checkpoints,
                             num_classes=k, ignore_index=ignore)
         clean = result.clean_predictions
         clean = (clean if clean is not None else evaluate(model, x)).cpu()
-        stored = quantise(result.images, np.stack([it.image for it in batch]), shard.eps)
+        # what `segtk attack --budget b` would store, and the model's decision on it
+        stored = {b: quantise(result.checkpoint_images[b], clean_u8, shard.eps) for b in shard.checkpoints}
+        decided = {b: evaluate(model, to_tensor(list(s)).to(model.device)).cpu() for b, s in stored.items()}
+        final = stored[shard.budget]
         for i, item in enumerate(batch):
             if shard.sheet_dir and shard.repeat == 0:
-                write_png(Path(shard.sheet_dir) / shard.attack / f"{shard.budget}_{item.name}.png", stored[i])
+                write_png(sheet_path(shard.sheet_dir, shard.attack, shard.eps, shard.budget, item.name),
+                          final[i])
             records.append({
                 "key": shard.key(item.name),
-                "model": shard.model, "attack": shard.attack, "repeat": shard.repeat,
-                "run_budget": shard.budget, "image": item.name,
+                "model": shard.model, "attack": shard.attack, "eps": shard.eps,
+                "repeat": shard.repeat, "run_budget": shard.budget, "image": item.name,
                 "queries": int(result.queries[i]),
                 "clean_confusion": confusion(clean[i], y[i].cpu(), k, ignore)[0].tolist(),
-                "confusions": {str(b): c[i].tolist() for b, c in result.checkpoints.items()},
-                "history": [round(v, 6) for v in result.history[i]],
-                "visibility": visibility(item.image, stored[i]),
+                # of the stored 8-bit image at each budget
+                "confusions": {str(b): confusion(d[i], y[i].cpu(), k, ignore)[0].tolist()
+                               for b, d in decided.items()},
+                "history": [round(v, 6) for v in result.history[i]],  # proxy of float candidates
+                "visibility": visibility(item.image, final[i]),
             })
     return records
 
 
 def plan(models: list[str], data: str, split: str | None, attacks: list[str], budgets: list[int],
-         repeats: int, images: list[str], chunk: int, eps: float, seed: int, batch_size: int,
-         params: tuple[str, ...] = (), sheet_dir: str | None = None) -> list[Shard]:
+         repeats: int, images: list[str], chunk: int, eps: float | Sequence[float], seed: int,
+         batch_size: int, sheet_dir: str | None = None) -> list[Shard]:
+    """The shards of a bench: `attacks` are spec labels, `eps` one value or a sweep."""
     budgets = sorted(set(budgets))
+    sweep = [float(e) for e in ([eps] if isinstance(eps, int | float) else eps)]
     shards = []
     for model in models:
-        for name in attacks:
-            runs = ([(budgets[-1], tuple(budgets))] if registry.attack(name).anytime
-                    else [(b, (b,)) for b in budgets])
-            for repeat in range(repeats):
-                for budget, checkpoints in runs:
-                    for start in range(0, len(images), chunk):
-                        shards.append(Shard(model, data, split, name, repeat, budget, checkpoints,
-                                            tuple(images[start:start + chunk]), eps, seed,
-                                            batch_size, params, sheet_dir))
+        for e in dict.fromkeys(sweep):
+            for label in attacks:
+                anytime = registry.attack(label.partition(":")[0].strip()).anytime
+                runs = [(budgets[-1], tuple(budgets))] if anytime else [(b, (b,)) for b in budgets]
+                for repeat in range(repeats):
+                    for budget, checkpoints in runs:
+                        for start in range(0, len(images), chunk):
+                            shards.append(Shard(model, data, split, label, repeat, budget, checkpoints,
+                                                tuple(images[start:start + chunk]), e, seed,
+                                                batch_size, sheet_dir))
     return shards
 
 
 @dataclass
 class BenchResult:
     rows: list[dict[str, Any]] = field(default_factory=list)
-    curves: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # model -> attack -> proxy
+    # model -> curve label (the spec, plus ε in a sweep) -> mean proxy of the float candidates
+    curves: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
 
 def run_bench(shards: list[Shard], run: RunDir, executor, on_records: Callable[[int], None] | None = None) -> None:
@@ -124,29 +206,39 @@ def _records(run: RunDir) -> Iterable[dict[str, Any]]:
     return run.done(key="key").values()
 
 
+def curve_label(attack: str, eps: float, sweep: Sequence[float]) -> str:
+    return attack if len(sweep) == 1 else f"{attack} ε={eps:g}"
+
+
 def aggregate(records: Iterable[dict[str, Any]], shards: list[Shard]) -> BenchResult:
-    """Table rows (clean first, then attack × budget, mean ± std over complete repeats) and curves."""
+    """Table rows (clean first, then ε × attack × budget, mean ± std over complete repeats)
+    and curves. A record without `eps` (written before ε sweeps) counts when the shards have
+    one ε."""
     records = list(records)
-    wanted = {(s.model, s.attack, s.budget) for s in shards}
+    sweep = list(dict.fromkeys(s.eps for s in shards))
+    wanted = {(s.model, s.attack, s.eps, s.budget) for s in shards}
     by_run: dict[tuple, dict[str, torch.Tensor]] = defaultdict(dict)
     clean: dict[str, dict[str, torch.Tensor]] = defaultdict(dict)
-    histories: dict[tuple[str, str], list[list[float]]] = defaultdict(list)
-    seen_by: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
-    max_budget: dict[tuple[str, str], int] = {}
+    histories: dict[tuple[str, str, float], list[list[float]]] = defaultdict(list)
+    seen_by: dict[tuple[str, str, float], list[dict[str, float]]] = defaultdict(list)
+    max_budget: dict[tuple[str, str, float], int] = {}
     images: dict[str, set[str]] = defaultdict(set)
     for s in shards:
-        max_budget[(s.model, s.attack)] = max(s.budget, max_budget.get((s.model, s.attack), 0))
+        run = (s.model, s.attack, s.eps)
+        max_budget[run] = max(s.budget, max_budget.get(run, 0))
         images[s.model].update(s.images)
     for rec in records:
-        if (rec["model"], rec["attack"], rec["run_budget"]) not in wanted:
+        eps = rec.get("eps", sweep[0] if len(sweep) == 1 else None)
+        run = (rec["model"], rec["attack"], eps)
+        if (*run, rec["run_budget"]) not in wanted:
             continue
         clean[rec["model"]][rec["image"]] = torch.tensor(rec["clean_confusion"])
         for b, conf in rec["confusions"].items():
-            by_run[(rec["model"], rec["attack"], int(b), rec["repeat"])][rec["image"]] = torch.tensor(conf)
-        if rec["run_budget"] == max_budget[(rec["model"], rec["attack"])]:
-            histories[(rec["model"], rec["attack"])].append(rec["history"])
+            by_run[(*run, int(b), rec["repeat"])][rec["image"]] = torch.tensor(conf)
+        if rec["run_budget"] == max_budget[run]:
+            histories[run].append(rec["history"])
             if "visibility" in rec:
-                seen_by[(rec["model"], rec["attack"])].append(rec["visibility"])
+                seen_by[run].append(rec["visibility"])
     result = BenchResult()
     budgets = sorted({b for s in shards for b in s.checkpoints})
     models = list(dict.fromkeys(s.model for s in shards))
@@ -154,28 +246,32 @@ def aggregate(records: Iterable[dict[str, Any]], shards: list[Shard]) -> BenchRe
     for model in models:
         total = sum(clean[model].values())
         if isinstance(total, torch.Tensor):
-            result.rows.append(_row(model, "clean", 0, [total], len(clean[model])))
-        for name in attacks:
-            for b in budgets:
-                # a repeat still running (or cut short) would be a mIoU over other images
-                reps = sorted(r for (m, a, bb, r) in by_run if (m, a, bb) == (model, name, b)
-                              and len(by_run[(m, a, bb, r)]) == len(images[model]))
-                totals = [sum(by_run[(model, name, b, r)].values()) for r in reps]
-                if totals:
-                    row = _row(model, name, b, totals, len(images[model]))
-                    if b == budgets[-1]:
-                        row.update(_visibility(seen_by[(model, name)]))
-                    result.rows.append(row)
-            if histories[(model, name)]:
-                result.curves.setdefault(model, {})[name] = _mean_curve(histories[(model, name)])
+            result.rows.append(_row(model, "clean", None, 0, [total], len(clean[model])))
+        for eps in sweep:
+            for name in attacks:
+                run = (model, name, eps)
+                for b in budgets:
+                    # a repeat still running (or cut short) would be a mIoU over other images
+                    reps = sorted(key[-1] for key in by_run if key[:-1] == (*run, b)
+                                  and len(by_run[key]) == len(images[model]))
+                    totals = [sum(by_run[(*run, b, r)].values()) for r in reps]
+                    if totals:
+                        row = _row(model, name, eps, b, totals, len(images[model]))
+                        if b == budgets[-1]:
+                            row.update(_visibility(seen_by[run]))
+                        result.rows.append(row)
+                if histories[run]:
+                    label = curve_label(name, eps, sweep)
+                    result.curves.setdefault(model, {})[label] = _mean_curve(histories[run])
     return result
 
 
-def _row(model: str, attack: str, budget: int, totals: list[torch.Tensor], images: int) -> dict[str, Any]:
+def _row(model: str, attack: str, eps: float | None, budget: int, totals: list[torch.Tensor],
+         images: int) -> dict[str, Any]:
     mious = [100 * float(mean_iou(t)) for t in totals]
     paccs = [100 * float(pixel_accuracy(t)) for t in totals]
     return {
-        "model": model, "attack": attack, "budget": budget, "images": images,
+        "model": model, "attack": attack, "eps": eps, "budget": budget, "images": images,
         "repeats": len(totals),
         "miou_mean": statistics.fmean(mious),
         "miou_std": statistics.pstdev(mious) if len(mious) > 1 else 0.0,
@@ -207,19 +303,14 @@ def _mean_curve(histories: list[list[float]]) -> list[float]:
 
 def write_outputs(result: BenchResult, out: Path) -> list[Path]:
     """table.csv, table.json, curves.json and curves.png (proxy vs. queries, like the paper)."""
-    import csv
-    import io
-
-    from segtk.core.data import atomic_write_bytes, atomic_write_json
-
-    cols = ["model", "attack", "budget", "miou_mean", "miou_std", "pacc_mean", "images", "repeats",
-            "psnr", "ssim", "changed_pct", "delta_e", "delta_chroma"]
+    cols = ["model", "attack", "eps", "budget", "miou_mean", "miou_std", "pacc_mean", "images",
+            "repeats", "psnr", "ssim", "changed_pct", "delta_e", "delta_chroma"]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in result.rows:
-        writer.writerow({c: f"{row[c]:.4f}" if isinstance(row.get(c), float) else row.get(c, "")
-                         for c in cols})
+        writer.writerow({c: f"{row[c]:.4f}" if isinstance(row.get(c), float) and c != "eps"
+                         else row.get(c, "") for c in cols})
     atomic_write_bytes(out / "table.csv", buf.getvalue().encode())
     atomic_write_json(out / "table.json", result.rows)  # strict: an unchanged image's PSNR is inf
     atomic_write_json(out / "curves.json", result.curves, indent=None)
@@ -233,32 +324,27 @@ def plot_curves(curves: dict[str, dict[str, list[float]]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from segtk.core.render import save_figure
-
     fig, axes = plt.subplots(1, max(len(curves), 1), figsize=(6 * max(len(curves), 1), 4.2), squeeze=False)
     for ax, (model, by_attack) in zip(axes[0], curves.items()):
         for name, curve in by_attack.items():
             ax.plot(range(1, len(curve) + 1), curve, label=name, lw=2 if name == "dla" else 1.2)
         ax.set_title(model, fontsize=9)
         ax.set_xlabel("queries")
-        ax.set_ylabel("mean per-image mIoU (proxy) %")
+        ax.set_ylabel("mean per-image mIoU % (proxy, float candidates)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, path)
 
 
-def write_contact_sheet(out: Path, data, attacks: list[str], budget: int, max_images: int = 3) -> Path | None:
-    """Clean image, then each attack's adversarial image (top) and amplified perturbation
-    (below) at the largest budget, for the first images: strength next to visibility."""
-    from PIL import Image, ImageDraw
-
-    from segtk.core.data import read_image
-    from segtk.core.render import amplify
-
+def write_contact_sheet(out: Path, data, attacks: list[str], budget: int, eps: float,
+                        max_images: int = 3) -> Path | None:
+    """Clean image, then each attack's stored adversarial image (top) and amplified
+    perturbation (below) at the largest budget and one ε, for the first images: strength
+    next to visibility."""
     sheet_dir = out / "sheet"
     names = [n for n in data.names[:max_images]
-             if all((sheet_dir / a / f"{budget}_{n}.png").exists() for a in attacks)]
+             if all(sheet_path(sheet_dir, a, eps, budget, n).exists() for a in attacks)]
     if not names:
         return None
     h, w = data[0].image.shape[:2]
@@ -272,7 +358,7 @@ def write_contact_sheet(out: Path, data, attacks: list[str], budget: int, max_im
         clean = data.subset(names=[name])[0].image
         tiles = [(clean, np.full_like(clean, 127))]
         for attack in attacks:
-            adv = read_image(sheet_dir / attack / f"{budget}_{name}.png")
+            adv = read_image(sheet_path(sheet_dir, attack, eps, budget, name))
             tiles.append((adv, amplify(clean, adv)))
         for col, (top, bottom) in enumerate(tiles):
             for k, tile in enumerate((top, bottom)):

@@ -1,4 +1,5 @@
-"""`segtk bench attacks`: the DLA paper's table (attacks × budgets) on any model."""
+"""`segtk bench attacks`: the DLA paper's table (attacks × budgets) on any model, ablations
+(one row per attack spec) and ε sweeps."""
 
 from __future__ import annotations
 
@@ -6,28 +7,57 @@ from pathlib import Path
 
 import click
 
-from segtk.benchmarks.attacks import aggregate, plan, run_bench, write_contact_sheet, write_outputs
+from segtk.benchmarks.attacks import (
+    SPEC_SYNTAX,
+    aggregate,
+    build_spec,
+    parse_spec,
+    plan,
+    run_bench,
+    write_contact_sheet,
+    write_outputs,
+)
 from segtk.commands.console import console, progress, table
 from segtk.commands.options import (
     DEMO_MODEL,
     csv_list,
     data_option,
-    eps_option,
     limit_option,
     shard_options,
     split_option,
+    warn_sub_step_eps,
 )
-from segtk.core import registry
 from segtk.core.errors import SegtkError
+from segtk.core.params import convert
 from segtk.core.runs import RESULTS_FILE, RunDir
 from segtk.core.specs import load_dataset
 from segtk.jobs.executors import make_executor
 from segtk.reports.writer import write_report
 
+SCORES = "stored 8-bit images"  # what the table scores (runs before this scored float candidates)
+
+
+def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[float]:
+    """--eps 8 or --eps 4,8,16 (read by core.params.convert); each value in (0, 255], and each
+    value under one 0–255 step warned about as `segtk attack --eps` does."""
+    try:
+        values = convert(value, list[float], "--eps")
+    except SegtkError as exc:
+        raise click.BadParameter(exc.message) from exc
+    if not values:
+        raise click.BadParameter("give at least one value, e.g. --eps 8 or --eps 4,8,16")
+    for v in values:
+        if not 0 < v <= 255:
+            raise click.BadParameter(f"{v:g} is not in the range 0<x<=255 (the 0–255 scale)")
+        warn_sub_step_eps(v)
+    return list(dict.fromkeys(values))
+
 
 @click.command("attacks")
 @click.option("--attacks", default="dla,random,nes,bandits,zo-signsgd,signhunter,simba,square",
-              show_default=True, help="Comma-separated attack plugins.")
+              show_default=True,
+              help=f"Comma-separated attack specs {SPEC_SYNTAX}, each its own table row, e.g. "
+                   "'dla,dla:direction=horizontal;calibration=random' (quote the ';').")
 @click.option("--budgets", default="10,50,200", show_default=True, help="Comma-separated budgets.")
 @click.option("--model", "models_", multiple=True, default=[DEMO_MODEL], show_default=True,
               help="Model spec; repeat for several models.")
@@ -35,42 +65,54 @@ from segtk.reports.writer import write_report
 @split_option
 @limit_option
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True)
-@eps_option
+@click.option("--eps", default="8", show_default=True, callback=_eps_sweep,
+              help="L∞ bound on the 0–255 scale (stored images keep whole steps); a comma list "
+                   "(4,8,16) sweeps it: one table per ε.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Repeat r uses seed + r.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
 @shard_options
 @click.option("--out", type=click.Path(file_okay=False), default="runs/bench-attacks", show_default=True)
 @click.option("--resume", is_flag=True,
-              help="Keep finished shards in OUT and run the rest; --attacks may add attacks.")
+              help="Keep finished shards in OUT and run the rest; --attacks and --eps may add "
+                   "specs and ε values.")
 @click.option("--table-only", is_flag=True,
               help="Run nothing: print and write the table of the complete repeats OUT holds "
                    "(e.g. while another process is still running it).")
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, eps, seed, batch_size,
                   chunk, executor, workers, address, out, resume, table_only, write_html) -> None:
-    """Attacks × budgets → dataset mIoU (mean ± std over repeats), CSV/JSON and curves.
+    """Attack specs × budgets → dataset mIoU of the stored 8-bit images (mean ± std over
+    repeats), CSV/JSON and proxy curves.
+
+    An attack spec is NAME[:KEY=VALUE[;KEY=VALUE...]] with the attack's own parameters (the
+    `--param` keys of `segtk attack`, listed in each plugin's README and by the error a wrong
+    key gives); each spec is one row, so one run prints an ablation table.
 
     \b
     Examples:
       segtk bench attacks --repeats 1 --budgets 10,50
       segtk bench attacks --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
           --data camvid:../shared/data/camvid --limit 20 --budgets 10,50,200 --repeats 3
+      segtk bench attacks --attacks 'dla,dla:direction=horizontal,dla:calibration=random'
+      segtk bench attacks --attacks dla --eps 4,8,16
       segtk bench attacks --attacks dla,colour-stripes --out runs/b --table-only
     """
 
-    names, budget_list = csv_list(attacks), [int(b) for b in csv_list(budgets)]
-    for name in names:
-        registry.attack(name)  # unknown or broken plugins fail before any work
+    labels = list(dict.fromkeys(parse_spec(s).label for s in csv_list(attacks)))
+    budget_list = [int(b) for b in csv_list(budgets)]
+    for label in labels:  # a bad spec, value or ε fails before any work
+        for e in eps:
+            build_spec(label, budget=max(budget_list), eps=e, seed=seed)
     data = load_dataset(data_spec, split, limit)
-    shards = plan(list(models_), data_spec, split, names, budget_list, repeats, data.names, chunk,
+    shards = plan(list(models_), data_spec, split, labels, budget_list, repeats, data.names, chunk,
                   eps, seed, batch_size, sheet_dir=str(Path(out) / "sheet"))
-    config = {"attacks": names, "budgets": budget_list, "models": list(models_), "data": data_spec,
+    config = {"attacks": labels, "budgets": budget_list, "models": list(models_), "data": data_spec,
               "split": split, "images": data.names, "repeats": repeats, "eps": eps, "seed": seed,
-              "limit": limit}
+              "limit": limit, "scores": SCORES}
     if table_only and not (Path(out) / RESULTS_FILE).is_file():
         raise SegtkError(f"{out} holds no benchmark records", hint="run it first, without --table-only")
-    # Records are keyed per attack and image; --table-only may watch a bench still running.
-    run = RunDir(out, config, resume or table_only, may_differ=("attacks", "limit"),
+    # Records are keyed per spec, ε and image; --table-only may watch a bench still running.
+    run = RunDir(out, config, resume or table_only, may_differ=("attacks", "eps", "limit"),
                  read_only=table_only, kind="bench-attacks")
     total = sum(len(s.images) for s in shards)
     if not table_only:
@@ -79,28 +121,43 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
             run_bench(shards, run, make_executor(executor, workers, address),
                       lambda n: bar.advance(task, n))
     result = aggregate(run.done(key="key").values(), shards)
-    cols = sorted(set(budget_list))
-    for model in list(dict.fromkeys(models_)):
-        cells: dict[str, dict[int, str]] = {}
-        for r in (r for r in result.rows if r["model"] == model):
-            text = f"{r['miou_mean']:.2f} ± {r['miou_std']:.2f}"
-            if r["attack"] != "clean" and r["repeats"] < repeats:
-                text += f" ({r['repeats']} of {repeats} repeats finished)"
-            cells.setdefault(r["attack"], {}).update({b: text for b in cols} if r["attack"] == "clean"
-                                                     else {r["budget"]: text})
-        console.print(table(f"{model} — dataset mIoU % (mean ± std over {repeats} repeats), ε={eps:g}",
-                            ["attack"] + [f"{b} queries" for b in cols],
-                            [[name] + [row.get(b, "") for b in cols] for name, row in cells.items()]))
-    vis = [r for r in result.rows if "ssim" in r]
-    if vis:
-        console.print(table(f"visibility at {max(budget_list)} queries (stored 8-bit images)",
-                            ["model", "attack", "PSNR dB", "SSIM", "changed pixels %", "ΔE OKLab", "Δ chroma"],
-                            [[r["model"], r["attack"], r["psnr"], f"{r['ssim']:.4f}", r["changed_pct"],
-                              r.get("delta_e", ""), r.get("delta_chroma", "")] for r in vis]))
+    _print_tables(result.rows, list(dict.fromkeys(models_)), eps, sorted(set(budget_list)), repeats)
+    console.print("Table: the stored 8-bit images at each budget; curves.png/curves.json: the "
+                  "oracle's proxy of the float candidates.", soft_wrap=True)
     for path in write_outputs(result, Path(out)):
         console.print(f"wrote {path}")
-    sheet = write_contact_sheet(Path(out), data, names, max(budget_list))
+    sheet = write_contact_sheet(Path(out), data, labels, max(budget_list), max(eps))
     if sheet:
-        console.print(f"wrote {sheet}")
+        console.print(f"wrote {sheet}" + (f" (ε={max(eps):g})" if len(eps) > 1 else ""))
     if write_html:
         console.print(f"report: {write_report(out)}")
+
+
+def _print_tables(rows: list[dict], models: list[str], sweep: list[float], cols: list[int],
+                  repeats: int) -> None:
+    """One mIoU table per model and ε (clean in each), then the visibility table."""
+    for model in models:
+        mine = [r for r in rows if r["model"] == model]
+        clean = next((r for r in mine if r["attack"] == "clean"), None)
+        for eps in sweep:
+            cells: dict[str, dict[int, str]] = {}
+            if clean is not None:
+                cells["clean"] = {b: f"{clean['miou_mean']:.2f} ± 0.00" for b in cols}
+            for r in (r for r in mine if r["attack"] != "clean" and r.get("eps") == eps):
+                text = f"{r['miou_mean']:.2f} ± {r['miou_std']:.2f}"
+                if r["repeats"] < repeats:
+                    text += f" ({r['repeats']} of {repeats} repeats finished)"
+                cells.setdefault(r["attack"], {})[r["budget"]] = text
+            console.print(table(f"{model} — dataset mIoU % of the stored 8-bit images "
+                                f"(mean ± std over {repeats} repeats), ε={eps:g}",
+                                ["attack"] + [f"{b} queries" for b in cols],
+                                [[name] + [row.get(b, "") for b in cols] for name, row in cells.items()]))
+    vis = [r for r in rows if "ssim" in r]
+    if vis:
+        several = len(sweep) > 1
+        console.print(table(f"visibility at {max(cols)} queries (stored 8-bit images)",
+                            ["model", "attack", *(["ε"] if several else []), "PSNR dB", "SSIM",
+                             "changed pixels %", "ΔE OKLab", "Δ chroma"],
+                            [[r["model"], r["attack"], *([f"{r['eps']:g}"] if several else []),
+                              r["psnr"], f"{r['ssim']:.4f}", r["changed_pct"], r.get("delta_e", ""),
+                              r.get("delta_chroma", "")] for r in vis]))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from segtk.commands.console import err_console
+
 DEMO_MODEL, DEMO_DATA = "demo", "demo"
 
 model_option = click.option("--model", "model_spec", default=DEMO_MODEL, show_default=True,
@@ -15,15 +17,17 @@ limit_option = click.option("--limit", type=click.IntRange(min=1), default=None,
                             help="Use only the first N images.")
 
 
-def _warn_sub_step_eps(ctx: click.Context, param: click.Parameter, value: float) -> float:
+def warn_sub_step_eps(value: float) -> None:
     """Results score the stored 8-bit PNG, rounded into the ε-ball around the 8-bit clean image
-    (attack_job.quantise): an ε under one 0–255 step leaves nothing of the perturbation."""
+    (jobs.attack.quantise): an ε under one 0–255 step leaves nothing of the perturbation."""
     if value < 1:
-        from segtk.commands.console import err_console
-
         err_console.print(f"[yellow]warning:[/] --eps {value:g} is below one 0–255 step: the stored "
                           "8-bit images will equal the clean ones and no result can change; "
                           "use --eps 1 or more", soft_wrap=True)
+
+
+def _warn_sub_step_eps(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    warn_sub_step_eps(value)
     return value
 
 

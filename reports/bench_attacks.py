@@ -1,5 +1,5 @@
 """Report context of an attack benchmark (`segtk bench attacks`): the attack × budget table
-(mean ± std) and the curves."""
+(mean ± std of the stored 8-bit images; one table per model and ε) and the proxy curves."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from segtk.benchmarks.attacks import Shard, aggregate, curve_label
 from segtk.core.errors import SegtkError
+from segtk.core.runs import RESULTS_FILE, read_results
 from segtk.reports.common import (
     _brief,
     _classes_and_palette,
@@ -18,41 +20,50 @@ from segtk.reports.common import (
     _spread,
 )
 from segtk.reports.svg import SERIES_COLOURS, Series, line_chart
-from segtk.core.runs import RESULTS_FILE, read_results
 
 
 def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                    notes: list[dict[str, str]]) -> dict[str, Any]:
-    from segtk.benchmarks.attacks import aggregate
-
     records = list(read_results(run / RESULTS_FILE, key="key").values())
     if not records:
         raise SegtkError(f"{run}: no finished records in {RESULTS_FILE} yet",
                          hint="run the benchmark (or continue it with --resume) first")
     config = meta.get("config") or {}
-    result = aggregate(records, _shards_from_records(records, config))
+    if any("eps" not in rec for rec in records):
+        _note(notes, "This run was recorded by an older segtk, whose table scored the attacks' float "
+                     "candidates, not the stored 8-bit images (rerun it to score those).", "warn")
+    shards = _shards_from_records(records, config)
+    sweep = list(dict.fromkeys(s.eps for s in shards))
+    result = aggregate(records, shards)
     repeats, images = config.get("repeats"), len(config.get("images") or [])
     budgets = sorted({r["budget"] for r in result.rows if r["attack"] != "clean"})
     tables = []
     for model in dict.fromkeys(r["model"] for r in result.rows):
-        rows = [r for r in result.rows if r["model"] == model]
-        clean = next((r for r in rows if r["attack"] == "clean"), None)
-        best = {b: min((r["miou_mean"] for r in rows if r["attack"] != "clean" and r["budget"] == b),
-                       default=None) for b in budgets}
-        by_attack: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
-        for r in rows:
-            if r["attack"] != "clean":
+        mine = [r for r in result.rows if r["model"] == model]
+        clean = next((r for r in mine if r["attack"] == "clean"), None)
+        for eps in sweep:
+            rows = [r for r in mine if r["attack"] != "clean" and r.get("eps") == eps]
+            best = {b: min((r["miou_mean"] for r in rows if r["budget"] == b), default=None)
+                    for b in budgets}
+            by_attack: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+            for r in rows:
                 by_attack[r["attack"]][r["budget"]] = dict(r, best=r["miou_mean"] == best[r["budget"]])
                 if (repeats and r["repeats"] < repeats) or (images and r["images"] < images):
-                    _note(notes, f"{model} / {r['attack']} at {r['budget']} queries is incomplete: "
-                                 f"{r['repeats']} of {repeats} repeats, {r['images']} of {images} "
-                                 f"images (continue with --resume).", "warn")
-        tables.append({"model": model, "clean": clean, "attacks": dict(by_attack)})
+                    _note(notes, f"{model} / {r['attack']} (ε={eps:g}) at {r['budget']} queries is "
+                                 f"incomplete: {r['repeats']} of {repeats} repeats, {r['images']} of "
+                                 f"{images} images (continue with --resume).", "warn")
+            title = model if len(sweep) == 1 else f"{model}, ε={eps:g}"
+            tables.append({"model": title, "source": model, "eps": eps, "clean": clean,
+                           "attacks": dict(by_attack)})
 
-    histories = _bench_histories(records)
+    histories = _bench_histories(records, sweep)
     for t in tables:
         series = []
-        for i, (name, runs) in enumerate(histories.get(t["model"], {}).items()):
+        runs_by_label = histories.get(t["source"], {})
+        for i, name in enumerate(t["attacks"]):
+            runs = runs_by_label.get(curve_label(name, t["eps"], sweep))
+            if not runs:
+                continue
             s = _spread(runs)
             series.append(Series(name, s["mean"], SERIES_COLOURS[i % len(SERIES_COLOURS)],
                                  bands=((s["q25"], s["q75"]),), width=2.6 if name == "dla" else 1.6))
@@ -64,7 +75,7 @@ def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
         _note(notes, f"The dataset could not be loaded ({why}); classes are numbered.")
     classes, palette = _classes_and_palette(dataset, k)
     files = [f for f in ("table.csv", "table.json", "curves.json", "curves.png") if (run / f).is_file()]
-    models = config.get("models") or [t["model"] for t in tables]
+    models = config.get("models") or list(dict.fromkeys(t["source"] for t in tables))
     return {
         "title": f"Attack benchmark: {', '.join(config.get('attacks') or [])} on "
                  f"{', '.join(_brief(m) for m in models)} / {_brief(config.get('data'))}",
@@ -72,43 +83,57 @@ def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
         "tables": tables,
         "repeats": repeats,
         "images": images or len({r["image"] for r in records}),
-        "eps": config.get("eps"),
+        "eps": ", ".join(f"{e:g}" for e in sweep),
         "files": files,
         "legend": _legend(classes, palette),
     }
 
 
-def _shards_from_records(records: list[dict[str, Any]], config: dict[str, Any]):
-    """The runs the records came from, in the config's order (what `aggregate` needs)."""
-    from segtk.benchmarks.attacks import Shard
+def _config_eps(config: dict[str, Any]) -> list[float]:
+    """The run's ε values: a list since ε sweeps, one number before."""
+    eps = config.get("eps", 0)
+    return [float(e) for e in (eps if isinstance(eps, list) else [eps])]
 
+
+def _shards_from_records(records: list[dict[str, Any]], config: dict[str, Any]) -> list[Shard]:
+    """The runs the records came from, in the config's order (what `aggregate` needs)."""
     models = list(config.get("models") or [])
     attacks = list(config.get("attacks") or [])
-    runs = {}
+    sweep = _config_eps(config)
+    runs: dict[tuple[str, str, float, int, int], set[int]] = {}
     for rec in records:
-        key = (rec["model"], rec["attack"], rec["repeat"], rec["run_budget"])
+        key = (rec["model"], rec["attack"], float(rec.get("eps", sweep[0])), rec["repeat"],
+               rec["run_budget"])
         runs.setdefault(key, set()).update(int(b) for b in rec["confusions"])
 
     def order(key):
-        m, a, r, b = key
+        m, a, e, r, b = key
         return (models.index(m) if m in models else len(models), m,
+                sweep.index(e) if e in sweep else len(sweep), e,
                 attacks.index(a) if a in attacks else len(attacks), a, r, b)
 
     images = tuple(config.get("images") or sorted({rec["image"] for rec in records}))
     return [Shard(m, str(config.get("data", "")), config.get("split"), a, r, b, tuple(sorted(cps)),
-                  images, float(config.get("eps", 0)), int(config.get("seed", 0)), 1)
-            for (m, a, r, b), cps in sorted(runs.items(), key=lambda kv: order(kv[0]))]
+                  images, e, int(config.get("seed", 0)), 1)
+            for (m, a, e, r, b), cps in sorted(runs.items(), key=lambda kv: order(kv[0]))]
 
 
-def _bench_histories(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, list[list[float]]]]:
-    """model -> attack -> histories of the runs at that attack's largest budget."""
+def _bench_histories(records: Iterable[dict[str, Any]],
+                     sweep: list[float]) -> dict[str, dict[str, list[list[float]]]]:
+    """model -> curve label (attack, plus ε in a sweep) -> histories of the runs at that
+    attack's largest budget."""
     records = list(records)
-    top: dict[tuple[str, str], int] = {}
+
+    def run_of(rec: dict[str, Any]) -> tuple[str, str, float]:
+        return rec["model"], rec["attack"], float(rec.get("eps", sweep[0]))
+
+    top: dict[tuple[str, str, float], int] = {}
     for rec in records:
-        key = (rec["model"], rec["attack"])
-        top[key] = max(top.get(key, 0), rec["run_budget"])
+        top[run_of(rec)] = max(top.get(run_of(rec), 0), rec["run_budget"])
     out: dict[str, dict[str, list[list[float]]]] = {}
     for rec in records:
-        if rec["run_budget"] == top[(rec["model"], rec["attack"])] and rec.get("history"):
-            out.setdefault(rec["model"], {}).setdefault(rec["attack"], []).append(rec["history"])
+        model, attack, eps = run_of(rec)
+        if rec["run_budget"] == top[run_of(rec)] and rec.get("history"):
+            label = curve_label(attack, eps, sweep)
+            out.setdefault(model, {}).setdefault(label, []).append(rec["history"])
     return out

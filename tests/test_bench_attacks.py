@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
-from segtk.core import registry
+from segtk.benchmarks import attacks as bench_module
 from segtk.benchmarks.attacks import aggregate, plan, run_bench, write_contact_sheet, write_outputs
-from segtk.jobs.executors import InlineExecutor, LocalExecutor, make_executor
+from segtk.core import registry
+from segtk.core.data import Dataset, Item
 from segtk.core.metrics import confusion
 from segtk.core.runs import RunDir
+from segtk.core.segmenter import Segmenter
+from segtk.jobs.executors import InlineExecutor, LocalExecutor, make_executor
 from segtk.testing import TinySegmenter, toy_batch
 
 ANYTIME = ["random", "nes", "bandits", "zo-signsgd", "signhunter", "simba", "colour-stripes"]
@@ -56,7 +60,7 @@ def test_local_process_pool_equals_inline_and_writes_outputs(tmp_path) -> None:
     assert {(r["attack"], r["budget"]) for r in inline.rows} >= {("dla", 4), ("dla", 8), ("signhunter", 4)}
     paths = write_outputs(pooled, run.path)
     header = (run.path / "table.csv").read_text().splitlines()[0]
-    assert header.startswith("model,attack,budget,miou_mean,miou_std,pacc_mean")
+    assert header.startswith("model,attack,eps,budget,miou_mean,miou_std,pacc_mean")
     assert json.loads((run.path / "table.json").read_text()) == pooled.rows
     assert all(p.exists() for p in paths)
     final = [r for r in pooled.rows if r["budget"] == 8]
@@ -64,7 +68,7 @@ def test_local_process_pool_equals_inline_and_writes_outputs(tmp_path) -> None:
     assert "ssim" not in [r for r in pooled.rows if r["budget"] == 4][0]
     from segtk.core.specs import load_dataset
 
-    sheet = write_contact_sheet(run.path, load_dataset("demo"), ["dla", "signhunter"], 8)
+    sheet = write_contact_sheet(run.path, load_dataset("demo"), ["dla", "signhunter"], 8, 8.0)
     assert sheet is not None and sheet.stat().st_size > 0
 
 
@@ -102,3 +106,42 @@ def test_a_repeat_missing_images_is_left_out_of_the_table(tmp_path) -> None:
     assert by[("signhunter", 8)]["repeats"] == 2
     first = aggregate([r for r in records if r["repeat"] == 0], shards)
     assert by[("dla", 8)]["miou_mean"] == next(r for r in first.rows if r["attack"] == "dla" and r["budget"] == 8)["miou_mean"]
+
+
+class GridSegmenter(Segmenter):
+    """Class 1 on an image of whole 0–255 steps, class 0 on any other: its decision flips
+    between a float candidate and the 8-bit image stored from it."""
+
+    name = "grid"
+    classes = ["zero", "one"]
+
+    def predict(self, images: torch.Tensor) -> torch.Tensor:
+        steps = images * 255
+        on_grid = (steps - steps.round()).abs().flatten(1).amax(1) < 1e-3
+        return on_grid.long()[:, None, None].expand(-1, *images.shape[2:]).clone()
+
+
+@pytest.fixture
+def grid_world(monkeypatch):
+    """`--model grid --data grid`: two 8-bit images labelled class 1 everywhere."""
+    rng = np.random.default_rng(0)
+    items = [Item(f"g{i}", rng.integers(20, 235, (12, 16, 3), dtype=np.uint8),
+                  np.ones((12, 16), dtype=np.int64)) for i in range(2)]
+    data = Dataset("grid", ["zero", "one"], [(it.name, lambda it=it: it) for it in items])
+    model = GridSegmenter()
+    monkeypatch.setattr(bench_module, "cached_segmenter", lambda spec: model)
+    monkeypatch.setattr(bench_module, "load_dataset", lambda spec, split=None, limit=None: data)
+    return data
+
+
+@pytest.mark.parametrize("attack", ["random", "dla:values=continuous"])
+def test_the_table_scores_the_stored_8bit_images_not_the_float_candidates(tmp_path, grid_world,
+                                                                          attack) -> None:
+    shards = plan(["grid"], "grid", None, [attack], [3, 6], 1, grid_world.names, 2, 8.0, 0, 2)
+    run = RunDir(tmp_path / "b", {"t": 1}, False, kind="bench-attacks")
+    run_bench(shards, run, InlineExecutor())
+    result = aggregate(run.done(key="key").values(), shards)
+    assert min(result.curves["grid"][attack]) == 0  # the float candidates fool the model (proxy)...
+    by = {(r["attack"], r["budget"]): r["miou_mean"] for r in result.rows}
+    assert by[("clean", 0)] == 100
+    assert by[(attack, 3)] == by[(attack, 6)] == 100  # ...the stored 8-bit images do not
