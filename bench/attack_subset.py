@@ -15,11 +15,11 @@ from pathlib import Path
 
 import torch
 
-from segtk.jobs.attack import image_seed
 from segtk.core.data import batch_tensors
 from segtk.core.metrics import mean_iou
 from segtk.core.params import build_attack
 from segtk.core.specs import load_dataset, load_segmenter
+from segtk.jobs.attack import image_seed
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 

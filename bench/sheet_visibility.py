@@ -13,9 +13,9 @@ import argparse
 import statistics
 from pathlib import Path
 
+from segtk.benchmarks.visibility import visibility
 from segtk.core.data import read_image
 from segtk.core.specs import load_dataset
-from segtk.benchmarks.visibility import visibility
 
 
 def main() -> None:

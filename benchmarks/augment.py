@@ -23,12 +23,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from segtk.core.augment import parse_augment
 from segtk.benchmarks.edits import aggregate, build_subsets, plan, run_bench
+from segtk.core.augment import parse_augment
 from segtk.core.data import atomic_write_bytes, atomic_write_json
 from segtk.core.errors import SegtkError
-from segtk.jobs.executors import make_executor
+from segtk.core.render import save_figure
 from segtk.core.runs import RunDir
+from segtk.jobs.executors import make_executor
 from segtk.jobs.train import StepHook, TrainConfig, read_spec, train
 
 START = "start"
@@ -185,7 +186,6 @@ def plot(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from segtk.core.render import save_figure
 
     subsets, rows = result["subsets"], result["rows"]
     fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(subsets) + 3.5), 4))

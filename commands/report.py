@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from segtk.commands.console import console
+from segtk.reports.writer import write_report
 
 
 @click.command()
@@ -25,7 +26,6 @@ def report(run_dir: str, data_spec: str | None, open_: bool) -> None:
       segtk report runs/bench-edits      # also writes edits/ATTR/report.html
       segtk report runs/dla --data camvid:../shared/data/camvid   # dataset moved since the run
     """
-    from segtk.reports.writer import write_report
 
     path = write_report(run_dir, data_spec)
     console.print(f"wrote {path}")

@@ -6,10 +6,13 @@ from pathlib import Path
 
 import click
 
+from segtk.benchmarks.augment import AugmentBench, columns, run, table_rows, write_outputs
+from segtk.commands.bench_edits import parse_values
 from segtk.commands.console import console, progress, table
 from segtk.commands.options import csv_list, limit_option
 from segtk.core.editkit import CLASSICAL
 from segtk.core.errors import SegtkError
+from segtk.jobs.train import TrainConfig, parse_size, train
 
 
 def training_options(command):
@@ -77,7 +80,6 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
       segtk train ... --out runs/train-cutmix --resume --epochs 3
       segtk predict --model "$(cat runs/train-cutmix/model.spec)" --data camvid:../shared/data/camvid
     """
-    from segtk.jobs.train import TrainConfig, parse_size, train
 
     config = TrainConfig(model_spec, data_spec, split or None, limit, augment, epochs, batch_size,
                          lr, weight_decay, seed, parse_size(size, "--size"),
@@ -131,9 +133,6 @@ def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval
           --augment 'baseline+cutmix+augmix+edits:dir=runs/train-edits/color;runs/train-edits/style' \\
           --values color=red,blue --values style=painting,sketch --out runs/bench-augment
     """
-    from segtk.benchmarks.augment import AugmentBench, columns, run, table_rows, write_outputs
-    from segtk.commands.bench_edits import parse_values
-    from segtk.jobs.train import parse_size
 
     specs = [a.strip() for a in augments.split("+")] if "+" in augments else csv_list(augments)
     attrs = csv_list(attributes)

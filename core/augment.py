@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
+from safetensors.torch import save
 
+from segtk.core.data import atomic_write_bytes
 from segtk.core.errors import ModelError, PluginError
 from segtk.core.params import build, convert, kind_of, parse_pairs
 
@@ -191,9 +193,7 @@ def require_trainable(model: Any, spec: str) -> Trainable:
 def save_safetensors(path: str | Path, state: Mapping[str, torch.Tensor],
                      metadata: dict[str, str] | None = None) -> None:
     """Tensors to a .safetensors file, atomically (a crash never leaves half a checkpoint)."""
-    from safetensors.torch import save
 
-    from segtk.core.data import atomic_write_bytes
 
     tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state.items()}
     atomic_write_bytes(path, save(tensors, metadata=metadata))

@@ -6,6 +6,7 @@ models. Labels are int64 [H,W] class ids with `ignore_index` (255) for unlabelle
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -114,7 +115,6 @@ def atomic_write_json(path: str | Path, value: Any, indent: int | None = 2) -> N
 
 def write_png(path: str | Path, array: np.ndarray, palette: np.ndarray | None = None) -> None:
     """Lossless PNG, atomically. uint8 [H,W,3] image, or [H,W] ids (palette mode if given)."""
-    import io
 
     if array.dtype != np.uint8 and array.size and (array.min() < 0 or array.max() > 255):
         # Casting would wrap silently (300 -> 44, -1 -> 255): refuse instead.

@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata as md
 import json
 import os
 import platform
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
+
+import torch
+
+from segtk import __version__
+from segtk.core.data import atomic_write_bytes
 
 SOURCE = Path(__file__).resolve().parent.parent  # the segtk package's folder (the repo root)
 _CHUNK = 1 << 20
@@ -26,11 +32,8 @@ def versions() -> dict[str, str]:
 
 @functools.cache
 def _versions() -> dict[str, str]:
-    import importlib.metadata as md
 
-    import torch
 
-    from segtk import __version__
 
     out = {"segtk": __version__, "torch": torch.__version__, "python": platform.python_version()}
     for dist in md.distributions():
@@ -128,7 +131,6 @@ def _load_cache() -> dict[str, str]:
 
 def _save_cache(cache: dict[str, str]) -> None:
     """Best effort: a cache that cannot be written only means hashing again next time."""
-    from segtk.core.data import atomic_write_bytes
 
     try:
         atomic_write_bytes(_cache_path(), json.dumps(cache, indent=0).encode())

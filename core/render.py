@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from segtk.core.data import default_palette
@@ -36,7 +38,6 @@ def amplify(clean: np.ndarray, adv: np.ndarray) -> np.ndarray:
 
 def save_figure(fig, path) -> None:
     """Save a matplotlib figure atomically (temp file, then rename) and close it."""
-    from pathlib import Path
 
     import matplotlib.pyplot as plt
 

@@ -10,13 +10,14 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
+import torch
+
 from segtk.core.errors import PluginError, SegtkError
 
 Task = Callable[[Any], Any]
 
 
 def _single_threaded(fn: Task, shard: Any) -> Any:
-    import torch
 
     torch.set_num_threads(1)  # one process per core; more threads only fight each other
     return fn(shard)

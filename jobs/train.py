@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
 
 from segtk.core.augment import (
     AugmentContext,
@@ -39,6 +40,7 @@ from segtk.core.augment import (
     Trainable,
     build_augmenter,
     require_trainable,
+    save_safetensors,
 )
 from segtk.core.data import Dataset, atomic_write_bytes, atomic_write_json
 from segtk.core.errors import DataError, ModelError, SegtkError, naming
@@ -164,7 +166,6 @@ def checkpoint_dir(out: Path, epoch: int) -> Path:
 def save_checkpoint(model: Trainable, optimizer: torch.optim.Optimizer, out: Path, epoch: int,
                     meta: dict[str, Any]) -> str:
     """Model (plugin format + exact state), optimizer; checkpoint.json last. Returns the spec."""
-    from segtk.core.augment import save_safetensors
 
     folder = checkpoint_dir(out, epoch)
     folder.mkdir(parents=True, exist_ok=True)
@@ -187,7 +188,6 @@ def latest_checkpoint(out: Path, epochs_done: set[int]) -> int:
 
 
 def restore(model: Trainable, optimizer: torch.optim.Optimizer, out: Path, epoch: int) -> None:
-    from safetensors.torch import load_file
 
     folder = checkpoint_dir(out, epoch)
     with naming(f"resuming from {folder}", SegtkError, "loading the checkpoint",

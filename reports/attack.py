@@ -10,7 +10,10 @@ import numpy as np
 
 from segtk.core.data import Dataset, read_image
 from segtk.core.errors import SegtkError
+from segtk.core.metrics import iou_per_class
 from segtk.core.render import amplify, overlay
+from segtk.core.runs import RESULTS_FILE, read_results
+from segtk.jobs.attack import summarise
 from segtk.reports.common import (
     _brief,
     _classes_and_palette,
@@ -23,13 +26,10 @@ from segtk.reports.common import (
     _spread,
 )
 from segtk.reports.svg import SERIES_COLOURS, Series, line_chart
-from segtk.core.runs import RESULTS_FILE, read_results
 
 
 def attack_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                     notes: list[dict[str, str]]) -> dict[str, Any]:
-    from segtk.jobs.attack import summarise
-    from segtk.core.metrics import iou_per_class
 
     records = list(read_results(run / RESULTS_FILE).values())
     if not records:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -11,9 +12,12 @@ from typing import Any
 from urllib.parse import quote
 
 import numpy as np
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup, escape
 
 from segtk.core.data import Dataset, default_palette, write_png
 from segtk.core.errors import SegtkError
+from segtk.core.specs import load_dataset, split_spec
 
 REPORT_FILE = "report.html"
 FILES_DIR = "report_files"
@@ -22,7 +26,6 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 @lru_cache(maxsize=1)
 def _environment():
-    from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -33,9 +36,7 @@ def _environment():
 
 def _wbr(text: Any):
     """Escaped text with line-break opportunities after _ / - . (long image names)."""
-    import re
 
-    from markupsafe import Markup, escape
 
     return Markup(re.sub(r"([_/.-]+)", r"\1<wbr>", str(escape(str(text)))))
 
@@ -76,7 +77,6 @@ def _short_command(command: str) -> str:
 
 def _brief(spec: Any) -> str:
     """A spec for a title: folders dropped ('camvid:../data/camvid' -> 'camvid:camvid')."""
-    import re
 
     return re.sub(r"[^\s:=,;]*[/\\]", "", str(spec).rstrip("/\\")) if spec else "?"
 
@@ -109,7 +109,6 @@ def _load_dataset(spec: str | None, split: str | None, run: Path | None = None,
     """
     if not spec:
         return None, "run.json names no dataset"
-    from segtk.core.specs import load_dataset, split_spec
 
     def attempt(candidate: str) -> tuple[Dataset | None, str]:
         try:

@@ -15,6 +15,8 @@ import numpy as np
 from segtk.core.data import IMAGE_SUFFIXES, Dataset, read_image, read_label
 from segtk.core.errors import SegtkError
 from segtk.core.render import overlay
+from segtk.core.samples import SKIP_REASONS
+from segtk.datasets.readers import read_classes, read_manifest
 from segtk.reports.common import (
     _brief,
     _classes_and_palette,
@@ -35,7 +37,6 @@ SKIP_FIELDS = {"name", "image", "source", "source_image", "attribute", "value", 
 
 def edit_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                   notes: list[dict[str, str]]) -> dict[str, Any]:
-    from segtk.datasets.readers import read_classes, read_manifest
 
     config = meta.get("config") or {}
     manifest = read_manifest(run / "manifest.jsonl") if (run / "manifest.jsonl").is_file() else []
@@ -198,10 +199,6 @@ def _values_table(rows: list[dict[str, Any]], skipped: list[dict[str, Any]],
 
 
 def _skip_table(skipped: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    try:
-        from segtk.core.samples import SKIP_REASONS
-    except ImportError:  # pragma: no cover - the editing core is optional here
-        SKIP_REASONS = {}
     by_reason: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for rec in skipped:
         by_reason[str(rec.get("reason") or "unknown")].append(rec)

@@ -10,11 +10,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from segtk.jobs.attack import attack_dataset, quantise
 from segtk.core.data import read_image, to_tensor
 from segtk.core.errors import ModelError, SegtkError
 from segtk.core.runs import RunDir, read_results
 from segtk.core.specs import load_dataset
+from segtk.jobs.attack import attack_dataset, quantise
 from segtk.testing import TinySegmenter
 from segtk_dla import DLA
 

@@ -8,6 +8,8 @@ from PIL import Image
 
 from segtk.core import registry
 from segtk.core.data import read_label
+from segtk.core.errors import DataError
+from segtk.core.specs import load_dataset
 from segtk.datasets.formats import (
     ADE20K_CLASSES,
     CITYSCAPES_CLASSES,
@@ -16,8 +18,6 @@ from segtk.datasets.formats import (
     cityscapes_train_ids,
 )
 from segtk.datasets.readers import CAMVID_CLASSES
-from segtk.core.errors import DataError
-from segtk.core.specs import load_dataset
 from segtk.testing import shared
 
 FRAME = "frankfurt_000000_000294"

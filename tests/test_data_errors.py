@@ -11,9 +11,9 @@ import pytest
 from PIL import Image
 
 from segtk.core.data import read_image, read_label, write_png
-from segtk.datasets.formats import VOC_PALETTE
 from segtk.core.errors import DataError
 from segtk.core.specs import load_dataset
+from segtk.datasets.formats import VOC_PALETTE
 
 
 def save(path: Path, array) -> Path:

@@ -10,6 +10,8 @@ import pytest
 from PIL import Image
 
 from segtk.core.data import read_image, read_label, write_png
+from segtk.core.errors import DataError
+from segtk.core.specs import load_dataset
 from segtk.datasets.formats import (
     ADE20K_CLASSES,
     CITYSCAPES_CLASSES,
@@ -17,8 +19,6 @@ from segtk.datasets.formats import (
     VOC_COLOURS,
     VOC_PALETTE,
 )
-from segtk.core.errors import DataError
-from segtk.core.specs import load_dataset
 
 # cityscapesScripts labels.py, id 0..33 -> trainId, typed out independently of the reader.
 TRAIN_ID_OF = [255] * 7 + [0, 1, 255, 255, 2, 3, 4, 255, 255, 255, 5, 255, 6, 7, 8, 9, 10,

@@ -25,9 +25,11 @@ import torch
 import torch.nn.functional as F
 
 from segtk.core.augment import AugmentContext, Augmenter, seeds
+from segtk.core.editing import SkipSample
 from segtk.core.errors import PluginError
 from segtk.core.hookspecs import hookimpl
 from segtk.core.params import build
+from segtk.core.samples import Skip, prepare_sample
 from segtk.core.specs import load_dataset
 
 
@@ -100,8 +102,6 @@ class Edits(Augmenter):
 
     def on_the_fly(self, image: torch.Tensor, label: torch.Tensor, rng: np.random.Generator,
                    name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
-        from segtk.core.editing import SkipSample
-        from segtk.core.samples import Skip, prepare_sample
 
         editor, values = self.editors[int(rng.integers(len(self.editors)))]
         value = values[int(rng.integers(len(values)))]

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
+import torch
 
 from segtk.core.editing import EditedSample, Sample
 from segtk.core.errors import PluginError
@@ -85,7 +86,6 @@ class ClipFilter(Filter):
         self.load()  # fail before any edit if the model is missing
 
     def embed(self, images: list[np.ndarray], texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        import torch
 
         model, processor = self.load()
         inputs = processor(text=texts, images=images, return_tensors="pt", padding=True,

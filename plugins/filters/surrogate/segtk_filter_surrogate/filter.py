@@ -17,6 +17,7 @@ from segtk.core.editing import EditedSample, Sample
 from segtk.core.errors import PluginError
 from segtk.core.filtering import Filter, FilterResult
 from segtk.core.segmenter import Segmenter
+from segtk.core.specs import load_segmenter
 
 MODES = ("paper", "code")
 
@@ -84,7 +85,6 @@ class SurrogateFilter(Filter):
     @property
     def model(self) -> Segmenter:
         if self._model is None:
-            from segtk.core.specs import load_segmenter
 
             self._model = load_segmenter(self.spec)
         if not self._model.has_logits:

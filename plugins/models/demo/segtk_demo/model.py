@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
 from torch import nn
 
 from segtk.core.augment import Trainable, save_safetensors
@@ -74,7 +75,6 @@ def padded_logits(net: nn.Module, images: torch.Tensor) -> torch.Tensor:
 
 def load_net(path: str | Path = WEIGHTS) -> DemoNet:
     """The trained network in eval mode; strict loading so a stale file fails loudly."""
-    from safetensors.torch import load_file
 
     path = Path(path)
     if not path.is_file():

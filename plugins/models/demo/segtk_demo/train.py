@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors.torch import save_file
 
 from segtk.core.data import to_tensor
 from segtk.core.metrics import ConfusionAccumulator
@@ -57,7 +58,6 @@ def evaluate(net: torch.nn.Module, n: int = 32, seed: int = EVAL_SEED) -> Confus
 
 
 def save(net: torch.nn.Module, out: Path, meta: dict[str, str]) -> None:
-    from safetensors.torch import save_file
 
     out.parent.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous().clone() for k, v in net.state_dict().items()}

@@ -11,7 +11,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save
 
+from segtk.core.data import atomic_write_bytes
 from segtk.core.errors import ModelError
 from segtk.core.hookspecs import hookimpl
 from segtk.core.params import parse_pairs
@@ -75,8 +78,6 @@ def build_network(state: Mapping[str, torch.Tensor], source: str) -> tuple[ESPNe
 
 def load_weights(path: str | Path) -> dict[str, torch.Tensor]:
     """The tensors of a .safetensors file; ModelError naming the path if absent or unreadable."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
 
     path = Path(path)
     if not path.is_file():
@@ -144,9 +145,7 @@ def _read_pth(path: Path) -> dict[str, torch.Tensor]:
 
 def convert(in_pth: str, out_safetensors: str) -> None:
     """Published ESPNet .pth -> .safetensors, checked to load strictly, written atomically."""
-    from safetensors.torch import save
 
-    from segtk.core.data import atomic_write_bytes
 
     src = Path(in_pth)
     state = _read_pth(src)

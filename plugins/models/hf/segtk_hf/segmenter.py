@@ -22,6 +22,8 @@ unless the spec says `download`.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -162,8 +164,6 @@ class HFSegmenter(Segmenter, Trainable):
     def save(self, directory: str | Path) -> str:
         """save_pretrained (model.safetensors, config with the class names, image processor)
         into a temporary folder renamed to `directory`: `hf:DIRECTORY[,size=WxH]`."""
-        import shutil
-        import tempfile
 
         directory = Path(directory)
         directory.parent.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,7 @@ import click
 
 from segtk.core.errors import PluginError
 from segtk.core.registry import missing_modules
+from segtk.core.specs import load_segmenter
 
 
 @click.command("serve")
@@ -44,7 +45,6 @@ def serve(model_spec: str, host: str, port: int, max_batch: int, max_pixels: int
     if missing:
         raise PluginError(f"segtk serve needs {', '.join(missing)}, which is not installed",
                           hint=SERVER_INSTALL)
-    from segtk.core.specs import load_segmenter
     from segtk_http.limits import MIB, Limits
     from segtk_http.server import bind, bind_warning, url_of
     from segtk_http.server import serve as run_server

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 import numpy as np
+from PIL import Image, UnidentifiedImageError
 
 from segtk.core.errors import SegtkError
 from segtk_http.protocol import LimitError, ProtocolError
@@ -217,7 +218,6 @@ def png_size(data: bytes, index: int) -> tuple[int, int]:
 
 def decode_png(data: bytes, index: int, size: tuple[int, int]) -> np.ndarray:
     """RGB uint8 [H,W,3] of a PNG whose size was already checked."""
-    from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(io.BytesIO(data), formats=["PNG"]) as img:

@@ -16,6 +16,7 @@ import io
 import zipfile
 
 import numpy as np
+from PIL import Image
 
 PROTOCOL = "segtk-http/1"
 NPZ = "application/x-npz"
@@ -66,7 +67,6 @@ def labels_to_wire(labels: np.ndarray) -> np.ndarray:
 
 
 def encode_png(array: np.ndarray) -> str:
-    from PIL import Image
 
     img = Image.fromarray(np.ascontiguousarray(array))  # uint8 -> L, uint16 -> I;16
     buf = io.BytesIO()

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from PIL import Image
 
 from segtk.core.errors import SegtkError
 from segtk.core.segmenter import Segmenter, check_prediction
@@ -201,7 +202,6 @@ def serve(segmenter: Segmenter, sock: socket.socket, limits: Limits,
           log_level: str = "warning") -> None:
     """Run uvicorn on an already listening socket (see `bind`) until interrupted."""
     import uvicorn
-    from PIL import Image
 
     Image.MAX_IMAGE_PIXELS = limits.max_pixels  # Pillow's own bomb guard agrees with ours
     config = uvicorn.Config(create_app(segmenter, limits), log_level=log_level,
