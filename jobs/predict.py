@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ import torch
 
 from segtk.core.data import (
     Dataset,
-    atomic_write_bytes,
+    atomic_write_json,
     default_palette,
     same_size_batches,
     to_tensor,
@@ -58,5 +57,5 @@ def predict_dataset(
         "iou": dict(zip(dataset.classes, acc.iou())),
     }
     if out is not None:
-        atomic_write_bytes(Path(out) / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
+        atomic_write_json(Path(out) / "summary.json", summary)  # strict: a NaN becomes null
     return summary

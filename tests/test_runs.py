@@ -10,13 +10,16 @@ import os
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from segtk.core import provenance
-from segtk.core.data import atomic_write_json
+from segtk.core.data import Dataset, Item, atomic_write_json, to_uint8
 from segtk.core.errors import SegtkError
 from segtk.core.runs import RESULTS_FILE, RUN_FILE, RunDir, read_results
 from segtk.jobs.edit import MANIFEST, SKIPPED, EditRun, append_line
+from segtk.jobs.predict import predict_dataset
+from segtk.testing import TinySegmenter, toy_batch
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -290,3 +293,15 @@ def test_edit_run_is_a_run_dir_of_kind_edit(tmp_path) -> None:
         EditRun(tmp_path / "e", {"seed": 0}, resume=False)
     with pytest.raises(SegtkError, match=r"holds a run with other settings \(seed\)"):
         EditRun(tmp_path / "e", {"seed": 1}, resume=True)
+
+
+def test_predict_summary_is_strict_json_when_no_pixel_is_labelled(tmp_path) -> None:
+    """Every label ignored: mIoU is NaN, and summary.json must still be JSON other tools read."""
+    images, _ = toy_batch(2, 9, 11)
+    items = [Item(f"img{i}", to_uint8(images)[i], np.full((9, 11), 255, dtype=np.int64))
+             for i in range(2)]
+    data = Dataset("all-ignored", TinySegmenter().classes, [(it.name, lambda it=it: it) for it in items])
+    summary = predict_dataset(TinySegmenter(), data, tmp_path / "p")
+    assert math.isnan(summary["miou"])
+    text = (tmp_path / "p" / "summary.json").read_text()
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))["miou"] is None
