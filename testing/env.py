@@ -29,7 +29,7 @@ def shared(relative: str) -> Path:
     pytest.skip(reason)
 
 
-def requires_stack(modules: tuple[str, ...], flag: str) -> pytest.MarkDecorator:
+def requires_stack(modules: tuple[str, ...], flag: str, how: str = "") -> pytest.MarkDecorator:
     """Skip where an optional stack (mmcv, detectron2, ...) is not importable, naming what is
     missing; where the environment variable `flag` is "1" (CI, after its install script ran),
     run anyway so the missing import fails the test instead of hiding behind a skip."""
@@ -37,5 +37,6 @@ def requires_stack(modules: tuple[str, ...], flag: str) -> pytest.MarkDecorator:
     required = os.environ.get(flag) == "1"
     return pytest.mark.skipif(
         bool(missing) and not required,
-        reason=f"needs {', '.join(missing)} (set {flag}=1 to make this a failure)",
+        reason=f"needs {', '.join(missing)} ({how + '; ' if how else ''}"
+               f"set {flag}=1 to make this a failure)",
     )

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,26 +27,12 @@ from click.testing import CliRunner
 from segtk.cli import cli
 from segtk.core.errors import ModelError
 from segtk.core.specs import load_dataset, load_segmenter
+from segtk.testing import requires_stack
 
-MODULES = ("detectron2", "detectron2._C", "transformers")
 FLAG = "SEGTK_REQUIRE_DETECTRON2"
-
-
-def _missing() -> list[str]:
-    missing = []
-    for name in MODULES:
-        try:
-            if importlib.util.find_spec(name) is None:
-                missing.append(name)
-        except ImportError:  # a parent package is absent
-            missing.append(name)
-    return missing
-
-
-pytestmark = pytest.mark.skipif(
-    bool(_missing()) and os.environ.get(FLAG) != "1",
-    reason=f"needs {', '.join(_missing())} (bash scripts/install-detectron2.sh, then run with "
-           f".venv-detectron2/bin/python; set {FLAG}=1 to make this a failure)",
+pytestmark = requires_stack(
+    ("detectron2", "detectron2._C", "transformers"), FLAG,
+    how="bash scripts/install-detectron2.sh, then run with .venv-detectron2/bin/python",
 )
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
