@@ -8,7 +8,16 @@ parsing, the hook markers and the registry. Plugins import only `segtk.core` and
 readers and commands live in sibling packages that build on this one.
 """
 
-from segtk.core.attack import EPS_TOLERANCE, Attack, AttackParams, AttackResult, Oracle, project
+from segtk.core.attack import (
+    EPS_TOLERANCE,
+    Attack,
+    AttackParams,
+    AttackResult,
+    Oracle,
+    Verified,
+    project,
+    uniform_noise,
+)
 from segtk.core.augment import AugmentContext, Augmenter, Trainable
 from segtk.core.data import (
     Dataset,
@@ -95,6 +104,7 @@ __all__ = [
     "SegtkError",
     "SkipSample",
     "Trainable",
+    "Verified",
     "atomic_write_bytes",
     "atomic_write_json",
     "bbox",
@@ -124,6 +134,7 @@ __all__ = [
     "to_tensor",
     "to_uint8",
     "transform_object",
+    "uniform_noise",
     "voc_colormap",
     "write_png",
 ]
