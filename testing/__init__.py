@@ -18,10 +18,13 @@ from segtk.testing.attack_suite import AttackSuite
 from segtk.testing.editor_suite import EditorSuite
 from segtk.testing.env import SHARED, requires_stack, shared
 from segtk.testing.fakes import (
+    CAR_CLASSES,
     TOY_CLASSES,
     TOY_OBJECT,
     RecordingSegmenter,
     TinySegmenter,
+    car_sample,
+    car_scene,
     smooth_images,
     toy_batch,
     toy_dataset,
@@ -32,6 +35,9 @@ from segtk.testing.filter_suite import FilterSuite
 from segtk.testing.segmenter_suite import SegmenterSuite
 
 __all__ = [
+    "CAR_CLASSES",
+    "car_sample",
+    "car_scene",
     "SHARED",
     "TOY_CLASSES",
     "TOY_OBJECT",

@@ -11,6 +11,7 @@ import torch
 
 from segtk.core.data import Dataset, Item
 from segtk.core.editing import Sample
+from segtk.core.samples import prepare_sample
 from segtk.core.segmenter import Segmenter
 
 # The toy scene's classes: what `toy_sample` and `toy_dataset` label their pixels with.
@@ -121,3 +122,33 @@ def toy_dataset(n: int = 3, height: int = 48, width: int = 64) -> Dataset:
 
     pairs = [(f"toy{s}", lambda s=s: reader(s)) for s in range(n)]
     return Dataset("toy", list(TOY_CLASSES), pairs)
+
+
+# The editor tests' street scene: sky, road, a tree and an elliptic red car (`car_sample`).
+CAR_CLASSES = ["sky", "road", "car", "tree"]
+SKY, ROAD, CAR, TREE = range(4)
+
+
+def car_scene(h: int = 48, w: int = 64, car=(24, 30, 9, 13)) -> tuple[np.ndarray, np.ndarray]:
+    """A smooth image; sky, road, a tree and an elliptic red car (cy, cx, ry, rx)."""
+    rng = np.random.default_rng(1)
+    low = rng.integers(0, 256, (h // 8 + 1, w // 8 + 1, 3)).astype(np.float64)
+    yy, xx = np.mgrid[0:h, 0:w]
+    image = low[yy // 8, xx // 8] * 0.7 + rng.integers(0, 60, (h, w, 3))
+    label = np.full((h, w), ROAD, np.int64)
+    label[: h // 4] = SKY
+    label[h // 4: h // 2, w - 8:] = TREE
+    cy, cx, ry, rx = car
+    car_px = ((yy - cy) / ry) ** 2 + ((xx - cx) / rx) ** 2 <= 1
+    label[car_px] = CAR
+    image[car_px] = image[car_px] * 0.5 + np.array([200, 40, 40]) * 0.5
+    label[0, :3] = 255
+    return image.clip(0, 255).astype(np.uint8), label
+
+
+def car_sample(level: str = "object", classes=CAR_CLASSES, **kw) -> Sample:
+    """The car scene prepared for editing (`car=(cy, cx, ry, rx)` moves or resizes the car)."""
+    image, label = car_scene(**kw)
+    s = prepare_sample("toy", image, label, classes, level=level, min_area=0.01)
+    assert isinstance(s, Sample), s
+    return s
