@@ -201,7 +201,7 @@ class Oracle:
             return Verified(self, image, torch.where(positive, self.hi[image], self.lo[image]))
         row = self._pinned_row(image)
         torch.where(positive, self.hi[image], self.lo[image], out=row)
-        self._pinned_version = self._pinned._version
+        self._pinned_version = self._pinned_batch()._version
         return Verified(self, image, row, pinned=True)
 
     def pin(self, v: Verified) -> Verified:
@@ -213,7 +213,7 @@ class Oracle:
         self._check_verified(v)
         row = self._pinned_row(v.owner)
         row.copy_(v.image)
-        self._pinned_version = self._pinned._version
+        self._pinned_version = self._pinned_batch()._version
         return Verified(self, v.owner, row, pinned=True)
 
     def unpinned(self, v: Verified) -> Verified:
@@ -221,10 +221,14 @@ class Oracle:
         self._check_verified(v)
         return Verified(self, v.owner, v.image.clone()) if v.pinned else v
 
-    def _pinned_row(self, image: int) -> torch.Tensor:
+    def _pinned_batch(self) -> torch.Tensor:
+        """The pinned rows, allocated on first use (most attacks never pin)."""
         if self._pinned is None:
             self._pinned = torch.empty_like(self.clean)
-        return self._pinned[image]
+        return self._pinned
+
+    def _pinned_row(self, image: int) -> torch.Tensor:
+        return self._pinned_batch()[image]
 
     def patch(self, v: Verified, at: tuple, values: torch.Tensor) -> Callable[[], None]:
         """Write `values`, projected, into `v.image[at]` in place; returns the undo.
@@ -246,7 +250,7 @@ class Oracle:
 
     def _written(self, v: Verified) -> None:
         if v.pinned:
-            self._pinned_version = self._pinned._version
+            self._pinned_version = self._pinned_batch()._version
         else:
             v.version = v.image._version
 
@@ -255,7 +259,7 @@ class Oracle:
             raise SegtkError("a verified image from another oracle (or made by hand)",
                              hint="make candidates with this oracle's verify, vertex or pin")
         expected = self._pinned_version if v.pinned else v.version
-        if (self._pinned if v.pinned else v.image)._version != expected:
+        if (self._pinned_batch() if v.pinned else v.image)._version != expected:
             raise SegtkError(
                 "an attack wrote to a verified image outside the oracle",
                 hint="change verified images only with Oracle.patch",
@@ -270,7 +274,7 @@ class Oracle:
         owners = [v.owner for v in candidates]
         first, n = owners[0], len(owners)
         if all(v.pinned for v in candidates) and owners == list(range(first, first + n)):
-            batch = self._pinned[first : first + n]  # a view: no copy
+            batch = self._pinned_batch()[first : first + n]  # a view: no copy
         elif n == 1:
             batch = candidates[0].image[None]
         else:
