@@ -8,10 +8,9 @@ from segtk.core.registry import SegmenterPlugin
 __version__ = "0.1.0"
 
 SYNTAX = "mmseg:CONFIG.py,CHECKPOINT.pth[,classes=a;b;c][,opts=KEY=VALUE;KEY=VALUE][,trust]"
-INSTALL = ('full mmcv with compiled ops (mmcv-lite is not enough; PyPI has only its source): '
-           'pip install "setuptools<80" wheel ninja psutil && MMCV_WITH_OPS=1 FORCE_CUDA=0 '
-           'pip install --no-build-isolation mmcv==2.1.0 && pip install mmengine==0.10.7 '
-           'mmsegmentation==1.2.2 ftfy regex  (or: pip install -e "plugins/models/mmseg[mm]")')
+INSTALL = ("bash scripts/install-mmseg.sh (from the segtk repository: builds full mmcv 2.1.0 "
+           "with its compiled ops against this environment's torch, about 17 min once, then "
+           "mmengine and mmsegmentation; mmcv-lite is not enough)")
 
 
 def load(arg: str):
