@@ -73,10 +73,13 @@ def parse_spec(text: str) -> AttackSpec:
     except SegtkError as exc:
         raise type(exc)(f"attack spec {text!r}: {exc.message}", exc.hint) from exc
     keys = [f"{k}={d}" for k, (_, d) in declared(cls).params.items() if k not in SHARED]
-    takes = (f"{name} takes {', '.join(keys) or 'no parameters'}; write {SPEC_SYNTAX}, "
-             f"quoted in a shell (e.g. '{name}:{keys[0] if keys else 'KEY=VALUE'}')")
+    takes = (f"{name} takes {', '.join(keys) or 'no parameters'}; write {SPEC_SYNTAX} "
+             "(quote the ';' in a shell)")
     try:
         params = parse_pairs([p for p in rest.split(";") if p.strip()], "parameter")
+        for key in params:
+            if key.replace("-", "_") in SHARED:
+                raise SegtkError(f"{key} is set by --{key} for every spec, not in a spec")
         build("attack", name, params, budget=1, eps=8.0, seed=0)  # reads and validates values
     except SegtkError as exc:
         raise PluginError(f"bad attack spec {text!r}: {exc.message}", hint=takes) from exc

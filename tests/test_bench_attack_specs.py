@@ -66,7 +66,7 @@ def test_a_spec_reads_its_parameters_and_has_one_canonical_label() -> None:
     ("dla:exploration=lots", "cannot read exploration='lots': expected a number"),
     ("dla:direction", "expected KEY=VALUE"),
     ("dla:direction=horizontal;direction=vertical", "given twice"),
-    ("dla:eps=4", "set by its own option"),
+    ("dla:eps=4", "eps is set by --eps for every spec"),
 ])
 def test_a_bad_spec_is_one_error_naming_it_and_the_allowed_keys(text, says) -> None:
     with pytest.raises(PluginError) as exc:
