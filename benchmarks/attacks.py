@@ -72,7 +72,9 @@ def parse_spec(text: str) -> AttackSpec:
         cls = registry.attack(name)
     except SegtkError as exc:
         raise type(exc)(f"attack spec {text!r}: {exc.message}", exc.hint) from exc
-    keys = [f"{k}={d}" for k, (_, d) in declared(cls).params.items() if k not in SHARED]
+    takes_all = declared(cls).params
+    keys = [f"{k}={d}" for k, (_, d) in takes_all.items() if k not in SHARED]
+    defaults = {k: d for k, (_, d) in takes_all.items() if k in SHARED}  # the bench sets its own
     takes = (f"{name} takes {', '.join(keys) or 'no parameters'}; write {SPEC_SYNTAX} "
              "(quote the ';' in a shell)")
     try:
@@ -80,7 +82,7 @@ def parse_spec(text: str) -> AttackSpec:
         for key in params:
             if key.replace("-", "_") in SHARED:
                 raise SegtkError(f"{key} is set by --{key} for every spec, not in a spec")
-        build("attack", name, params, budget=1, eps=8.0, seed=0)  # reads and validates values
+        build("attack", name, params, **defaults)  # reads and validates the values
     except SegtkError as exc:
         raise PluginError(f"bad attack spec {text!r}: {exc.message}", hint=takes) from exc
     label = name + (":" + ";".join(f"{k}={v}" for k, v in params.items()) if params else "")
