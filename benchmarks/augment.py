@@ -186,7 +186,6 @@ def plot(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-
     subsets, rows = result["subsets"], result["rows"]
     fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(subsets) + 3.5), 4))
     width = 0.8 / max(1, len(rows))

@@ -18,7 +18,7 @@ from segtk.core.attack import (
     project,
     uniform_noise,
 )
-from segtk.core.augment import AugmentContext, Augmenter, Trainable
+from segtk.core.augment import AugmentContext, Augmenter, ModuleTrainable, Trainable
 from segtk.core.data import (
     Dataset,
     DatasetPlugin,
@@ -90,6 +90,7 @@ __all__ = [
     "GeometryEditor",
     "Item",
     "ModelError",
+    "ModuleTrainable",
     "Oracle",
     "PluginError",
     "Preprocessing",

@@ -181,6 +181,30 @@ class Trainable(ABC):
         """Write the model into `directory` as safetensors; return a `--model` spec loading it."""
 
 
+class ModuleTrainable(Trainable):
+    """A Trainable whose weights are one torch module (`trainable_module`): parameters, mode and
+    state come from it, so a model plugin writes only `save` (and any extra mode rule)."""
+
+    @property
+    @abstractmethod
+    def trainable_module(self) -> torch.nn.Module:
+        """The network `segtk train` updates."""
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]:
+        return self.trainable_module.parameters()
+
+    def train(self, mode: bool = True) -> Trainable:
+        self.training = mode
+        self.trainable_module.train(mode)
+        return self
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return dict(self.trainable_module.state_dict())
+
+    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        self.trainable_module.load_state_dict(dict(state), strict=True)
+
+
 def require_trainable(model: Any, spec: str) -> Trainable:
     """The model as a Trainable, or a ModelError naming the plugins that can be trained."""
     if not isinstance(model, Trainable):
@@ -193,7 +217,5 @@ def require_trainable(model: Any, spec: str) -> Trainable:
 def save_safetensors(path: str | Path, state: Mapping[str, torch.Tensor],
                      metadata: dict[str, str] | None = None) -> None:
     """Tensors to a .safetensors file, atomically (a crash never leaves half a checkpoint)."""
-
-
     tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state.items()}
     atomic_write_bytes(path, save(tensors, metadata=metadata))

@@ -37,7 +37,6 @@ def _environment():
 def _wbr(text: Any):
     """Escaped text with line-break opportunities after _ / - . (long image names)."""
 
-
     return Markup(re.sub(r"([_/.-]+)", r"\1<wbr>", str(escape(str(text)))))
 
 

@@ -6,7 +6,6 @@ weights ship inside the package (well under 2 MB).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import torch
@@ -14,7 +13,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import nn
 
-from segtk.core.augment import Trainable, save_safetensors
+from segtk.core.augment import ModuleTrainable, save_safetensors
 from segtk.core.errors import ModelError
 from segtk.core.segmenter import Segmenter, labels_from_logits
 from segtk_demo.scenes import CLASSES
@@ -88,7 +87,7 @@ def load_net(path: str | Path = WEIGHTS) -> DemoNet:
     return net.eval()
 
 
-class DemoSegmenter(Segmenter, Trainable):
+class DemoSegmenter(Segmenter, ModuleTrainable):
     """The embedded street-scene model, ready for attacks without any download."""
 
     name = "demo"
@@ -116,19 +115,9 @@ class DemoSegmenter(Segmenter, Trainable):
 
     # --- Trainable (segtk train) ---------------------------------------------------------------
 
-    def parameters(self) -> Iterator[nn.Parameter]:
-        return self.net.parameters()
-
-    def train(self, mode: bool = True) -> DemoSegmenter:
-        self.training = mode
-        self.net.train(mode)
-        return self
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return dict(self.net.state_dict())
-
-    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
-        self.net.load_state_dict(dict(state), strict=True)
+    @property
+    def trainable_module(self) -> torch.nn.Module:
+        return self.net
 
     def save(self, directory: str | Path) -> str:
         """DIR/model.safetensors, loaded back by `--model demo:PATH`."""

@@ -146,7 +146,6 @@ def _read_pth(path: Path) -> dict[str, torch.Tensor]:
 def convert(in_pth: str, out_safetensors: str) -> None:
     """Published ESPNet .pth -> .safetensors, checked to load strictly, written atomically."""
 
-
     src = Path(in_pth)
     state = _read_pth(src)
     net, _ = build_network(state, str(src))

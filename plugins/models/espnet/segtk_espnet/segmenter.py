@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from segtk.core.augment import Trainable, save_safetensors
+from segtk.core.augment import ModuleTrainable, save_safetensors
 from segtk.core.segmenter import Segmenter, labels_from_logits
 from segtk_espnet.network import ESPNet, flush_denormals_
 
@@ -49,7 +48,7 @@ CITYSCAPES = Variant(
 VARIANTS = {v.name: v for v in (CAMVID, CITYSCAPES)}
 
 
-class ESPNetSegmenter(Segmenter, Trainable):
+class ESPNetSegmenter(Segmenter, ModuleTrainable):
     """ESPNet (p=2, q=8) on RGB [0,1] images, batched, in eval/inference mode.
 
     Preprocessing as trained: RGB [0,1] -> BGR x*255, minus mean, over std, then over 255.
@@ -127,22 +126,16 @@ class ESPNetSegmenter(Segmenter, Trainable):
 
     # --- Trainable (segtk train) ---------------------------------------------------------------
 
-    def parameters(self) -> Iterator[torch.nn.Parameter]:
-        return self.net.parameters()
+    @property
+    def trainable_module(self) -> torch.nn.Module:
+        return self.net
 
     def train(self, mode: bool = True) -> ESPNetSegmenter:
         """Train mode: BatchNorm uses batch statistics, gradients flow, `logits` keeps the graph."""
-        self.training = mode
-        self.net.train(mode)
+        super().train(mode)
         for param in self.net.parameters():
             param.requires_grad_(mode)
         return self
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return dict(self.net.state_dict())
-
-    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
-        self.net.load_state_dict(dict(state), strict=True)
 
     def save(self, directory: str | Path) -> str:
         """DIR/model.safetensors (the published checkpoint's keys): `espnet:VARIANT=PATH`."""

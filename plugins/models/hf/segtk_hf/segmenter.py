@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from segtk.core.augment import Trainable
+from segtk.core.augment import ModuleTrainable
 from segtk.core.errors import ModelError
 from segtk.core.params import convert, parse_pairs
 from segtk.core.segmenter import Segmenter, labels_from_logits
@@ -67,7 +66,7 @@ def parse(arg: str) -> tuple[str, dict[str, Any]]:
     return source, opts
 
 
-class HFSegmenter(Segmenter, Trainable):
+class HFSegmenter(Segmenter, ModuleTrainable):
     """Common preprocessing; subclasses implement `scores` (and may override `predict`).
 
     Per-pixel heads (SegFormer, UperNet, ...) are Trainable: `segtk train` fine-tunes them on
@@ -144,22 +143,16 @@ class HFSegmenter(Segmenter, Trainable):
 
     # --- Trainable (segtk train) ---------------------------------------------------------------
 
-    def parameters(self) -> Iterator[torch.nn.Parameter]:
-        return self.model.parameters()
+    @property
+    def trainable_module(self) -> torch.nn.Module:
+        return self.model
 
     def train(self, mode: bool = True) -> HFSegmenter:
         if mode and self.family != "per-pixel":
             raise ModelError(f"{self.name}: {self.family} models cannot be trained by segtk train",
                              hint="fine-tune a per-pixel head instead (SegFormer, UperNet, DPT)")
-        self.training = mode
-        self.model.train(mode)
+        super().train(mode)
         return self
-
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return dict(self.model.state_dict())
-
-    def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
-        self.model.load_state_dict(dict(state), strict=True)
 
     def save(self, directory: str | Path) -> str:
         """save_pretrained (model.safetensors, config with the class names, image processor)
