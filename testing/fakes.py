@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from segtk.core.data import Dataset, Item
-from segtk.core.editing import Sample
+from segtk.core.editing import EditedSample, Sample
 from segtk.core.samples import prepare_sample
 from segtk.core.segmenter import Segmenter
 
@@ -129,8 +129,10 @@ CAR_CLASSES = ["sky", "road", "car", "tree"]
 SKY, ROAD, CAR, TREE = range(4)
 
 
-def car_scene(h: int = 48, w: int = 64, car=(24, 30, 9, 13)) -> tuple[np.ndarray, np.ndarray]:
-    """A smooth image; sky, road, a tree and an elliptic red car (cy, cx, ry, rx)."""
+def car_scene(h: int = 48, w: int = 64, car=(24, 30, 9, 13),
+              red: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """A smooth image; sky, road, a tree and an elliptic car (cy, cx, ry, rx), tinted red
+    unless `red=False`."""
     rng = np.random.default_rng(1)
     low = rng.integers(0, 256, (h // 8 + 1, w // 8 + 1, 3)).astype(np.float64)
     yy, xx = np.mgrid[0:h, 0:w]
@@ -141,7 +143,8 @@ def car_scene(h: int = 48, w: int = 64, car=(24, 30, 9, 13)) -> tuple[np.ndarray
     cy, cx, ry, rx = car
     car_px = ((yy - cy) / ry) ** 2 + ((xx - cx) / rx) ** 2 <= 1
     label[car_px] = CAR
-    image[car_px] = image[car_px] * 0.5 + np.array([200, 40, 40]) * 0.5
+    if red:
+        image[car_px] = image[car_px] * 0.5 + np.array([200, 40, 40]) * 0.5
     label[0, :3] = 255
     return image.clip(0, 255).astype(np.uint8), label
 
@@ -152,3 +155,25 @@ def car_sample(level: str = "object", classes=CAR_CLASSES, **kw) -> Sample:
     s = prepare_sample("toy", image, label, classes, level=level, min_area=0.01)
     assert isinstance(s, Sample), s
     return s
+
+
+def shifted(a: np.ndarray, dx: int, dy: int) -> np.ndarray:
+    """`a` moved by (dx, dy) pixels, zeros where nothing moved in (what a shift edit expects)."""
+    out = np.zeros_like(a)
+    h, w = a.shape[:2]
+    out[max(dy, 0):h + min(dy, 0), max(dx, 0):w + min(dx, 0)] = \
+        a[max(-dy, 0):h - max(dy, 0), max(-dx, 0):w - max(dx, 0)]
+    return out
+
+
+def check_geometry(s: Sample, out: EditedSample, fill: int, object_id: int = CAR) -> None:
+    """A geometry edit of the car scene: the object's label moved with its mask, the uncovered
+    area is `fill` (ignore or background) and marked for repainting, nothing else relabelled."""
+    new, old = out.mask, s.mask
+    assert new.any() and new.shape == old.shape
+    assert (out.label[new] == object_id).all()
+    uncovered = old & ~new
+    assert (out.label[uncovered] == fill).all()
+    rest = ~(old | new)
+    assert np.array_equal(out.label[rest], s.label[rest])
+    assert np.array_equal(out.repaint, uncovered)

@@ -24,34 +24,15 @@ from segtk.core.editkit import (
 from segtk.core.errors import PluginError
 from segtk.core.hookspecs import hookimpl
 from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
-from segtk.core.samples import prepare_sample
 from segtk.jobs.edit import build_editor
+from segtk.testing import CAR_CLASSES, car_sample
 
-CLASSES = ["sky", "road", "car", "tree"]
+CLASSES = CAR_CLASSES
 SKY, ROAD, CAR, TREE = range(4)
 
 
-def scene(h: int = 48, w: int = 64, car=(24, 30, 9, 13)) -> tuple[np.ndarray, np.ndarray]:
-    """A smooth image; sky, road, a tree and an elliptic car (cy, cx, ry, rx)."""
-    rng = np.random.default_rng(1)
-    low = rng.integers(0, 256, (h // 8 + 1, w // 8 + 1, 3)).astype(np.float64)
-    yy, xx = np.mgrid[0:h, 0:w]
-    image = low[yy // 8, xx // 8] * 0.7 + rng.integers(0, 60, (h, w, 3))
-    label = np.full((h, w), ROAD, np.int64)
-    label[: h // 4] = SKY
-    label[h // 4: h // 2, w - 8:] = TREE
-    cy, cx, ry, rx = car
-    car_px = ((yy - cy) / ry) ** 2 + ((xx - cx) / rx) ** 2 <= 1
-    label[car_px] = CAR
-    label[0, :3] = 255
-    return image.clip(0, 255).astype(np.uint8), label
-
-
 def sample(level: str = "object", classes=CLASSES, **kw) -> Sample:
-    image, label = scene(**kw)
-    s = prepare_sample("toy", image, label, classes, level=level, min_area=0.01)
-    assert isinstance(s, Sample), s
-    return s
+    return car_sample(level, classes, red=False, **kw)
 
 
 def rng(seed: int = 0) -> np.random.Generator:

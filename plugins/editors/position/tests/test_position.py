@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from segtk.core import registry
-from segtk.core.editing import EditedSample, Sample, SkipSample
+from segtk.core.editing import SkipSample
 from segtk.core.errors import PluginError
-from segtk.testing import CAR_CLASSES, car_sample, car_scene
+from segtk.testing import CAR_CLASSES, car_sample, car_scene, check_geometry, shifted
 from segtk_editor_position import PositionEditor
 
 CLASSES = CAR_CLASSES
@@ -21,25 +21,6 @@ scene, sample = car_scene, car_sample
 
 def rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
-
-
-def shifted(a: np.ndarray, dx: int, dy: int) -> np.ndarray:
-    out = np.zeros_like(a)
-    h, w = a.shape[:2]
-    out[max(dy, 0):h + min(dy, 0), max(dx, 0):w + min(dx, 0)] = \
-        a[max(-dy, 0):h - max(dy, 0), max(-dx, 0):w - max(dx, 0)]
-    return out
-
-
-def check_geometry(s: Sample, out: EditedSample, fill: int) -> None:
-    new, old = out.mask, s.mask
-    assert new.any() and new.shape == old.shape
-    assert (out.label[new] == CAR).all()  # the object's label moved with it
-    uncovered = old & ~new
-    assert (out.label[uncovered] == fill).all()  # the uncovered area is ignore / background
-    rest = ~(old | new)
-    assert np.array_equal(out.label[rest], s.label[rest])  # nothing else relabelled
-    assert np.array_equal(out.repaint, uncovered)
 
 
 def test_registered_under_its_name() -> None:
