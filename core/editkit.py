@@ -2,13 +2,15 @@
 
 - `AttributeEditor`: an Editor with backends ("classical" = its own deterministic CPU code,
   or any registered `EditBackend`, e.g. "diffusion"), checked values and `--param` knobs, and
-  the appearance guarantee (label and mask bit for bit; object edits change pixels inside the
-  mask only).
-- `GeometryEditor`: moves or rescales the object with one rigid transform
-  (`transform_object`: nearest-neighbour for labels, the uncovered area gets the fill label:
-  ignore, or the background class) and repaints what it uncovered (`fill_rows`, OpenCV, or
-  the backend's `geometry`).
-- helpers: `bbox`, `target_box`, `border_sides`, `background_fill`, `surroundings_prompt`,
+  the appearance guarantee (label and mask bit for bit; classical object edits change pixels
+  inside the mask only; a backend's image is kept whole: the diffusion backend blends latents,
+  Gen4Seg Eq. 7, and pasting source pixels back would make its edits differ from its Recon
+  reference outside the object).
+- `GeometryEditor`: moves or rescales the object with one rigid transform (`transform_object`,
+  Gen4Seg Eq. 8: scales e_x, e_y and a shift; nearest-neighbour for labels, the uncovered
+  area gets the fill label: ignore, or the background class) and repaints what it uncovered
+  (`fill_rows`, OpenCV, or the backend's `geometry`).
+- helpers: `bbox`, `scales`, `target_box`, `border_sides`, `background_fill`, `surroundings_prompt`,
   `check_image`.
 """
 
@@ -124,9 +126,12 @@ class AttributeEditor(Editor):
         """The classical edit (the image; label and mask are restored by `edit`)."""
 
     def _finish(self, sample: Sample, out: EditedSample, value: str, prompt: str) -> EditedSample:
-        """Appearance guarantee: the label and mask are the sample's, bit for bit."""
+        """Appearance guarantee: the label and mask are the sample's, bit for bit; a classical
+        object edit is confined to the mask. A backend's image is kept as it made it (the
+        diffusion backend blends latents outside the mask, Gen4Seg Eq. 7, so its edits and its
+        Recon reference went through the same autoencoder everywhere)."""
         image = check_image(out.image, sample.image.shape, f"{self.name} ({self.backend})")
-        if self.level == "object":
+        if self.level == "object" and self.engine is None:
             image = np.where(sample.mask[..., None], image, sample.image)
         meta = {"backend": self.backend, **self.parameters(), **(out.metadata or {})}
         return EditedSample(image, sample.label.copy(), sample.mask.copy(), value,
@@ -178,11 +183,23 @@ def _resize(channel: np.ndarray, size: tuple[int, int], nearest: bool) -> np.nda
     return np.asarray(img.resize(size, Image.Resampling.BOX), dtype=np.float32)
 
 
-def target_box(box: tuple[int, int, int, int], scale: float,
+Scale = float | tuple[float, float]  # one factor, or (e_x, e_y) of Gen4Seg Eq. 8
+
+
+def scales(scale: Scale) -> tuple[float, float]:
+    """(e_x, e_y) of a scale given as one factor or a pair."""
+    if isinstance(scale, tuple | list):
+        return float(scale[0]), float(scale[1])
+    return float(scale), float(scale)
+
+
+def target_box(box: tuple[int, int, int, int], scale: Scale,
                shift: tuple[int, int] = (0, 0)) -> tuple[int, int, int, int]:
-    """(x0, y0, width, height) of `box` scaled by `scale` about its centre, then shifted."""
+    """(x0, y0, width, height) of `box` scaled by `scale` (e_x, e_y) about its centre, then
+    shifted."""
     x0, y0, x1, y1 = box
-    nw, nh = max(1, int(round((x1 - x0) * scale))), max(1, int(round((y1 - y0) * scale)))
+    ex, ey = scales(scale)
+    nw, nh = max(1, int(round((x1 - x0) * ex))), max(1, int(round((y1 - y0) * ey)))
     nx0 = int(round((x0 + x1) / 2 - nw / 2)) + int(shift[0])
     ny0 = int(round((y0 + y1) / 2 - nh / 2)) + int(shift[1])
     return nx0, ny0, nw, nh
@@ -196,8 +213,9 @@ def border_sides(mask: np.ndarray) -> set[str]:
     return {k for k, v in sides.items() if v}
 
 
-def transform_object(sample: Sample, scale: float, shift: tuple[int, int], fill: int) -> EditedSample:
-    """Scale the object about its box centre by `scale`, then move it by `shift` = (dx, dy) px.
+def transform_object(sample: Sample, scale: Scale, shift: tuple[int, int], fill: int) -> EditedSample:
+    """Scale the object about its box centre by `scale` (one factor, or (e_x, e_y) of Gen4Seg
+    Eq. 8), then move it by `shift` = (dx, dy) px.
 
     Image, mask and label move together: the mask and the object's label with nearest-neighbour
     sampling, the image with area averaging over object pixels only (no background halo). The
@@ -236,7 +254,8 @@ def transform_object(sample: Sample, scale: float, shift: tuple[int, int], fill:
     region = (slice(ny0, ny0 + nh), slice(nx0, nx0 + nw))
     image[region][new_mask] = new_pixels[new_mask]
     label[region][new_mask] = new_label[new_mask]
-    meta = {"scale": float(scale), "shift": [int(shift[0]), int(shift[1])],
+    ex, ey = scales(scale)
+    meta = {"scale": [ex, ey], "shift": [int(shift[0]), int(shift[1])],
             "box": [x0, y0, x1, y1], "new_box": [nx0, ny0, nx0 + nw, ny0 + nh],
             "fill": int(fill), "uncovered_px": int(uncovered.sum())}
     return EditedSample(image, label, mask_star, "", metadata=meta, repaint=uncovered)
@@ -275,6 +294,7 @@ class GeometryEditor(AttributeEditor):
     """
 
     kind: ClassVar[Literal["appearance", "geometry"]] = "geometry"
+    levels: ClassVar[bool] = True  # values are strengths: one subset each in `bench edits`
     defaults: ClassVar[dict[str, Any]] = {"fill": "auto", "border": "keep", "method": "rows",
                                           "dilate": 3, "radius": 5, "grain": 1.0}
     max_value: ClassVar[float] = 1.0
@@ -303,8 +323,9 @@ class GeometryEditor(AttributeEditor):
 
     @abstractmethod
     def placement(self, sample: Sample, value: float,
-                  rng: np.random.Generator) -> tuple[float, tuple[int, int]]:
-        """(scale, (dx, dy)) for this sample; raise SkipSample if there is none."""
+                  rng: np.random.Generator) -> tuple[Scale, tuple[int, int]]:
+        """(scale, (dx, dy)) for this sample, scale being one factor or (e_x, e_y); raise
+        SkipSample if there is none."""
 
     def classical(self, sample: Sample, value: str, rng: np.random.Generator) -> EditedSample:
         raise NotImplementedError  # geometry editors go through `edit` -> `repaint`
