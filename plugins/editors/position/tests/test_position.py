@@ -56,7 +56,7 @@ def test_position_moves_image_mask_and_label_exactly() -> None:
     s = sample()
     out = PositionEditor().edit(s, "0.2", rng(3))
     dx, dy = out.metadata["shift"]
-    assert (dx, dy) != (0, 0) and out.metadata["scale"] == 1.0
+    assert (dx, dy) != (0, 0) and out.metadata["scale"] == [1.0, 1.0]
     check_geometry(s, out, fill=255)
     assert np.array_equal(out.mask, shifted(s.mask, dx, dy))
     # the object's pixels and label are the source's, shifted by exactly (dx, dy)

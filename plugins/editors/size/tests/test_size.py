@@ -12,6 +12,7 @@ from segtk.core import registry
 from segtk.core.errors import PluginError
 from segtk.testing import CAR_CLASSES, car_sample, car_scene, check_geometry
 from segtk_editor_size import SizeEditor
+from segtk_editor_size.editor import draw_scales
 
 CLASSES = CAR_CLASSES
 SKY, ROAD, CAR, TREE = range(4)
@@ -50,16 +51,36 @@ def test_same_seed_same_edit() -> None:
     assert a.metadata == b.metadata
 
 
-def test_size_shrinks_about_the_centre() -> None:
+def test_size_shrinks_each_side_by_a_share_drawn_from_half_to_the_level() -> None:
     s = sample()
-    for value in ("0.4", "0.2"):
-        out = SizeEditor().edit(s, value, rng())
-        check_geometry(s, out, fill=255)
-        x0, y0, x1, y1 = out.metadata["new_box"]
-        ox0, oy0, ox1, oy1 = out.metadata["box"]
-        assert x1 - x0 == round((ox1 - ox0) * float(value))
-        assert abs((x0 + x1) - (ox0 + ox1)) <= 1 and abs((y0 + y1) - (oy0 + oy1)) <= 1
-        assert 0 < out.mask.sum() < s.mask.sum() * float(value) ** 2 * 1.5
+    ox0, oy0, ox1, oy1 = SizeEditor().edit(s, "0.2", rng()).metadata["box"]
+    for value in ("0.2", "0.4"):
+        v = float(value)
+        for seed in range(6):
+            out = SizeEditor().edit(s, value, rng(seed))
+            check_geometry(s, out, fill=255)
+            ex, ey = out.metadata["scale"]
+            assert 1 - v <= ex <= 1 - v / 2 and 1 - v <= ey <= 1 - v / 2, (value, ex, ey)
+            x0, y0, x1, y1 = out.metadata["new_box"]
+            assert x1 - x0 == max(1, round((ox1 - ox0) * ex))
+            assert y1 - y0 == max(1, round((oy1 - oy0) * ey))
+            assert abs((x0 + x1) - (ox0 + ox1)) <= 1 and abs((y0 + y1) - (oy0 + oy1)) <= 1
+            assert 0 < out.mask.sum() < s.mask.sum()
+
+
+def test_e_x_and_e_y_are_drawn_separately_from_the_samples_stream() -> None:
+    s = sample()
+    draws = [tuple(SizeEditor().edit(s, "0.4", rng(seed)).metadata["scale"]) for seed in range(8)]
+    assert any(ex != ey for ex, ey in draws)  # Eq. 8: two random factors, not one
+    assert len(set(draws)) == len(draws)  # the seed moves them
+    assert draw_scales(0.4, rng(3)) == tuple(SizeEditor().edit(s, "0.4", rng(3)).metadata["scale"])
+
+
+def test_size_levels_are_their_own_subsets_and_bounded() -> None:
+    assert SizeEditor.levels
+    assert SizeEditor().check_value("0.95") == "0.95"
+    with pytest.raises(PluginError, match="not a number in"):
+        SizeEditor().check_value("1")
 
 
 def test_size_anchor_bottom_keeps_the_ground_line() -> None:
