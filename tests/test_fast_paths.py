@@ -1,14 +1,20 @@
-"""The per-image fast paths of `segtk attack` give exactly what the plain formulas give."""
+"""The per-image fast paths of `segtk attack` give exactly what the plain formulas (and PIL) give."""
 
 from __future__ import annotations
 
+import io
 import math
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from PIL import Image
 
+from segtk.core.data import read_image, write_png
+from segtk.core.errors import DataError
+from segtk.core.png import encode_png
 from segtk.jobs.attack import quantise
 
 
@@ -38,3 +44,38 @@ def test_quantise_is_the_plain_int64_formula(seed: int, eps: float, spread: floa
     assert got.dtype == np.uint8 and got.flags.c_contiguous and got.shape == clean_u8.shape
     assert np.array_equal(got, plain_quantise(adv, clean_u8, eps))
     assert np.abs(got.astype(int) - clean_u8).max() <= eps
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31), h=st.integers(1, 9), w=st.integers(1, 9),
+       channels=st.sampled_from([0, 1, 2, 3, 4]), flat=st.booleans())
+def test_png_encoder_round_trips_every_pixel(seed: int, h: int, w: int, channels: int, flat: bool) -> None:
+    rng = np.random.default_rng(seed)
+    shape = (h, w) if channels == 0 else (h, w, channels)
+    array = (np.full(shape, rng.integers(0, 256), np.uint8) if flat  # runs: RLE matches
+             else rng.integers(0, 256, shape, dtype=np.uint8))
+    array.flat[0], array.flat[-1] = 0, 255  # the Sub filter wraps mod 256 both ways
+    with Image.open(io.BytesIO(encode_png(array))) as img:
+        assert img.mode == {0: "L", 1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}[channels]
+        decoded = np.asarray(img)
+    assert np.array_equal(decoded, array.reshape(decoded.shape))
+
+
+def test_png_encoder_palette_and_non_contiguous_input(tmp_path) -> None:
+    ids = np.arange(4 * 5).reshape(4, 5) * 13 % 256
+    palette = np.random.default_rng(0).integers(0, 256, (256, 3), dtype=np.uint8)
+    with Image.open(io.BytesIO(encode_png(ids.astype(np.uint8), palette))) as img:
+        assert img.mode == "P" and np.array_equal(np.asarray(img), ids)
+        assert np.array_equal(np.asarray(img.getpalette(), np.uint8).reshape(-1, 3), palette)
+    rgb = np.random.default_rng(1).integers(0, 256, (6, 7, 3), dtype=np.uint8)
+    view = rgb[::-1, ::2]  # strided, as slices of a batch are
+    write_png(tmp_path / "v.png", view)
+    assert np.array_equal(read_image(tmp_path / "v.png"), view)
+
+
+@pytest.mark.parametrize("array", [np.zeros((0, 3, 3), np.uint8), np.zeros((2, 2, 5), np.uint8),
+                                   np.zeros((2, 2, 2, 3), np.uint8)])
+def test_png_writer_refuses_shapes_a_png_cannot_hold(tmp_path, array: np.ndarray) -> None:
+    with pytest.raises(DataError, match=r"x\.png: a PNG"):
+        write_png(tmp_path / "x.png", array)
+    assert not list(tmp_path.iterdir())
