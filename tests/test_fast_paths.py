@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from segtk.core.data import read_image, write_png
+from segtk.core.data import default_palette, read_image, write_png
 from segtk.core.errors import DataError
 from segtk.core.png import encode_png
+from segtk.core.render import overlay
 from segtk.jobs.attack import quantise
 
 
@@ -79,3 +80,32 @@ def test_png_writer_refuses_shapes_a_png_cannot_hold(tmp_path, array: np.ndarray
     with pytest.raises(DataError, match=r"x\.png: a PNG"):
         write_png(tmp_path / "x.png", array)
     assert not list(tmp_path.iterdir())
+
+
+def plain_overlay(image: np.ndarray, label: np.ndarray, palette: np.ndarray, alpha: float,
+                  ignore_index: int) -> np.ndarray:
+    """The specification: palette colour per id (black for ignore and ids outside the
+    palette), blended in float32 and rounded half to even."""
+    colour = np.zeros((*label.shape, 3), np.float32)
+    for (r, c), cid in np.ndenumerate(label):
+        if 0 <= cid < len(palette) and cid != ignore_index:
+            colour[r, c] = palette[cid]
+    mixed = (1 - alpha) * image.astype(np.float32) + alpha * colour
+    return mixed.round().clip(0, 255).astype(np.uint8)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31), alpha=st.sampled_from([0.5, 0.3, 0.0, 1.0, 0.77]),
+       ignore=st.sampled_from([255, 3, -1, 300]), classes=st.sampled_from([1, 5, 12, 256]))
+def test_overlay_is_the_float_blend(seed: int, alpha: float, ignore: int, classes: int) -> None:
+    rng = np.random.default_rng(seed)
+    image = rng.integers(0, 256, (5, 6, 3), dtype=np.uint8)
+    label = rng.integers(-3, 300, (5, 6))
+    label[0, :4] = [255, 3, classes - 1, classes]
+    palette = default_palette(classes)
+    expected = plain_overlay(image, label, palette, alpha, ignore)
+    assert np.array_equal(overlay(image, label, palette, alpha, ignore), expected)
+    assert np.array_equal(overlay(image, label.astype(np.int32), palette, alpha, ignore), expected)
+    inside = np.clip(label, 0, 255).astype(np.uint8)  # uint8 labels take the same path
+    assert np.array_equal(overlay(image, inside, palette, alpha, ignore),
+                          plain_overlay(image, inside, palette, alpha, ignore))
