@@ -1,16 +1,23 @@
 """`segtk bench edits`: models × edited subsets (Gen4Seg robustness tables), sharded, resumable.
 
-1. Each attribute's edited subset is built with the edit job into OUT/edits/ATTR (an
-   existing one is reused/continued: its config must match). A backend with a `reference`
-   editor (the diffusion backend's `recon`, DDIM reconstruction of the same images) also gets
-   that subset, OUT/edits/recon.
+1. Each attribute's edited subsets are built with the edit job into OUT/edits/SUBSET (an
+   existing one is reused/continued: its config must match). An editor whose values are
+   alternatives (appearance: colours, materials, ...) gives one subset, ATTR, with one value
+   drawn per image (`pick="one"`, Gen4Seg's one random candidate prompt per image; "all" edits
+   every value). An editor whose values are levels (`Editor.levels`, geometry: Size 0.2, 0.4)
+   gives one subset per level, ATTR-VALUE, as in Gen4Seg's Table III. A backend with a
+   `reference` editor (the diffusion backend's `recon`, DDIM reconstruction of the same images)
+   also gets that subset, OUT/edits/recon. With `object_centric` (the default) every subset,
+   image-level edits and Recon included, is drawn from the same images: those with a salient
+   object (Gen4Seg §IV-A), so the mR reference covers the images the edits do.
 2. Every model is scored on Original (the source images that were edited, in any subset),
    Recon (diffusion only) and each subset. Records (one per model, subset and image, with its
    confusion) land in OUT/results.jsonl atomically; --resume skips those done.
 3. Tables: dataset mIoU per subset; per group (each editor's `kind`: appearance, e.g. color,
    material, style, weather; geometry, e.g. size, position; a third-party editor joins its
-   kind's group) RmIoU = mean mIoU over the group's edited subsets and mR = RmIoU /
-   mIoU(reference) (Gen4Seg Eq. 11), reference = Recon if present, else Original (geometry:
+   kind's group) RmIoU = mean mIoU over the group's edited subsets (each level counts as a
+   subset, as Tables II/III average Size 0.2, Size 0.4, Position 0.2 and Position 0.4) and
+   mR = RmIoU / mIoU(reference) (Gen4Seg Eq. 11), reference = Recon if present, else Original (geometry:
    Original-object, see below).
 
 Geometry subsets are scored on object pixels only (label outside the saved mask = ignore):
@@ -43,7 +50,7 @@ from segtk.core.data import (
     same_size_batches,
     write_png,
 )
-from segtk.core.editing import EDIT_KINDS
+from segtk.core.editing import EDIT_KINDS, Editor, PromptWriter
 from segtk.core.editkit import reference_editor
 from segtk.core.errors import SegtkError
 from segtk.core.metrics import confusion, iou_per_class, mean_iou, mean_robustness
@@ -112,38 +119,55 @@ def run_shard(shard: Shard) -> list[dict[str, Any]]:
     return records
 
 
+def subset_values(attr: str, editor: Editor, values: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """(subset, values) of one attribute: a subset per level for an editor whose values are
+    levels (size-0.2, size-0.4), else one subset holding every value."""
+    if editor.levels:
+        return [(f"{attr}-{v}", [v]) for v in values]
+    return [(attr, list(values))]
+
+
 def build_subsets(data_spec: str, split: str | None, limit: int | None, attributes: Sequence[str],
                   out: Path, backend: str = "classical", values: dict[str, list[str]] | None = None,
                   filters: Sequence[str] = (), filter_params: Sequence[str] = (), seed: int = 0,
                   editor_params: dict[str, str] | None = None,
-                  on_subset: Callable[[str, Any], None] | None = None) -> list[Subset]:
-    """Edit (or reuse) one subset per attribute; return Original, [Original-object,] [Recon,]
-    and the subsets. Each subset's `kind` is its editor's; the backend's reference editor (if
-    any) builds the Recon subset."""
+                  on_subset: Callable[[str, Any], None] | None = None, pick: str = "one",
+                  object_centric: bool = True, prompt_writer: PromptWriter | None = None,
+                  prompt_config: dict[str, str] | None = None) -> list[Subset]:
+    """Edit (or reuse) each attribute's subsets (see the module doc); return Original,
+    [Original-object,] [Recon,] and the subsets. Each subset's `kind` is its editor's; the
+    backend's reference editor (if any) builds the Recon subset. `prompt_writer` writes the
+    prompts of editors that declare prompt templates (`prompt_config`: what their run.json
+    records about it, see jobs.edit.prompt_settings)."""
     data = load_dataset(data_spec, split, limit)
     opts = parse_filter_params(list(filters), list(filter_params))
     reference = reference_editor(backend)
     plan_ = [(attr, attr) for attr in attributes] + ([(RECON, reference)] if reference else [])
     built: list[tuple[str, Path, list[str], str]] = []
-    for subset, plugin in plan_:
+    for attr, plugin in plan_:
         editor = build_editor(plugin, backend, dict(editor_params or {}))
         if editor.kind not in EDIT_KINDS:
             raise SegtkError(f"editor {plugin!r} declares kind {editor.kind!r}",
                              hint=f"an editor's kind is one of {', '.join(EDIT_KINDS)}; fix "
                                   "the plugin")
-        vals = [editor.check_value(v) for v in values[subset]] \
-            if values and subset in values else list(editor.values)
-        flts = [build_filter(n, opts[n]) for n in filters] if subset != RECON else []
-        path = out / "edits" / subset
-        settings = EditConfig(vals, seed=seed, sheet_rows=6, filters=flts)
-        # the config `segtk edit` records for the same settings: either resumes the other's folder
-        run = EditRun(path, run_config(editor, plugin, backend, data_spec, split, limit, settings,
-                                       opts), resume=True)
-        summary = edit_dataset(editor, data, run, settings)
-        if on_subset:
-            on_subset(subset, summary)
-        edited = [r["name"] for r in summary.edited]
-        built.append((subset, path, edited, "" if subset == RECON else editor.kind))
+        vals = [editor.check_value(v) for v in values[attr]] \
+            if values and attr in values else list(editor.values)
+        flts = [build_filter(n, opts[n]) for n in filters] if attr != RECON else []
+        writer = prompt_writer if prompt_writer is not None and editor.prompt_templates else None
+        for subset, subset_vals in subset_values(attr, editor, list(dict.fromkeys(vals))):
+            path = out / "edits" / subset
+            settings = EditConfig(subset_vals, seed=seed, sheet_rows=6, filters=flts,
+                                  prompt_writer=writer, pick=pick if len(subset_vals) > 1 else "all",
+                                  object_centric=object_centric)
+            # the config `segtk edit` records for the same settings: either resumes the other's
+            extra = dict(prompt_config or {}) if writer is not None else {}
+            run = EditRun(path, run_config(editor, plugin, backend, data_spec, split, limit,
+                                           settings, opts, **extra), resume=True)
+            summary = edit_dataset(editor, data, run, settings)
+            if on_subset:
+                on_subset(subset, summary)
+            edited = [r["name"] for r in summary.edited]
+            built.append((subset, path, edited, "" if attr == RECON else editor.kind))
     sources = sorted({n.split("__")[0] for _, _, edited, _ in built for n in edited})
     if not sources:
         raise SegtkError("no image could be edited for any attribute",

@@ -23,6 +23,7 @@ from segtk.core.errors import SegtkError
 from segtk.core.params import parse_pairs
 from segtk.core.runs import RunDir
 from segtk.core.specs import split_spec
+from segtk.jobs.edit import DEFAULT_PROMPT_WRITER, PICKS, load_prompt_writer, prompt_settings
 from segtk.jobs.executors import make_executor
 from segtk.reports.writer import write_report
 
@@ -59,10 +60,23 @@ def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
 @split_option
 @limit_option
 @click.option("--attributes", default="color,material,style,weather,size,position",
-              show_default=True, help="Comma-separated editors, one edited subset each.")
+              show_default=True,
+              help="Comma-separated editors: one edited subset each (size and position: one per level).")
 @click.option("--values", "values", multiple=True, metavar="ATTR=V1,V2",
               help="Values of one attribute [default: all the editor's values], e.g. "
                    "--values color=red,blue --values size=0.2.")
+@click.option("--pick", type=click.Choice(PICKS), default="one", show_default=True,
+              help="one = one value drawn per image into the attribute's subset (Gen4Seg's "
+                   "random candidate prompt); all = every value on every image. Levels "
+                   "(size, position) are always one subset each.")
+@click.option("--object-centric/--all-images", default=True, show_default=True,
+              help="Every subset (style, weather and Recon too) only on images with a salient "
+                   "object, as Gen4Seg §IV-A, so all subsets share their images.")
+@click.option("--prompt-model", "prompt_model", default=None, metavar="MODEL",
+              help="The prompt writer's model (lm: a local chat LM folder): it writes the edit "
+                   "prompts of editors with prompt templates.")
+@click.option("--prompt-writer", "prompt_writer_name", default=None, metavar="NAME",
+              help=f"Prompt-writer plugin for --prompt-model [default: {DEFAULT_PROMPT_WRITER}].")
 @click.option("--backend", default=CLASSICAL, show_default=True, metavar="NAME",
               help="classical, or an edit-backend plugin (see `segtk plugins`); a backend with "
                    "a reference editor (diffusion: recon) also builds and scores that subset, "
@@ -79,21 +93,25 @@ def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
               show_default=True)
 @click.option("--resume", is_flag=True, help="Keep finished results in OUT and run the rest.")
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
-def bench_edits(models_, data_spec, split, limit, attributes, values, backend, extra, filters,
-                filter_params, seed, batch_size, chunk, executor, workers, address, out,
-                resume, write_html) -> None:
+def bench_edits(models_, data_spec, split, limit, attributes, values, pick, object_centric,
+                prompt_model, prompt_writer_name, backend, extra, filters, filter_params, seed,
+                batch_size, chunk, executor, workers, address, out, resume, write_html) -> None:
     """Edited subsets × models → mIoU per subset, RmIoU and mR (Gen4Seg Tab. II/III).
 
-    Edited subsets are built (or reused) in OUT/edits/ATTR with `segtk edit`'s job and grouped
-    by their editor's kind (appearance or geometry). mR = RmIoU / mIoU(reference): Recon with
-    --backend diffusion, else Original (the source images). Geometry subsets (e.g. size,
-    position) are scored on the edited object's pixels only.
+    Edited subsets are built (or reused) in OUT/edits/SUBSET with `segtk edit`'s job, on the
+    images with a salient object, and grouped by their editor's kind (appearance or geometry).
+    An appearance attribute is one subset, one value drawn per image; a geometry attribute is a
+    subset per level (size-0.2, size-0.4, position-0.2, position-0.4). mR = RmIoU /
+    mIoU(reference), RmIoU the mean over the group's subsets: Recon with --backend diffusion,
+    else Original (the source images). Geometry subsets are scored on the edited object's
+    pixels only.
 
     \b
     Examples:
       segtk bench edits --attributes color,size --limit 3
       segtk bench edits --models espnet:camvid=../shared/models/espnet_camvid.safetensors \\
           --data camvid:../shared/data/camvid --limit 20 --values color=red,blue
+      segtk bench edits --attributes color,material --prompt-model MODELS/chat-lm
     """
     models, attrs = split_models(models_), csv_list(attributes)
     if not models or not attrs:
@@ -109,12 +127,16 @@ def bench_edits(models_, data_spec, split, limit, attributes, values, backend, e
         console.print(f"subset {attr}: {d['edited']} edits of {d['sources_edited']} images "
                       f"(skipped: {skipped})")
 
+    writer = load_prompt_writer(prompt_writer_name, prompt_model)
+    prompts = prompt_settings(prompt_writer_name, prompt_model)
     subsets = build_subsets(data_spec, split, limit, attrs, out_dir, backend, parse_values(values),
-                            csv_list(filters), filter_params, seed, parse_pairs(extra, "--param"), said)
+                            csv_list(filters), filter_params, seed, parse_pairs(extra, "--param"),
+                            said, pick, object_centric, writer, prompts)
     shards = plan(models, subsets, chunk, batch_size)
     config = {"models": models, "data": data_spec, "split": split, "limit": limit,
               "attributes": attrs, "backend": backend, "values": parse_values(values),
-              "filters": csv_list(filters), "filter_params": list(filter_params), "seed": seed}
+              "filters": csv_list(filters), "filter_params": list(filter_params), "seed": seed,
+              "pick": pick, "object_centric": object_centric, **prompts}
     run = RunDir(out_dir, config, resume, kind="bench-edits")
     with progress() as bar:
         task = bar.add_task(f"{len(shards)} shards", total=sum(len(s.images) for s in shards),

@@ -8,37 +8,28 @@ import click
 
 from segtk.commands.console import console, err_console, progress, table
 from segtk.commands.options import csv_list, data_option, limit_option, split_option
-from segtk.core import registry
-from segtk.core.editing import PromptWriter
 from segtk.core.editkit import CLASSICAL, backend_class
 from segtk.core.errors import SegtkError
 from segtk.core.params import parse_pairs
 from segtk.core.samples import DEFAULT_EXCLUDE, DEFAULT_MIN_AREA, SKIP_REASONS
 from segtk.core.specs import load_dataset
 from segtk.jobs.edit import (
+    DEFAULT_PROMPT_WRITER,
+    PICKS,
     EditConfig,
     EditRun,
     build_editor,
     build_filter,
     edit_dataset,
+    load_prompt_writer,
     parse_filter_params,
+    prompt_settings,
     run_config,
 )
 from segtk.reports.writer import write_report
 
-DEFAULT_PROMPT_WRITER = "lm"  # segtk-lm-prompts: a local chat LM in the --prompt-model folder
 BACKEND_HELP = ("classical = the editor's own CPU code; any other NAME is an edit-backend "
                 "plugin (see `segtk plugins`), e.g. diffusion (segtk-diffusion).")
-
-
-def load_prompt_writer(name: str | None, model: str | None) -> PromptWriter | None:
-    """The registered prompt writer `name` (default "lm") built on `--prompt-model MODEL`."""
-    if model is None:
-        if name is not None:
-            raise SegtkError(f"--prompt-writer {name} needs --prompt-model MODEL",
-                             hint="add --prompt-model, e.g. a local chat LM folder for lm")
-        return None
-    return registry.prompt_writer(name or DEFAULT_PROMPT_WRITER)(model)
 
 
 @click.command()
@@ -54,6 +45,12 @@ def load_prompt_writer(name: str | None, model: str | None) -> PromptWriter | No
               help="Output folder, an edited dataset [default: runs/edit-PLUGIN].")
 @click.option("--variants", type=click.IntRange(min=1), default=1, show_default=True,
               help="Edits per image and value, each with its own random stream.")
+@click.option("--pick", type=click.Choice(PICKS), default="all", show_default=True,
+              help="all = every value on every image; one = one value drawn per image (seeded "
+                   "by --seed and the image), as Gen4Seg edits one random candidate prompt.")
+@click.option("--object-centric", is_flag=True,
+              help="Image-level edits (style, weather) only on images with a salient object "
+                   "(--min-area), the images object edits get (Gen4Seg §IV-A).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--resume", is_flag=True, help="Keep the edits already in OUT and do the rest.")
 @click.option("--min-area", type=click.FloatRange(0, 1), default=DEFAULT_MIN_AREA, show_default=True,
@@ -85,9 +82,9 @@ def load_prompt_writer(name: str | None, model: str | None) -> PromptWriter | No
               help=f"Prompt-writer plugin that --prompt-model feeds [default: "
                    f"{DEFAULT_PROMPT_WRITER}]; see `segtk plugins`.")
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
-def edit(editor_name, values, backend, data_spec, split, limit, out, variants, seed, resume,
-         min_area, exclude, only, extra, sheet_rows, save_sources, filter_names,
-         filter_params, prompt_model, prompt_writer_name, write_html) -> None:
+def edit(editor_name, values, backend, data_spec, split, limit, out, variants, pick,
+         object_centric, seed, resume, min_area, exclude, only, extra, sheet_rows, save_sources,
+         filter_names, filter_params, prompt_model, prompt_writer_name, write_html) -> None:
     """Edit an attribute of labelled images into a new dataset whose labels stay valid.
 
     Object edits (color, material, size, position) change the largest single-class region that
@@ -104,6 +101,7 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
       segtk edit --plugin position --values 0.2,0.4 --data camvid:../shared/data/camvid \\
                  --classes car --min-area 0.02 --out runs/edit-position
       segtk edit --plugin weather --values fog,night --variants 2 --seed 1 --out runs/edit-weather
+      segtk edit --plugin color --pick one --data camvid:../shared/data/camvid --limit 20
       segtk edit --plugin color --out runs/edit-color --resume
       segtk edit --plugin color --backend diffusion --param sd=MODEL_DIR --values red
       segtk edit --plugin color --filter surrogate --filter-param surrogate.model=demo
@@ -133,17 +131,14 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
             err_console.print(f"[yellow]warning:[/] {name!r} is not a class of {data.name}")
     out = Path(out or f"runs/edit-{editor_name}")
     settings = EditConfig(value_list, variants, seed, min_area, exclude_list, only_list,
-                          save_sources, sheet_rows, filters, prompt_writer)
-    extra: dict[str, str] = {}
-    if prompt_model is not None:  # only when used, so other runs resume as before
-        extra["prompt_model"] = str(prompt_model)
-        if (prompt_writer_name or DEFAULT_PROMPT_WRITER) != DEFAULT_PROMPT_WRITER:
-            extra["prompt_writer"] = prompt_writer_name
+                          save_sources, sheet_rows, filters, prompt_writer, pick, object_centric)
+    per_image = 1 if pick == "one" else len(value_list)
     run = EditRun(out, run_config(editor, editor_name, backend, data_spec, split, limit, settings,
-                                  filter_opts, **extra), resume)
+                                  filter_opts, **prompt_settings(prompt_writer_name, prompt_model)),
+                  resume)
     with progress() as bar:
         task = bar.add_task(f"{editor_name} ({backend})",
-                            total=len(data) * len(value_list) * variants, status="")
+                            total=len(data) * per_image * variants, status="")
 
         def tick(rec) -> None:
             status = rec["name"] + (f": skipped ({rec['reason']})" if "reason" in rec else "")
@@ -151,7 +146,8 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, s
 
         summary = edit_dataset(editor, data, run, settings, tick)
     console.print(table(
-        f"{editor_name} on {data_spec}: {len(data)} images × {len(value_list)} values"
+        f"{editor_name} on {data_spec}: {len(data)} images × "
+        + (f"1 of {len(value_list)} values" if pick == "one" else f"{len(value_list)} values")
         + (f" × {variants} variants" if variants > 1 else ""),
         ["", "edits", "source images"], summary.table()))
     for row, _, _ in summary.table()[1:]:

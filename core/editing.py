@@ -126,6 +126,11 @@ class PromptWriter(ABC):
 class Editor(ABC):
     """Edits one attribute of a sample. Appearance edits keep the label; geometry edits move it.
 
+    `levels`: False (appearance) if the values are alternatives, e.g. colours: `segtk bench
+    edits` edits one value drawn per image into the attribute's subset (Gen4Seg draws one of
+    the LLM's candidate prompts per image); True (geometry) if they are strengths, e.g. Size
+    0.2 and 0.4: each value is its own subset, as in Gen4Seg's Table III.
+
     `prompt_templates` maps a value (or "*", any value) to its edit prompt, a str.format
     template with {value}, {a_value} ("an orange"), {cls} (the object's class; "scene" for
     image edits), {a_cls} ("a car"), {caption} (the source caption), {subject} (the caption
@@ -137,6 +142,7 @@ class Editor(ABC):
     kind: ClassVar[Literal["appearance", "geometry"]] = "appearance"
     level: ClassVar[Literal["object", "image"]] = "object"
     values: ClassVar[tuple[str, ...]] = ()
+    levels: ClassVar[bool] = False
     aliases: ClassVar[dict[str, str]] = {}
     prompt_templates: ClassVar[dict[str, str]] = {}
     description: ClassVar[str] = ""

@@ -17,7 +17,9 @@ The output folder is an edited dataset that `--data edited:DIR` reads back:
 
 NAME is SOURCE__VALUE (SOURCE__VALUE__K with --variants K > 1). Every edit draws from its own
 random stream, seeded from the run seed and NAME (`image_seed`), so results do not depend on
-the order, on --limit or on resuming.
+the order, on --limit or on resuming. With `--pick one` each source image gets one value, drawn
+from a stream seeded by the run seed and the source (`picked_value`), as Gen4Seg edits one
+randomly chosen candidate prompt per image; `--pick all` (the default) edits every value.
 """
 
 from __future__ import annotations
@@ -53,8 +55,18 @@ RUN_FILE, MANIFEST, SKIPPED = "run.json", "manifest.jsonl", "skipped.jsonl"
 SHEET = "contact_sheet.png"
 
 
+PICKS = ("all", "one")
+DEFAULT_PROMPT_WRITER = "lm"  # segtk-lm-prompts: a local chat LM in the --prompt-model folder
+
+
 def sample_name(source: str, value: str, variant: int, variants: int) -> str:
     return f"{source}__{value}" if variants == 1 else f"{source}__{value}__{variant}"
+
+
+def picked_value(values: Sequence[str], seed: int, source: str) -> str:
+    """The one value `--pick one` edits on `source`: a uniform draw from its own stream, so it
+    depends on neither the order of the images nor on --limit nor on resuming."""
+    return values[int(np.random.default_rng(image_seed(seed, f"{source}|pick")).integers(len(values)))]
 
 
 def jsonable(value: Any) -> Any:
@@ -108,7 +120,8 @@ def run_config(editor: Editor, plugin: str, backend: str, data: str, split: str 
     """The config an edit run's run.json records (and --resume compares): one function for
     `segtk edit` and `segtk bench edits`, so their folders are interchangeable. Filters are
     recorded by their `parameters()` (else the options given, `filter_options`) and only when
-    used, like `extra` settings (e.g. prompt_model), so runs without them resume as before."""
+    used, like `pick`, `object_centric` and `extra` settings (e.g. prompt_model), so runs
+    without them resume as before."""
     config: dict[str, Any] = {
         "plugin": plugin, "values": list(settings.values), "backend": backend, "data": data,
         "split": split, "limit": limit, "variants": settings.variants, "seed": settings.seed,
@@ -116,6 +129,10 @@ def run_config(editor: Editor, plugin: str, backend: str, data: str, split: str 
         "exclude": None if settings.exclude is None else list(settings.exclude),
         "classes": None if settings.only is None else list(settings.only),
         "params": editor.parameters(), "save_sources": settings.save_sources}
+    if settings.pick != "all":
+        config["pick"] = settings.pick
+    if settings.object_centric and editor.level != "object":  # object edits are anyway
+        config["object_centric"] = True
     if settings.filters:
         config["filters"] = {f.name: f.parameters() if hasattr(f, "parameters")
                              else dict((filter_options or {}).get(f.name, {}))
@@ -161,8 +178,11 @@ def check_edit(edited: EditedSample, sample: Sample, num_classes: int, who: str)
 
 @dataclass
 class EditConfig:
-    """How `edit_dataset` edits: the values, variants per value and the run seed; which object
-    is edited (`min_area`, `exclude`, `only`: see core.samples.prepare_sample); what is written
+    """How `edit_dataset` edits: the values, variants per value and the run seed; `pick`: "all"
+    values on every image, or "one" value drawn per image (`picked_value`); which object is
+    edited (`min_area`, `exclude`, `only`: see core.samples.prepare_sample); `object_centric`:
+    image-level edits too only on images with such an object (Gen4Seg §IV-A selects those for
+    every appearance subset, so all subsets and Recon share their images); what is written
     (`save_sources`, `sheet_rows` of the contact sheet, 0 = none); the noise `filters`; and a
     `prompt_writer` that writes the edit prompts instead of the editor's templates."""
 
@@ -176,6 +196,14 @@ class EditConfig:
     sheet_rows: int = 12
     filters: Sequence[Filter] = ()
     prompt_writer: PromptWriter | None = None
+    pick: str = "all"
+    object_centric: bool = False
+
+    def __post_init__(self) -> None:
+        if self.pick not in PICKS:
+            raise SegtkError(f"pick={self.pick!r} is unknown",
+                             hint="pick all (every value on every image) or one (one value "
+                                  "drawn per image)")
 
 
 def edit_dataset(editor: Editor, dataset: Dataset, run: EditRun, config: EditConfig,
@@ -215,7 +243,8 @@ def edit_dataset(editor: Editor, dataset: Dataset, run: EditRun, config: EditCon
     backend = getattr(editor, "backend", "classical")
     backend = backend if isinstance(backend, str) else "editor-defined"
     who = f"{editor.name} ({backend})"
-    summary = EditSummary(planned=len(dataset) * len(values) * variants)
+    per_image = 1 if config.pick == "one" else len(values)
+    summary = EditSummary(planned=len(dataset) * per_image * variants)
 
     def finish(record: dict[str, Any], skip: bool) -> None:
         (summary.skipped if skip else summary.edited).append(record)
@@ -223,7 +252,8 @@ def edit_dataset(editor: Editor, dataset: Dataset, run: EditRun, config: EditCon
             on_edit(record)
 
     for index, source in enumerate(dataset.names):
-        plan = [(v, k, sample_name(source, v, k, variants)) for v in values for k in range(variants)]
+        chosen = [picked_value(values, seed, source)] if config.pick == "one" else values
+        plan = [(v, k, sample_name(source, v, k, variants)) for v in chosen for k in range(variants)]
         todo = []
         for value, k, name in plan:
             if name in done:
@@ -239,6 +269,12 @@ def edit_dataset(editor: Editor, dataset: Dataset, run: EditRun, config: EditCon
             prepared: Sample | Skip = prepare_sample(
                 source, item.image, item.label, dataset.classes, level, config.min_area,
                 config.exclude, config.only, dataset.ignore_index)
+            if config.object_centric and level != "object" and not isinstance(prepared, Skip):
+                salient = prepare_sample(source, item.image, item.label, dataset.classes,
+                                         "object", config.min_area, config.exclude,
+                                         config.only, dataset.ignore_index)
+                if isinstance(salient, Skip):  # not an object-centric image (§IV-A)
+                    prepared = salient
         except DataError as exc:
             item, prepared = None, Skip("bad-data", exc.message)
         for value, k, name in todo:
@@ -408,3 +444,24 @@ def parse_filter_params(names: Sequence[str], items: Sequence[str]) -> dict[str,
                              hint=f"add --filter {fname}")
         out[fname.strip()][key.strip()] = value
     return out
+
+
+def load_prompt_writer(name: str | None, model: str | None) -> PromptWriter | None:
+    """The registered prompt writer `name` (default "lm") built on `--prompt-model MODEL`."""
+    if model is None:
+        if name is not None:
+            raise SegtkError(f"--prompt-writer {name} needs --prompt-model MODEL",
+                             hint="add --prompt-model, e.g. a local chat LM folder for lm")
+        return None
+    return registry.prompt_writer(name or DEFAULT_PROMPT_WRITER)(model)
+
+
+def prompt_settings(name: str | None, model: str | None) -> dict[str, str]:
+    """What an edit run's config records about its prompt writer: nothing without one (so other
+    runs resume as before), else the model and a writer other than the default."""
+    if model is None:
+        return {}
+    extra = {"prompt_model": str(model)}
+    if (name or DEFAULT_PROMPT_WRITER) != DEFAULT_PROMPT_WRITER:
+        extra["prompt_writer"] = str(name)
+    return extra

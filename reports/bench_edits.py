@@ -1,6 +1,6 @@
 """Report context of an edit benchmark (`segtk bench edits`): the paper-style table (mIoU per
 subset per model, RmIoU and mR per group) from table.json, the bar chart (miou.png) and links to
-each edited subset's own report (OUT/edits/ATTR/report.html, written by write_report first)."""
+each edited subset's own report (OUT/edits/SUBSET/report.html, written by write_report first)."""
 
 from __future__ import annotations
 

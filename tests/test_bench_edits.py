@@ -1,6 +1,7 @@
 """`segtk bench edits` end to end (in-process, demo model, 2 attributes, 3 images): subsets
-built with the edit job, mIoU per subset, RmIoU and mR checked by hand from the written
-files, geometry scored on object pixels only, resume reuses everything."""
+built with the edit job (one colour drawn per image, one subset per size level), mIoU per
+subset, RmIoU and mR checked by hand from the written files, geometry scored on object pixels
+only, every subset on the object-centric images, resume reuses everything."""
 
 from __future__ import annotations
 
@@ -16,14 +17,18 @@ from PIL import Image
 
 from segtk.benchmarks.edits import subset_miou
 from segtk.cli import cli
+from segtk.core.data import write_png
 from segtk.core.editing import EditedSample, Editor
 from segtk.core.editkit import GeometryEditor
 from segtk.core.hookspecs import hookimpl
 from segtk.core.metrics import mean_iou
 from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
+from segtk.core.specs import load_dataset
+from segtk.jobs.edit import picked_value
 
 ARGS = ["bench", "edits", "--models", "demo", "--attributes", "color,size", "--values",
-        "color=red,blue", "--values", "size=0.4", "--limit", "3", "--executor", "inline"]
+        "color=red,blue,green", "--values", "size=0.2,0.4", "--limit", "3", "--executor", "inline"]
+LEVELS = ("size-0.2", "size-0.4")
 
 
 def lines(path: Path) -> list[dict]:
@@ -41,20 +46,36 @@ def bench_run(tmp_path_factory) -> Path:
 
 def test_subsets_and_outputs(bench_run: Path) -> None:
     out = bench_run
-    for attr in ("color", "size"):
-        assert (out / "edits" / attr / "manifest.jsonl").exists()
+    for subset in ("color", *LEVELS):
+        assert (out / "edits" / subset / "manifest.jsonl").exists()
     for name in ("table.csv", "table.json", "miou.png", "results.jsonl", "run.json"):
         assert (out / name).exists(), name
     table = json.loads((out / "table.json").read_text())
-    assert table["subsets"] == ["original", "original-object", "color", "size"]
-    color = lines(out / "edits" / "color" / "manifest.jsonl")
-    sources = sorted({r["source"] for r in color} | {
-        r["source"] for r in lines(out / "edits" / "size" / "manifest.jsonl")})
-    size_sources = {r["source"] for r in lines(out / "edits" / "size" / "manifest.jsonl")}
-    assert table["images"]["demo"] == {"original": len(sources), "color": len(color),
-                                       "original-object": len(size_sources),
-                                       "size": len(lines(out / "edits" / "size" / "manifest.jsonl"))}
+    assert table["subsets"] == ["original", "original-object", "color", *LEVELS]
+    edits = {s: lines(out / "edits" / s / "manifest.jsonl") for s in ("color", *LEVELS)}
+    sources = sorted({r["source"] for recs in edits.values() for r in recs})
+    size_sources = {r["source"] for s in LEVELS for r in edits[s]}
+    assert table["images"]["demo"] == {"original": len(sources), "original-object": len(size_sources),
+                                       **{s: len(recs) for s, recs in edits.items()}}
     assert Image.open(out / "miou.png").size[0] > 100
+
+
+def test_one_colour_drawn_per_image_and_one_subset_per_level(bench_run: Path) -> None:
+    color = lines(bench_run / "edits" / "color" / "manifest.jsonl")
+    sources = [r["source"] for r in color]
+    skipped = lines(bench_run / "edits" / "color" / "skipped.jsonl") \
+        if (bench_run / "edits" / "color" / "skipped.jsonl").exists() else []
+    assert len(sources) == len(set(sources)) > 0  # one edit per image, not one per value
+    assert len(sources) + len(skipped) == 3
+    assert {r["value"] for r in color} <= {"red", "blue", "green"}
+    assert [r["value"] for r in color] == [picked_value(["red", "blue", "green"], 0, s)
+                                           for s in sources]
+    for level in LEVELS:
+        assert {r["value"] for r in lines(bench_run / "edits" / level / "manifest.jsonl")} \
+            == {level.split("-")[1]}
+    config = json.loads((bench_run / "edits" / "color" / "run.json").read_text())["config"]
+    assert config["pick"] == "one" and "pick" not in json.loads(
+        (bench_run / "edits" / "size-0.2" / "run.json").read_text())["config"]
 
 
 def test_miou_and_mr_by_hand(bench_run: Path) -> None:
@@ -75,15 +96,18 @@ def test_miou_and_mr_by_hand(bench_run: Path) -> None:
         iou = tp / (conf.sum(1) + conf[:, :k].sum(0) - tp)
         return 100 * float(iou[conf.sum(1) > 0].mean())
 
-    size, orig_obj = object_miou(totals["size"]), object_miou(totals["original-object"])
+    sizes = [object_miou(totals[s]) for s in LEVELS]
+    orig_obj = object_miou(totals["original-object"])
     assert table["miou"]["demo"] == pytest.approx(
-        {"original": orig, "color": color, "size": size, "original-object": orig_obj})
+        {"original": orig, "color": color, **dict(zip(LEVELS, sizes, strict=True)),
+         "original-object": orig_obj})
     groups = {g["group"]: g for g in table["groups"]}
     assert groups["appearance"]["reference"] == "original"
     assert groups["appearance"]["rmiou"] == pytest.approx(color)
     assert groups["appearance"]["mr"] == pytest.approx(color / orig)
     assert groups["geometry"]["reference"] == "original-object"
-    assert groups["geometry"]["mr"] == pytest.approx(size / orig_obj)
+    assert groups["geometry"]["subsets"] == list(LEVELS)
+    assert groups["geometry"]["mr"] == pytest.approx(np.mean(sizes) / orig_obj)  # Tab. III
     csv = (out / "table.csv").read_text()
     assert f"{color / orig:.4f}" in csv
 
@@ -92,19 +116,19 @@ def test_geometry_scored_on_object_pixels(bench_run: Path) -> None:
     out = bench_run
     seen = set()
     for rec in lines(out / "results.jsonl"):
-        if rec["subset"] == "size":
-            folder = out / "edits" / "size"
+        if rec["subset"] in LEVELS:
+            folder = out / "edits" / rec["subset"]
             labels = folder / "labels"
         elif rec["subset"] == "original-object":
             folder = out / "edits" / "original-object"
-            labels = out / "edits" / "size" / "source" / "labels"
+            labels = out / "edits" / LEVELS[0] / "source" / "labels"
         else:
             continue
         seen.add(rec["subset"])
         mask = np.asarray(Image.open(folder / "masks" / f"{rec['image']}.png")) > 0
         label = np.asarray(Image.open(labels / f"{rec['image']}.png"))
         assert 0 < np.asarray(rec["confusion"]).sum() == int((mask & (label != 255)).sum())
-    assert seen == {"size", "original-object"}
+    assert seen == {*LEVELS, "original-object"}
 
 
 def test_subset_miou_object_only() -> None:
@@ -184,17 +208,58 @@ def test_third_party_editors_join_the_groups_of_their_kind(third_party_editors, 
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     table = json.loads((out / "table.json").read_text())
-    assert table["subsets"] == ["original", "original-object", "dim", "squash"]
+    assert table["subsets"] == ["original", "original-object", "dim", "squash-0.5"]
     groups = {g["group"]: g for g in table["groups"]}
-    assert groups["appearance"]["subsets"] == ["dim"]  # both values, one subset
+    assert groups["appearance"]["subsets"] == ["dim"]  # one value drawn per image, one subset
     assert groups["appearance"]["reference"] == "original"
-    assert groups["geometry"]["subsets"] == ["squash"]
+    assert groups["geometry"]["subsets"] == ["squash-0.5"]  # a subset per level
     assert groups["geometry"]["reference"] == "original-object"  # scored on object pixels
     miou = table["miou"]["demo"]
     assert groups["appearance"]["mr"] == pytest.approx(miou["dim"] / miou["original"])
     dim = lines(out / "edits" / "dim" / "manifest.jsonl")
-    assert {r["value"] for r in dim} == {"half", "third"} and dim[0]["kind"] == "appearance"
+    assert {r["value"] for r in dim} <= {"half", "third"} and dim[0]["kind"] == "appearance"
+    assert len(dim) == len({r["source"] for r in dim})
     kinds = {r["subset"]: r["kind"] for r in lines(out / "results.jsonl")}
     assert kinds == {"original": "", "original-object": "", "dim": "appearance",
-                     "squash": "geometry"}
+                     "squash-0.5": "geometry"}
     assert "squash" in result.output and "geometry" in result.output
+
+
+# --- every subset on the object-centric images (Gen4Seg §IV-A) ---------------------------------
+
+
+def folder_without_an_object(root: Path) -> Path:
+    """The first 3 demo images as a folder dataset; the last one's label is all ignore, so it
+    has no salient object: object edits skip it, image edits would not."""
+    data = load_dataset("demo", None, 3)
+    (root / "labels").mkdir(parents=True)
+    (root / "classes.txt").write_text("\n".join(data.classes) + "\n")
+    for i, name in enumerate(data.names):
+        item = data[i]
+        label = item.label if i < 2 else np.full_like(item.label, 255)
+        write_png(root / "images" / f"{name}.png", item.image)
+        write_png(root / "labels" / f"{name}.png", label.astype(np.uint8))
+    return root
+
+
+def test_image_edits_share_the_object_centric_images(tmp_path: Path) -> None:
+    data = folder_without_an_object(tmp_path / "data")
+    args = ["bench", "edits", "--models", "demo", "--data", f"folder:{data}", "--attributes",
+            "color,style", "--values", "style=sketch", "--executor", "inline"]
+    run = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "a")], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    sources = {s: {r["source"] for r in lines(tmp_path / "a" / "edits" / s / "manifest.jsonl")}
+               for s in ("color", "style")}
+    assert len(sources["color"]) == 2 and sources["style"] == sources["color"]
+    skipped = lines(tmp_path / "a" / "edits" / "style" / "skipped.jsonl")
+    assert [r["source"] for r in skipped] == sorted(set(load_dataset(f"folder:{data}").names)
+                                                    - sources["color"])
+    everything = CliRunner().invoke(cli, [*args, "--all-images", "--out", str(tmp_path / "b")],
+                                    catch_exceptions=False)
+    assert everything.exit_code == 0, everything.output
+    style = lines(tmp_path / "b" / "edits" / "style" / "manifest.jsonl")
+    assert len({r["source"] for r in style}) == 3  # the old behaviour, on request
+    config = json.loads((tmp_path / "a" / "edits" / "style" / "run.json").read_text())["config"]
+    assert config["object_centric"] is True
+    assert "object_centric" not in json.loads(
+        (tmp_path / "a" / "edits" / "color" / "run.json").read_text())["config"]

@@ -14,6 +14,7 @@ from PIL import Image
 from segtk.cli import cli
 from segtk.core.data import Dataset, Item
 from segtk.core.editing import EditedSample, Editor, PromptWriter
+from segtk.core.errors import SegtkError
 from segtk.core.filtering import Filter, FilterResult
 from segtk.datasets.readers import load_edited
 from segtk.jobs.edit import (
@@ -22,6 +23,7 @@ from segtk.jobs.edit import (
     contact_sheet,
     edit_dataset,
     pick_rows,
+    picked_value,
     sample_name,
 )
 
@@ -331,3 +333,68 @@ def test_param_and_filter_param_errors_name_the_item(tmp_path) -> None:
                                           "--out", str(tmp_path / "x")])
         assert result.exit_code == 1, result.output
         assert message in result.output and "Traceback" not in result.output
+
+
+# --- one value drawn per image; image edits on object-centric images only -------------------
+
+
+class Shade(Tint):
+    values = ("dark", "darker", "darkest")
+
+
+class Whole(Tint):
+    level = "image"
+
+
+def test_pick_one_edits_one_value_per_image_drawn_from_its_own_stream(tmp_path) -> None:
+    values = list(Shade.values)
+    run = EditRun(tmp_path / "one", {"x": 1}, resume=False)
+    summary = edit_dataset(Shade(), toy_dataset(12), run,
+                           EditConfig(values, sheet_rows=0, pick="one", seed=5))
+    picked = {r["source"]: r["value"] for r in summary.edited}
+    assert len(summary.edited) == len(picked) == 12 and summary.planned == 12
+    assert set(picked.values()) == set(values)  # every value stays an option
+    assert picked == {s: picked_value(values, 5, s) for s in picked}
+    fewer = EditRun(tmp_path / "fewer", {"x": 1}, resume=False)  # not moved by --limit
+    first = edit_dataset(Shade(), toy_dataset(3), fewer, EditConfig(values, sheet_rows=0,
+                                                                    pick="one", seed=5))
+    assert {r["source"]: r["value"] for r in first.edited} == {s: picked[s] for s in
+                                                              ("toy0", "toy1", "toy2")}
+    other = {s: picked_value(values, 6, s) for s in picked}
+    assert other != picked  # the seed moves the draws
+    with pytest.raises(SegtkError, match="pick='some'"):
+        EditConfig(values, pick="some")
+
+
+def test_object_centric_image_edits_skip_images_without_a_salient_object(tmp_path) -> None:
+    data = toy_dataset(3)
+    thin_car = np.zeros((32, 40), np.int64)
+    thin_car[:, :3] = 1  # 7.5% of the image, under the default --min-area
+
+    def load(i: int) -> Item:
+        return data[i] if i < 2 else Item("toy2", data[2].image, thin_car)
+
+    tiny = Dataset("toy", data.classes, [(n, lambda i=i: load(i)) for i, n in enumerate(data.names)])
+    run = EditRun(tmp_path / "o", {"x": 1}, resume=False)
+    summary = edit_dataset(Whole(), tiny, run, EditConfig(["dark"], sheet_rows=0,
+                                                          object_centric=True))
+    assert [r["source"] for r in summary.edited] == ["toy0", "toy1"]
+    assert [(r["source"], r["reason"]) for r in summary.skipped] == [("toy2", "tiny-object")]
+    every = EditRun(tmp_path / "e", {"x": 1}, resume=False)
+    assert len(edit_dataset(Whole(), tiny, every, EditConfig(["dark"], sheet_rows=0)).edited) == 3
+
+
+def test_edit_cli_pick_and_object_centric_are_recorded_only_when_used(tmp_path) -> None:
+    out = tmp_path / "w"
+    result = invoke("edit", "--plugin", "weather", "--values", "fog,night", "--pick", "one",
+                    "--object-centric", "--limit", "2", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "1 of 2 values" in result.output
+    config = json.loads((out / "run.json").read_text())["config"]
+    assert config["pick"] == "one" and config["object_centric"] is True
+    names = [r["source"] for r in lines(out / "manifest.jsonl")]
+    assert len(names) == len(set(names))
+    plain = tmp_path / "p"
+    assert invoke("edit", "--plugin", "weather", "--values", "fog", "--limit", "1",
+                  "--out", str(plain)).exit_code == 0
+    assert not {"pick", "object_centric"} & set(json.loads((plain / "run.json").read_text())["config"])

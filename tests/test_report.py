@@ -449,11 +449,11 @@ def test_bench_edits_report_has_the_paper_table_chart_and_subset_reports(bench_e
     for g in table["groups"]:
         assert f">{g['rmiou']:.2f}<" in grid and f">{g['mr']:.3f}<" in grid
     assert 'src="miou.png"' in text
-    for attr in ("color", "size"):
+    for attr in ("color", "size-0.4"):
         assert f'href="edits/{attr}/report.html"' in text
         assert detect_kind(run / "edits" / attr) == "edit"
-        assert f"{attr} edits of demo" in page(run / "edits" / attr)
-    for sub in (run, run / "edits" / "color", run / "edits" / "size"):
+        assert f"{attr.split('-')[0]} edits of demo" in page(run / "edits" / attr)
+    for sub in (run, run / "edits" / "color", run / "edits" / "size-0.4"):
         sub_text = page(sub)
         assert not re.search(r"(?:src|href)=\"(?:https?:|//|/)", sub_text)
         for link in links(sub_text):

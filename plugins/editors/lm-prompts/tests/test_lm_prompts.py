@@ -128,6 +128,29 @@ def test_segtk_edit_with_prompt_model_records_the_writer(model_dir, tmp_path) ->
     assert run["config"]["prompt_model"] == str(model_dir)
 
 
+def test_bench_edits_with_prompt_model_writes_one_drawn_prompt_per_image(model_dir,
+                                                                          tmp_path) -> None:
+    out = tmp_path / "bench"
+    args = ["bench", "edits", "--models", "demo", "--attributes", "material,size", "--values",
+            "material=wood,metal,glass", "--values", "size=0.4", "--limit", "3",
+            "--executor", "inline", "--out", str(out), "--prompt-model", str(model_dir)]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    writer = LMPromptWriter(model_dir)
+    for subset, attribute in (("material", "material"), ("size-0.4", "size")):
+        manifest = [json.loads(x) for x in
+                    (out / "edits" / subset / "manifest.jsonl").read_text().splitlines()]
+        assert manifest and len({r["source"] for r in manifest}) == len(manifest)
+        for rec in manifest:
+            assert rec["prompt_writer"] == f"lm:{model_dir}"
+            expected, _ = writer.write(rec["prompt_source"], rec["class"], attribute,
+                                       rec["value"], "unused")
+            assert rec["prompt"] == expected
+        config = json.loads((out / "edits" / subset / "run.json").read_text())["config"]
+        assert config["prompt_model"] == str(model_dir)
+    assert json.loads((out / "run.json").read_text())["config"]["prompt_model"] == str(model_dir)
+
+
 def test_prompt_model_needs_an_attribute_editor(tmp_path) -> None:
     class Own(Editor):
         name = "own"
