@@ -18,7 +18,7 @@ from PIL import Image
 from segtk.benchmarks.edits import subset_miou
 from segtk.cli import cli
 from segtk.core.data import write_png
-from segtk.core.editing import EditedSample, Editor
+from segtk.core.editing import EditBackend, EditedSample, Editor
 from segtk.core.editkit import GeometryEditor
 from segtk.core.hookspecs import hookimpl
 from segtk.core.metrics import mean_iou
@@ -263,3 +263,52 @@ def test_image_edits_share_the_object_centric_images(tmp_path: Path) -> None:
     assert config["object_centric"] is True
     assert "object_centric" not in json.loads(
         (tmp_path / "a" / "edits" / "color" / "run.json").read_text())["config"]
+
+
+class Remake(Editor):
+    """A fake backend's reference editor (like diffusion's recon), image-level: without the
+    object-centric selection it would cover every image."""
+
+    name = attribute = "remake"
+    level = "image"
+    values = ("remake",)
+
+    def edit(self, sample, value, rng):
+        return EditedSample(sample.image // 2 + 1, sample.label.copy(), sample.mask.copy(), value)
+
+
+class Halves(EditBackend):
+    name, reference = "halves", "remake"
+
+    def appearance(self, sample, value, prompt_src, prompt_edit, rng):
+        return EditedSample(sample.image // 2, sample.label.copy(), sample.mask.copy(), value)
+
+    def geometry(self, sample, moved, rng):
+        return moved
+
+
+@pytest.fixture
+def backend_with_reference():
+    reset_plugin_manager()
+    get_plugin_manager().register(types.SimpleNamespace(
+        register_editors=hookimpl(lambda register: register(Remake)),
+        register_edit_backends=hookimpl(lambda register: register(Halves))), name="segtk_halves")
+    yield
+    reset_plugin_manager()
+
+
+def test_the_reference_subset_covers_the_images_of_every_appearance_subset(
+        backend_with_reference, tmp_path: Path) -> None:
+    data = folder_without_an_object(tmp_path / "data")
+    out = tmp_path / "r"
+    result = CliRunner().invoke(cli, [
+        "bench", "edits", "--models", "demo", "--data", f"folder:{data}", "--attributes",
+        "color,style", "--backend", "halves", "--executor", "inline", "--out", str(out)],
+        catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    sources = {s: {r["source"] for r in lines(out / "edits" / s / "manifest.jsonl")}
+               for s in ("color", "style", "recon")}
+    assert len(sources["recon"]) == 2 and sources["color"] == sources["style"] == sources["recon"]
+    table = json.loads((out / "table.json").read_text())
+    group = next(g for g in table["groups"] if g["group"] == "appearance")
+    assert group["reference"] == "recon" and table["images"]["demo"]["recon"] == 2
