@@ -19,7 +19,7 @@ import hashlib
 import io
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,37 +37,30 @@ START = "start"
 
 @dataclass(frozen=True)
 class AugmentBench:
-    """The benchmark's settings; `augments` are augmenter specs (`baseline` = none)."""
+    """The benchmark's settings: `training` is every row's `segtk train` config (its `augment`
+    is replaced per row by one of `augments`, augmenter specs, `baseline` = none); the rest
+    says how the edited evaluation subsets are built."""
 
-    model: str
-    data: str
+    training: TrainConfig
     augments: tuple[str, ...]
     attributes: tuple[str, ...]
-    train_split: str | None = "train"
-    train_limit: int | None = None
-    eval_data: str | None = None  # default: `data`
+    eval_data: str | None = None  # default: the training data
     eval_split: str | None = "val"
     eval_limit: int | None = None
     values: dict[str, list[str]] = field(default_factory=dict)
     backend: str = "classical"
-    epochs: int = 1
-    batch_size: int = 8
-    lr: float = 1e-4
-    weight_decay: float = 1e-4
-    seed: int = 0
-    size: tuple[int, int] | None = None
-    crop: tuple[int, int] | None = None
 
     def train_config(self, augment: str) -> TrainConfig:
-        return TrainConfig(self.model, self.data, self.train_split, self.train_limit, augment,
-                           self.epochs, self.batch_size, self.lr, self.weight_decay, self.seed,
-                           self.size, self.crop)
+        return replace(self.training, augment=augment)
 
     def record(self) -> dict[str, Any]:
-        out = asdict(self)
+        """run.json's config: the training settings flat, under the names they always had."""
+        t = self.training.record()
+        renamed = {"split": "train_split", "limit": "train_limit"}
+        out = {renamed.get(k, k): v for k, v in t.items() if k != "augment"}
         out.update(augments=list(self.augments), attributes=list(self.attributes),
-                   size=list(self.size) if self.size else None,
-                   crop=list(self.crop) if self.crop else None)
+                   eval_data=self.eval_data, eval_split=self.eval_split,
+                   eval_limit=self.eval_limit, values=self.values, backend=self.backend)
         return out
 
 
@@ -107,11 +100,12 @@ def run(bench: AugmentBench, out: str | Path, resume: bool = False,
     # Records are keyed by model spec, so a resume may add augmentations (the others are kept).
     with RunDir(out, bench.record(), resume=True, may_differ=("augments",), kind="bench-augment"):
         pass
-    eval_data = bench.eval_data or bench.data
+    training = bench.training
+    eval_data = bench.eval_data or training.data
     subsets = build_subsets(eval_data, bench.eval_split, bench.eval_limit, list(bench.attributes),
-                            out, bench.backend, bench.values or None, seed=bench.seed,
+                            out, bench.backend, bench.values or None, seed=training.seed,
                             on_subset=on_subset)
-    specs = {START: bench.model}
+    specs = {START: training.model}
     for augment, label in zip(bench.augments, labels):
         folder = out / "train" / label
         if on_train:

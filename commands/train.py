@@ -138,10 +138,11 @@ def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval
     attrs = csv_list(attributes)
     if not attrs:
         raise SegtkError("--attributes must name at least one editor", hint="e.g. --attributes color,weather")
-    bench = AugmentBench(model_spec, data_spec, tuple(s for s in specs if s), tuple(attrs),
-                         split or None, limit, eval_data, eval_split or None, eval_limit,
-                         parse_values(values), backend, epochs, batch_size, lr, weight_decay, seed,
-                         parse_size(size, "--size"), parse_size(crop, "--crop"))
+    training = TrainConfig(model_spec, data_spec, split or None, limit, "baseline", epochs,
+                           batch_size, lr, weight_decay, seed, parse_size(size, "--size"),
+                           parse_size(crop, "--crop"))
+    bench = AugmentBench(training, tuple(s for s in specs if s), tuple(attrs), eval_data,
+                         eval_split or None, eval_limit, parse_values(values), backend)
 
     def said(attr, summary) -> None:
         d = summary.as_dict()
