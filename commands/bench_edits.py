@@ -14,6 +14,7 @@ from segtk.commands.options import (
     csv_list,
     data_option,
     limit_option,
+    prompt_options,
     shard_options,
     split_option,
 )
@@ -23,7 +24,7 @@ from segtk.core.errors import SegtkError
 from segtk.core.params import parse_pairs
 from segtk.core.runs import RunDir
 from segtk.core.specs import split_spec
-from segtk.jobs.edit import DEFAULT_PROMPT_WRITER, PICKS, load_prompt_writer, prompt_settings
+from segtk.jobs.edit import PICKS, load_prompt_writer, prompt_settings
 from segtk.jobs.executors import make_executor
 from segtk.reports.writer import write_report
 
@@ -72,11 +73,7 @@ def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
 @click.option("--object-centric/--all-images", default=True, show_default=True,
               help="Every subset (style, weather and Recon too) only on images with a salient "
                    "object, as Gen4Seg §IV-A, so all subsets share their images.")
-@click.option("--prompt-model", "prompt_model", default=None, metavar="MODEL",
-              help="The prompt writer's model (lm: a local chat LM folder): it writes the edit "
-                   "prompts of editors with prompt templates.")
-@click.option("--prompt-writer", "prompt_writer_name", default=None, metavar="NAME",
-              help=f"Prompt-writer plugin for --prompt-model [default: {DEFAULT_PROMPT_WRITER}].")
+@prompt_options
 @click.option("--backend", default=CLASSICAL, show_default=True, metavar="NAME",
               help="classical, or an edit-backend plugin (see `segtk plugins`); a backend with "
                    "a reference editor (diffusion: recon) also builds and scores that subset, "

@@ -7,14 +7,19 @@ from pathlib import Path
 import click
 
 from segtk.commands.console import console, err_console, progress, table
-from segtk.commands.options import csv_list, data_option, limit_option, split_option
+from segtk.commands.options import (
+    csv_list,
+    data_option,
+    limit_option,
+    prompt_options,
+    split_option,
+)
 from segtk.core.editkit import CLASSICAL, backend_class
 from segtk.core.errors import SegtkError
 from segtk.core.params import parse_pairs
 from segtk.core.samples import DEFAULT_EXCLUDE, DEFAULT_MIN_AREA, SKIP_REASONS
 from segtk.core.specs import load_dataset
 from segtk.jobs.edit import (
-    DEFAULT_PROMPT_WRITER,
     PICKS,
     EditConfig,
     EditRun,
@@ -74,13 +79,7 @@ BACKEND_HELP = ("classical = the editor's own CPU code; any other NAME is an edi
 @click.option("--filter-param", "filter_params", multiple=True, metavar="NAME.KEY=VALUE",
               help="Filter option, e.g. --filter-param surrogate.model=espnet:camvid=PATH, "
                    "--filter-param clip.model=DIR.")
-@click.option("--prompt-model", "prompt_model", default=None, metavar="MODEL",
-              help="Model of the prompt writer that writes the edit prompts instead of the "
-                   "editor's templates; for lm (segtk-lm-prompts) a local chat LM folder "
-                   "(transformers). Manifest: prompt_writer.")
-@click.option("--prompt-writer", "prompt_writer_name", default=None, metavar="NAME",
-              help=f"Prompt-writer plugin that --prompt-model feeds [default: "
-                   f"{DEFAULT_PROMPT_WRITER}]; see `segtk plugins`.")
+@prompt_options
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def edit(editor_name, values, backend, data_spec, split, limit, out, variants, pick,
          object_centric, seed, resume, min_area, exclude, only, extra, sheet_rows, save_sources,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from segtk.commands.console import err_console
+from segtk.jobs.edit import DEFAULT_PROMPT_WRITER
 
 DEMO_MODEL, DEMO_DATA = "demo", "demo"
 
@@ -51,6 +52,21 @@ def shard_options(command):
                      help="Processes (local) or CPUs (new Ray cluster) [default: all cores]."),
         click.option("--address", default=None,
                      help="Ray cluster address to join (with --executor ray)."),
+    ]):
+        command = option(command)
+    return command
+
+
+def prompt_options(command):
+    """--prompt-model, --prompt-writer: who writes the edit prompts (`edit`, `bench edits`)."""
+    for option in reversed([
+        click.option("--prompt-model", "prompt_model", default=None, metavar="MODEL",
+                     help="Model of the prompt writer that writes the edit prompts instead of "
+                          "the editors' templates; for lm (segtk-lm-prompts) a local chat LM "
+                          "folder (transformers). Manifest: prompt_writer."),
+        click.option("--prompt-writer", "prompt_writer_name", default=None, metavar="NAME",
+                     help=f"Prompt-writer plugin that --prompt-model feeds [default: "
+                          f"{DEFAULT_PROMPT_WRITER}]; see `segtk plugins`."),
     ]):
         command = option(command)
     return command
