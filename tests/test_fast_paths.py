@@ -14,6 +14,7 @@ from PIL import Image
 
 from segtk.core.data import default_palette, read_image, write_png
 from segtk.core.errors import DataError
+from segtk.core.metrics import LabelConfusion
 from segtk.core.png import encode_png
 from segtk.core.render import overlay
 from segtk.jobs.attack import quantise
@@ -109,3 +110,22 @@ def test_overlay_is_the_float_blend(seed: int, alpha: float, ignore: int, classe
     inside = np.clip(label, 0, 255).astype(np.uint8)  # uint8 labels take the same path
     assert np.array_equal(overlay(image, inside, palette, alpha, ignore),
                           plain_overlay(image, inside, palette, alpha, ignore))
+
+
+@pytest.mark.parametrize("k", [1, 12, 200])  # int16 bins, and int32 once 4 copies pass 32767
+def test_label_confusion_is_the_plain_count(k: int) -> None:
+    g = torch.Generator().manual_seed(k)
+    labels = torch.randint(0, k, (2, 13, 7), generator=g)
+    labels[0, :3] = 255
+    labels[1, 4, :5] = -2
+    labels[1, 6:] = labels[1, 6, 0]  # long runs of one class (the interleaved copies' case)
+    pred = torch.randint(-1, k + 2, (3, 13, 7), generator=g)
+    pred[2] = labels[0].clamp(0, k - 1)
+    owners = torch.tensor([1, 0, 0])
+    got = LabelConfusion(labels, k)(pred, owners)
+    for row, owner in enumerate(owners.tolist()):
+        expected = np.zeros((k, k + 1), np.int64)
+        for p, t in zip(pred[row].flatten().tolist(), labels[owner].flatten().tolist()):
+            if 0 <= t < k:
+                expected[t, p if 0 <= p < k else k] += 1
+        assert np.array_equal(got[row].numpy(), expected)
