@@ -127,6 +127,7 @@ class Oracle:
         b = clean.shape[0]
         self.lo, self.hi = box(clean, eps_unit)
         self._tolerant: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._corner_bits: tuple[torch.Tensor, torch.Tensor] | None = None  # lo, lo ^ hi
         self._pinned: torch.Tensor | None = None  # [B,3,H,W]: one pinned image per source image
         self._pinned_version = 0
         self.confusion = LabelConfusion(labels, proxy.num_classes, proxy.ignore_index)
@@ -198,11 +199,27 @@ class Oracle:
         broadcasts to [3,H,W]), clean − ε elsewhere, cut to [0,1]. In bounds by construction.
         With `pin`, it is built straight into the image's pinned row (see `pin`)."""
         if not pin:
-            return Verified(self, image, torch.where(positive, self.hi[image], self.lo[image]))
-        row = self._pinned_row(image)
-        torch.where(positive, self.hi[image], self.lo[image], out=row)
+            return Verified(self, image, self._corner(image, (...,), positive, torch.empty_like(self.lo[image])))
+        row = self._corner(image, (...,), positive, self._pinned_row(image))
         self._pinned_version = self._pinned_batch()._version
         return Verified(self, image, row, pinned=True)
+
+    def _corner(self, image: int, at: tuple, positive: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """`where(positive, hi, lo)[at]` into `out`, as a select of bit patterns: lo ^ ((lo ^ hi)
+        & mask). Bit-identical to `torch.where` by construction, and twice as fast on CPU."""
+        if positive.dtype != torch.bool:
+            raise SegtkError(f"a corner mask must be a bool tensor, got {positive.dtype}",
+                             hint="pass e.g. delta > 0")
+        if self._corner_bits is None:  # allocated on first use (most attacks never make corners)
+            bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[self.lo.element_size()]
+            lo = self.lo.view(bits)
+            self._corner_bits = lo, lo ^ self.hi.view(bits)
+        lo, flip = self._corner_bits
+        mask = positive.to(lo.dtype).neg_()  # True -> all bits set
+        target = out.view(lo.dtype)
+        torch.bitwise_and(flip[image][at], mask, out=target)
+        target.bitwise_xor_(lo[image][at])
+        return out
 
     def pin(self, v: Verified) -> Verified:
         """`v` copied into the oracle's own row for its source image, so that pinned
@@ -239,6 +256,20 @@ class Oracle:
         block = v.image[at]
         before = block.clone()
         torch.clamp(values, self.lo[v.owner][at], self.hi[v.owner][at], out=block)
+        return self._patched(v, block, before)
+
+    def patch_vertex(self, v: Verified, at: tuple, positive: torch.Tensor) -> Callable[[], None]:
+        """`patch` with the ε-box corner (`vertex`'s values) in `v.image[at]`: hi where
+        `positive` (bool, broadcast to the block), lo elsewhere. Bit-identical to patching
+        clean[at] ± ε, without building those values (DLA's and colour-stripes' sign flips)."""
+        self._check_verified(v)
+        block = v.image[at]
+        before = block.clone()
+        self._corner(v.owner, at, positive, block)
+        return self._patched(v, block, before)
+
+    def _patched(self, v: Verified, block: torch.Tensor, before: torch.Tensor) -> Callable[[], None]:
+        """Record a patch of `v` (its `block` was `before`); returns the undo."""
         self._written(v)
 
         def undo() -> None:

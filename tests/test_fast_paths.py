@@ -12,11 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
+from segtk.core.attack import Oracle, project
 from segtk.core.data import default_palette, read_image, write_png
-from segtk.core.errors import DataError
+from segtk.core.errors import DataError, SegtkError
 from segtk.core.metrics import LabelConfusion
 from segtk.core.png import encode_png
+from segtk.core.proxy import Proxy
 from segtk.core.render import overlay
+from segtk.core.segmenter import QueryCounter, Segmenter
 from segtk.jobs.attack import quantise
 
 
@@ -129,3 +132,53 @@ def test_label_confusion_is_the_plain_count(k: int) -> None:
             if 0 <= t < k:
                 expected[t, p if 0 <= p < k else k] += 1
         assert np.array_equal(got[row].numpy(), expected)
+
+
+class Grey(Segmenter):
+    """Labels from the first channel, for any float dtype."""
+
+    name, classes = "grey", ["a", "b", "c", "d"]
+
+    def predict(self, images: torch.Tensor) -> torch.Tensor:
+        return (images[:, 0] * 3.99).long()
+
+
+def corner_oracle(eps: float, dtype: torch.dtype) -> Oracle:
+    g = torch.Generator().manual_seed(int(eps))
+    clean = torch.rand(2, 3, 6, 5, generator=g).to(dtype)
+    clean[0, :, :2] = 0.0  # saturated lines: the box cuts the ball
+    clean[1, :, -2:] = 1.0
+    labels = torch.zeros(2, 6, 5, dtype=torch.long)
+    return Oracle(QueryCounter(Grey(), 50, 2), clean, labels, Proxy(4), eps / 255, [0, 1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("eps", [1.0, 8.0, 255.0])
+def test_corners_are_where_and_patched_corners_are_patches_bit_for_bit(eps: float, dtype) -> None:
+    o = corner_oracle(eps, dtype)
+    g = torch.Generator().manual_seed(1)
+    for i in range(2):
+        rows = torch.rand(1, 6, 1, generator=g) > 0.5
+        for pin in (False, True):
+            v = o.vertex(i, rows, pin=pin)
+            assert torch.equal(v.image, torch.where(rows, o.hi[i], o.lo[i]))
+            assert torch.equal(v.image, project(o.clean[i] + torch.where(rows, 1.0, -1.0) * o.eps_unit,
+                                                o.clean[i], o.eps_unit))
+        for at, shape in (((..., slice(1, 4), slice(None)), (1, 3, 1)), ((..., slice(2, 5)), (1, 1, 3)),
+                          ((1, slice(0, 6)), (6, 1)), ((2, slice(None), slice(0, 2)), (1, 2))):
+            positive = torch.rand(shape, generator=g) > 0.5
+            signs = torch.where(positive, 1.0, -1.0).to(dtype)
+            plain = o.verify(i, v.image)
+            o.patch(plain, at, o.clean[i][at] + signs * o.eps_unit)
+            before = v.image.clone()
+            undo = o.patch_vertex(v, at, positive)
+            assert torch.equal(v.image, plain.image)
+            o.score_verified([v])  # the oracle's own write: accepted
+            undo()
+            assert torch.equal(v.image, before)
+            o.patch_vertex(v, at, positive)
+    v.image[0, 0, 0] = 0.5  # a write outside the oracle is still caught
+    with pytest.raises(SegtkError, match="outside the oracle"):
+        o.score_verified([v])
+    with pytest.raises(SegtkError, match="bool"):
+        o.vertex(0, torch.ones(1, 6, 1))

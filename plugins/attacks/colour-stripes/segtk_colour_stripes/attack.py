@@ -157,4 +157,4 @@ class ColourStripes(Attack):
         new = signs[c, start:stop].repeat_interleave(width)[: last - first]
         new = new.view(-1, 1) if direction == HORIZONTAL else new.view(1, -1)
         at = (c, slice(first, last)) if direction == HORIZONTAL else (c, slice(None), slice(first, last))
-        return signs, oracle.patch(st.image, at, oracle.clean[i][at] + oracle.eps_unit * new)
+        return signs, oracle.patch_vertex(st.image, at, new > 0)  # ±ε: box corners

@@ -171,7 +171,11 @@ class DLA(Attack):
         start, stop = self._next_flip(st, clean.shape[1 if d == HORIZONTAL else 2])
         at = (..., slice(start, stop), slice(None)) if d == HORIZONTAL else (..., slice(start, stop))
         delta = kept.delta.clone()
-        undo = oracle.patch(kept.image, at, clean[at] + delta[at].neg_())
+        flipped = delta[at].neg_()
+        if self.params.values == "discrete":  # δ is ±ε: the flipped lines are box corners
+            undo = oracle.patch_vertex(kept.image, at, flipped > 0)
+        else:
+            undo = oracle.patch(kept.image, at, clean[at] + flipped)
         return _Draw(kept.image, delta, d), undo
 
     def _start_calibration(self, oracle: Oracle, i: int, st: _State) -> None:
