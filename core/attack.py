@@ -72,17 +72,20 @@ def uniform_noise(shape: tuple[int, ...], half: float, rng: torch.Generator) -> 
 class Verified:
     """An image the oracle knows is inside image `owner`'s ε-ball and [0,1]: made by
     `Oracle.verify` (projected) or `Oracle.vertex` (built from the ball's corners) and changed
-    only by `Oracle.patch`, which projects just the lines it writes. `Oracle.score_verified`
-    queries it without a full-image projection, after PyTorch's version counter shows that
-    nothing else wrote to it. Attacks may read `image`, never write it, and never construct a
-    Verified themselves. A pinned image (`Oracle.pin`) lives in the oracle's own batch tensor;
-    its version is checked there."""
+    only by `Oracle.patch`, which projects just the lines it writes, or `Oracle.flip`, which
+    swaps corners. `Oracle.score_verified` queries it without a full-image projection, after
+    PyTorch's version counter shows that nothing else wrote to it. Attacks may read `image`,
+    never write it, and never construct a Verified themselves. A pinned image (`Oracle.pin`)
+    lives in the oracle's own batch tensor; its version and whether it holds only corners are
+    kept there, per row."""
 
-    __slots__ = ("issuer", "owner", "image", "version", "pinned")
+    __slots__ = ("issuer", "owner", "image", "version", "pinned", "corners")
 
-    def __init__(self, issuer: Oracle, owner: int, image: torch.Tensor, pinned: bool = False) -> None:
+    def __init__(self, issuer: Oracle, owner: int, image: torch.Tensor, pinned: bool = False,
+                 corners: bool = False) -> None:
         self.issuer, self.owner, self.image, self.pinned = issuer, owner, image, pinned
         self.version = image._version
+        self.corners = corners  # every value is its lo or hi (unpinned images only)
 
 
 class Answer(NamedTuple):
@@ -130,6 +133,7 @@ class Oracle:
         self._corner_bits: tuple[torch.Tensor, torch.Tensor] | None = None  # lo, lo ^ hi
         self._pinned: torch.Tensor | None = None  # [B,3,H,W]: one pinned image per source image
         self._pinned_version = 0
+        self._pinned_corners = [False] * clean.shape[0]  # per pinned row: only corners?
         self.confusion = LabelConfusion(labels, proxy.num_classes, proxy.ignore_index)
         self.best_images = clean.clone()
         self.best_scores = torch.full((b,), float("inf"))
@@ -199,26 +203,32 @@ class Oracle:
         broadcasts to [3,H,W]), clean − ε elsewhere, cut to [0,1]. In bounds by construction.
         With `pin`, it is built straight into the image's pinned row (see `pin`)."""
         if not pin:
-            return Verified(self, image, self._corner(image, (...,), positive, torch.empty_like(self.lo[image])))
-        row = self._corner(image, (...,), positive, self._pinned_row(image))
+            out = torch.empty_like(self.lo[image])
+            return Verified(self, image, self._corner(image, positive, out), corners=True)
+        row = self._corner(image, positive, self._pinned_row(image))
         self._pinned_version = self._pinned_batch()._version
+        self._pinned_corners[image] = True
         return Verified(self, image, row, pinned=True)
 
-    def _corner(self, image: int, at: tuple, positive: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """`where(positive, hi, lo)[at]` into `out`, as a select of bit patterns: lo ^ ((lo ^ hi)
-        & mask). Bit-identical to `torch.where` by construction, and twice as fast on CPU."""
-        if positive.dtype != torch.bool:
-            raise SegtkError(f"a corner mask must be a bool tensor, got {positive.dtype}",
-                             hint="pass e.g. delta > 0")
-        if self._corner_bits is None:  # allocated on first use (most attacks never make corners)
+    def _bits(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """lo's bit pattern and lo ^ hi as integers: a corner is lo ^ (lo ^ hi & mask), and
+        x ^ (lo ^ hi) swaps a corner x for the opposite one. Allocated on first use."""
+        if self._corner_bits is None:
             bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[self.lo.element_size()]
             lo = self.lo.view(bits)
             self._corner_bits = lo, lo ^ self.hi.view(bits)
-        lo, flip = self._corner_bits
-        mask = positive.to(lo.dtype).neg_()  # True -> all bits set
+        return self._corner_bits
+
+    def _corner(self, image: int, positive: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """`where(positive, hi, lo)` into `out`, as a select of bit patterns: bit-identical to
+        `torch.where` by construction, and twice as fast on CPU."""
+        if positive.dtype != torch.bool:
+            raise SegtkError(f"a corner mask must be a bool tensor, got {positive.dtype}",
+                             hint="pass e.g. delta > 0")
+        lo, swap = self._bits()
         target = out.view(lo.dtype)
-        torch.bitwise_and(flip[image][at], mask, out=target)
-        target.bitwise_xor_(lo[image][at])
+        torch.bitwise_and(swap[image], positive.to(lo.dtype).neg_(), out=target)  # True: all bits
+        target.bitwise_xor_(lo[image])
         return out
 
     def pin(self, v: Verified) -> Verified:
@@ -229,14 +239,21 @@ class Oracle:
         pinned image shows; keep a candidate with `unpinned` first."""
         self._check_verified(v)
         row = self._pinned_row(v.owner)
+        corners = self._corners(v)
         row.copy_(v.image)
         self._pinned_version = self._pinned_batch()._version
+        self._pinned_corners[v.owner] = corners
         return Verified(self, v.owner, row, pinned=True)
 
     def unpinned(self, v: Verified) -> Verified:
         """`v` itself, or a copy of a pinned `v` that later pins cannot overwrite."""
         self._check_verified(v)
-        return Verified(self, v.owner, v.image.clone()) if v.pinned else v
+        if not v.pinned:
+            return v
+        return Verified(self, v.owner, v.image.clone(), corners=self._corners(v))
+
+    def _corners(self, v: Verified) -> bool:
+        return self._pinned_corners[v.owner] if v.pinned else v.corners
 
     def _pinned_batch(self) -> torch.Tensor:
         """The pinned rows, allocated on first use (most attacks never pin)."""
@@ -256,34 +273,47 @@ class Oracle:
         block = v.image[at]
         before = block.clone()
         torch.clamp(values, self.lo[v.owner][at], self.hi[v.owner][at], out=block)
-        return self._patched(v, block, before)
-
-    def patch_vertex(self, v: Verified, at: tuple, positive: torch.Tensor) -> Callable[[], None]:
-        """`patch` with the ε-box corner (`vertex`'s values) in `v.image[at]`: hi where
-        `positive` (bool, broadcast to the block), lo elsewhere. Bit-identical to patching
-        clean[at] ± ε, without building those values (DLA's and colour-stripes' sign flips)."""
-        self._check_verified(v)
-        block = v.image[at]
-        before = block.clone()
-        self._corner(v.owner, at, positive, block)
-        return self._patched(v, block, before)
-
-    def _patched(self, v: Verified, block: torch.Tensor, before: torch.Tensor) -> Callable[[], None]:
-        """Record a patch of `v` (its `block` was `before`); returns the undo."""
-        self._written(v)
+        self._written(v, corners=False)
 
         def undo() -> None:
             self._check_verified(v)
             block.copy_(before)
-            self._written(v)
+            self._written(v, corners=False)
 
         return undo
 
-    def _written(self, v: Verified) -> None:
+    def flip(self, v: Verified, at: tuple) -> Callable[[], None]:
+        """Swap every value of `v.image[at]` (`at`: slices and ints) for the opposite corner of
+        the box, in place; returns the undo (the same swap). `v` must hold only corners (made by
+        `vertex`, changed only by `flip`). Bit-identical to patching clean[at] with the signs of
+        its ±ε flipped, at one integer xor over the lines (DLA's and colour-stripes' flips)."""
+        self._check_verified(v)
+        if not self._corners(v):
+            raise SegtkError("flip needs an image of box corners",
+                             hint="make it with Oracle.vertex; change it with flip, not patch")
+        lo, swap = self._bits()
+        block, bits = v.image[at].view(lo.dtype), swap[v.owner][at]
+
+        def swap_corners() -> None:
+            self._check_verified(v)
+            if not self._corners(v):  # a patch since: xor would leave the box
+                raise SegtkError("flip undone after a patch of the same image",
+                                 hint="undo patches and flips in reverse order")
+            block.bitwise_xor_(bits)
+            self._written(v)
+
+        swap_corners()
+        return swap_corners
+
+    def _written(self, v: Verified, corners: bool = True) -> None:
+        """Accept the oracle's own write to `v`; `corners=False`: it may no longer hold only
+        corners."""
         if v.pinned:
             self._pinned_version = self._pinned_batch()._version
+            self._pinned_corners[v.owner] &= corners
         else:
             v.version = v.image._version
+            v.corners &= corners
 
     def _check_verified(self, v: Verified) -> None:
         if v.issuer is not self:

@@ -154,7 +154,5 @@ class ColourStripes(Attack):
         n_lines = h if direction == HORIZONTAL else w
         width = math.ceil(n_lines / signs.shape[1])
         first, last = start * width, min(stop * width, n_lines)
-        new = signs[c, start:stop].repeat_interleave(width)[: last - first]
-        new = new.view(-1, 1) if direction == HORIZONTAL else new.view(1, -1)
         at = (c, slice(first, last)) if direction == HORIZONTAL else (c, slice(None), slice(first, last))
-        return signs, oracle.patch_vertex(st.image, at, new > 0)  # ±ε: box corners
+        return signs, oracle.flip(st.image, at)  # ±ε stripes are box corners: swap them

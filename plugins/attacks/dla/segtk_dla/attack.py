@@ -172,8 +172,8 @@ class DLA(Attack):
         at = (..., slice(start, stop), slice(None)) if d == HORIZONTAL else (..., slice(start, stop))
         delta = kept.delta.clone()
         flipped = delta[at].neg_()
-        if self.params.values == "discrete":  # δ is ±ε: the flipped lines are box corners
-            undo = oracle.patch_vertex(kept.image, at, flipped > 0)
+        if self.params.values == "discrete":  # δ is ±ε: the image is box corners, swap them
+            undo = oracle.flip(kept.image, at)
         else:
             undo = oracle.patch(kept.image, at, clean[at] + flipped)
         return _Draw(kept.image, delta, d), undo
