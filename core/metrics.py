@@ -46,8 +46,9 @@ class LabelConfusion:
         self.span = self.size + k1  # one copy of the bins, overflow included
         self.dtype = next(t for t in (torch.int16, torch.int32, torch.int64)
                           if self.WAYS * self.span < torch.iinfo(t).max)
-        way = torch.arange(self.pixels, device=labels.device) % self.WAYS * self.span
-        self.base = (torch.where(valid, labels * k1, self.size) + way).to(self.dtype)
+        ways = torch.arange(self.WAYS, dtype=self.dtype, device=labels.device) * self.span
+        way = ways.repeat(-(-self.pixels // self.WAYS))[: self.pixels]  # 0, span, 2·span, …
+        self.base = torch.where(valid, labels * k1, self.size).to(self.dtype) + way
 
     def __call__(self, pred: torch.Tensor, owners: torch.Tensor | None = None) -> torch.Tensor:
         """[N, K, K+1] for predictions [N,H,W]; row r is scored against labels[owners[r]]."""

@@ -28,7 +28,7 @@ from segtk.core.data import (
     write_png,
 )
 from segtk.core.errors import ModelError, naming
-from segtk.core.metrics import ConfusionAccumulator, confusion, mean_iou, pixel_accuracy
+from segtk.core.metrics import ConfusionAccumulator, LabelConfusion, mean_iou, pixel_accuracy
 from segtk.core.render import overlay
 from segtk.core.runs import RunDir
 from segtk.core.segmenter import Segmenter, check_prediction
@@ -129,10 +129,10 @@ def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path, save
         clean = result.clean_predictions
         clean_pred = (clean if clean is not None else evaluate(segmenter, x)).cpu()
         adv_pred = evaluate(segmenter, to_tensor(list(stored)).to(segmenter.device)).cpu()
-    k, ignore = len(dataset.classes), dataset.ignore_index
+    k, ignore, n = len(dataset.classes), dataset.ignore_index, len(batch)
+    both = LabelConfusion(y.cpu(), k, ignore)(torch.cat([clean_pred, adv_pred]), torch.arange(2 * n) % n)
     for i, item in enumerate(batch):
-        clean_conf = confusion(clean_pred[i], y[i].cpu(), k, ignore)[0]
-        adv_conf = confusion(adv_pred[i], y[i].cpu(), k, ignore)[0]
+        clean_conf, adv_conf = both[i], both[n + i]
         if save_images:
             write_png(out / "images" / f"{item.name}.png", stored[i])
             write_png(out / "overlays" / f"{item.name}_clean.png",
