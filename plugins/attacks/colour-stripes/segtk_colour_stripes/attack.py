@@ -80,14 +80,13 @@ def stripe_count(lines: int, shorter_side: int, width: float) -> int:
     return math.ceil(lines / max(1, round(width * shorter_side)))
 
 
-def colour_stripes(signs: torch.Tensor, direction: int, height: int, width: int) -> torch.Tensor:
-    """[3, stripes] signs -> [3,H,W] perturbation signs (stripes of equal width, last cut)."""
+def stripe_lines(signs: torch.Tensor, direction: int, height: int, width: int) -> torch.Tensor:
+    """[3, stripes] signs -> per-line signs [3,H,1] or [3,1,W] (stripes of equal width, last
+    cut), which broadcast to the image."""
     lines = height if direction == HORIZONTAL else width
     stripe = math.ceil(lines / signs.shape[1])
     signs = signs.repeat_interleave(stripe, dim=1)[:, :lines]
-    if direction == HORIZONTAL:
-        return signs.view(CHANNELS, height, 1).expand(CHANNELS, height, width)
-    return signs.view(CHANNELS, 1, width).expand(CHANNELS, height, width)
+    return signs.view(CHANNELS, height, 1) if direction == HORIZONTAL else signs.view(CHANNELS, 1, width)
 
 
 class ColourStripes(Attack):
@@ -115,7 +114,7 @@ class ColourStripes(Attack):
                     k = t % 2
                     draw = torch.randint(0, 2, (CHANNELS, stripes[k]), generator=oracle.rngs[i])
                     signs = (draw.float() * 2 - 1).to(oracle.clean.device)
-                    image = oracle.vertex(i, colour_stripes(signs, k, h, w) > 0, pin=True)
+                    image = oracle.vertex(i, stripe_lines(signs, k, h, w) > 0, pin=True)
                     candidates.append((k, signs, image))
                     undo.append(None)
                 else:
