@@ -202,3 +202,17 @@ def test_flip_refuses_images_that_are_not_all_corners() -> None:
     again.image[0, 0, 0] = 0.5  # a write outside the oracle is still caught
     with pytest.raises(SegtkError, match="outside the oracle"):
         o.flip(again, (..., slice(0, 2)))
+
+
+def test_the_clean_query_skips_the_check_only_when_it_would_pass() -> None:
+    o = corner_oracle(8.0, torch.float32)
+    o.query(o.clean)  # each image is the centre of its own ball
+    assert o._tolerant is None  # no check was needed
+    with pytest.raises(SegtkError, match="outside the ε-ball"):
+        o.query(o.clean, torch.tensor([1, 0]))  # image 0 for image 1: checked, refused
+    for bad in (1.5, float("nan")):
+        clean = o.clean.clone()
+        clean[1, 0, 0, 0] = bad  # a clean image outside [0,1] is no valid candidate
+        bad_o = Oracle(QueryCounter(Grey(), 5, 2), clean, o.labels, Proxy(4), o.eps_unit, [0, 1])
+        with pytest.raises(SegtkError, match="outside the ε-ball"):
+            bad_o.query(bad_o.clean)
