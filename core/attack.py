@@ -8,8 +8,8 @@ are measured in one place instead of in each attack.
 
 The forward pass should be the only real cost of a query, so the oracle also offers cheaper
 ways in with the same guarantee: `query_each` projects (one pass) instead of checking, and
-verified images (`verify`, `vertex`, `patch`, `pin`, `score_verified`) let an attack whose
-candidates differ from the last one in a few lines pay for those lines only.
+verified images (`verify`, `vertex`, `patch`, `flip`, `pin`, `score_verified`) let an attack
+whose candidates differ from the last one in a few lines pay for those lines only.
 """
 
 from __future__ import annotations
