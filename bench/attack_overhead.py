@@ -7,7 +7,8 @@ Two measurements, on the same val images (480×360 CamVid by default), one CPU t
    after subtracting that segmenter's own time, for the attack loop alone (`Attack.run`: the
    candidates, the ε/[0,1] check, the counter, the proxy, the history and checkpoints) and for
    the whole `segtk attack` job (plus quantising, the evaluation pass, the confusion and three
-   PNG writes per image). Best of `--repeats`, since the machine may be shared.
+   PNG writes per image; "job - loop" is that per-image part). Best of `--repeats`, since the
+   machine may be shared.
 2. The overhead ratio on the real model, twice: `segtk attack` time per query / forward time
    per image (the evaluation pass of the stored image, one forward per image, is overhead
    here: 2% at 50 queries), and the job's time / the time spent in all its forward passes
@@ -101,9 +102,10 @@ def job_time(attack, model, data, batch: int) -> tuple[float, int]:
     return elapsed, sum(r["queries"] for r in summary.records)
 
 
-def job_per_query(attack, model, data, batch: int) -> float:
+def job_per_query(attack, model, data, batch: int) -> tuple[float, float]:
+    """Seconds per query and queries per image of one job."""
     seconds, queries = job_time(attack, model, data, batch)
-    return seconds / queries
+    return seconds / queries, queries / len(data)
 
 
 def main() -> None:
@@ -134,9 +136,12 @@ def main() -> None:
             model_s = per_image(green, images, batch, repeats=50)
             loop = min(loop_per_query(attack, green, images, labels, names, batch)
                        for _ in range(args.repeats)) - model_s
-            job = min(job_per_query(attack, green, data, batch) for _ in range(args.repeats)) - model_s
+            job, per_image_queries = min(job_per_query(attack, green, data, batch)
+                                         for _ in range(args.repeats))
+            job -= model_s
             print(f"{name:>15} batch {batch}: attack loop {loop * 1e3:6.3f} ms/query, "
-                  f"whole job {job * 1e3:6.3f} ms/query (segmenter {model_s * 1e3:.3f} ms/image)")
+                  f"whole job {job * 1e3:6.3f} ms/query (segmenter {model_s * 1e3:.3f} ms/image; "
+                  f"job - loop = {(job - loop) * per_image_queries * 1e3:.1f} ms/image)")
 
     if args.skip_model:
         return
