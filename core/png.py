@@ -38,7 +38,7 @@ def encode_png(array: np.ndarray, palette: np.ndarray | None = None) -> bytes:
     rows[:, 1 : 1 + c] = flat[:, :c]
     np.subtract(flat[:, c:], flat[:, :-c], out=rows[:, 1 + c :])  # uint8 wraps: mod 256
     deflate = zlib.compressobj(1, zlib.DEFLATED, 15, 9, zlib.Z_RLE)
-    data = deflate.compress(memoryview(rows)) + deflate.flush()
+    data = deflate.compress(rows.data) + deflate.flush()
     colour = COLOUR_TYPES[c] if palette is None else PALETTE
     if palette is not None and c != 1:
         raise ValueError("a palette PNG holds [H,W] indices")
