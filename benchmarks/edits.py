@@ -157,8 +157,7 @@ def build_subsets(data_spec: str, split: str | None, limit: int | None, attribut
         for subset, subset_vals in subset_values(attr, editor, list(dict.fromkeys(vals))):
             path = out / "edits" / subset
             settings = EditConfig(subset_vals, seed=seed, sheet_rows=6, filters=flts,
-                                  prompt_writer=writer, pick=pick if len(subset_vals) > 1 else "all",
-                                  object_centric=object_centric)
+                                  prompt_writer=writer, pick=pick, object_centric=object_centric)
             # the config `segtk edit` records for the same settings: either resumes the other's
             extra = dict(prompt_config or {}) if writer is not None else {}
             run = EditRun(path, run_config(editor, plugin, backend, data_spec, split, limit,

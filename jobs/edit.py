@@ -129,7 +129,7 @@ def run_config(editor: Editor, plugin: str, backend: str, data: str, split: str 
         "exclude": None if settings.exclude is None else list(settings.exclude),
         "classes": None if settings.only is None else list(settings.only),
         "params": editor.parameters(), "save_sources": settings.save_sources}
-    if settings.pick != "all":
+    if settings.pick != "all" and len(settings.values) > 1:  # one value: the same edits
         config["pick"] = settings.pick
     if settings.object_centric and editor.level != "object":  # object edits are anyway
         config["object_centric"] = True
