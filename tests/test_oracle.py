@@ -122,3 +122,23 @@ def test_verified_images_of_another_oracle_are_refused() -> None:
         o.score_verified([other.verify(0, other.clean[0])])
     assert model.calls == 0
     assert o.score_verified([]) == []
+
+
+@pytest.mark.parametrize("side", [1.0, -1.0])
+def test_a_query_one_percent_past_eps_inside_the_box_is_refused(side: float) -> None:
+    """The tolerant box is float32 slack (EPS_TOLERANCE), not a share of ε: clean ± 1.01·ε on
+    one value, well inside [0,1], never reaches the model; clean ± ε does, for every owner."""
+    clean = torch.full((2, 3, 4, 5), 0.5)
+    labels = torch.zeros(2, 4, 5, dtype=torch.long)
+    model = RecordingSegmenter()
+    o = Oracle(QueryCounter(model, 10, 2), clean, labels, Proxy(4), EPS, [0, 1])
+    edge = clean + side * EPS
+    o.query(edge, torch.tensor([0, 1]))  # exactly on the ball's surface: accepted
+    assert model.calls == 1 and torch.equal(model.seen[-1], edge[1])
+    past = edge.clone()
+    past[1, 2, 3, 4] = 0.5 + side * 1.01 * EPS  # one value of image 1, 1% past ε
+    with pytest.raises(SegtkError, match="outside the ε-ball"):
+        o.query(past, torch.tensor([0, 1]))
+    with pytest.raises(SegtkError, match="outside the ε-ball"):
+        o.query(past[1:], torch.tensor([1]))
+    assert model.calls == 1 and o.counter.counts.tolist() == [1, 1]  # refused before charging
