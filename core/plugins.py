@@ -28,6 +28,20 @@ class Broken:
     error: str
 
 
+def failure(exc: BaseException) -> str:
+    """What a plugin raised, in one line for `segtk plugins` ("SystemExit: 3 (...)")."""
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if isinstance(exc, SystemExit):
+        text += " (the plugin tried to end segtk)"
+    return text
+
+
+def contained(exc: BaseException) -> bool:
+    """Whether a plugin's exception is kept from ending segtk: everything but the user's Ctrl-C
+    (a SystemExit or other BaseException at import or in a hook must not end every command)."""
+    return not isinstance(exc, KeyboardInterrupt)
+
+
 def entry_points() -> Iterable[Any]:
     """The installed entry points of group "segtk" (a seam for tests)."""
     return importlib.metadata.entry_points(group=GROUP)
@@ -67,9 +81,10 @@ class PluginManager(pluggy.PluginManager):
             try:
                 self.register(ep.load(), name=name)
                 self.distributions[name] = dist
-            except Exception as exc:  # a broken plugin must never take the CLI down
-                error = f"{type(exc).__name__}: {exc}"
-                self.broken.append(Broken(name, dist[0], dist[1], error))
+            except BaseException as exc:  # a broken plugin must never take the CLI down
+                if not contained(exc):
+                    raise
+                self.broken.append(Broken(name, dist[0], dist[1], failure(exc)))
         self.check_hooks()
 
     def check_hooks(self) -> None:

@@ -14,7 +14,7 @@ from segtk.core.data import DatasetPlugin
 from segtk.core.editing import EditBackend, Editor, PromptWriter
 from segtk.core.errors import PluginError
 from segtk.core.filtering import Filter
-from segtk.core.plugins import PluginManager, get_plugin_manager
+from segtk.core.plugins import PluginManager, contained, failure, get_plugin_manager
 from segtk.core.segmenter import Segmenter
 
 KINDS = {
@@ -127,10 +127,12 @@ def plugins() -> list[PluginInfo]:
 
             try:
                 impl.function(register)
-            except Exception as exc:
+            except BaseException as exc:  # SystemExit too: `segtk plugins` must still list it
+                if not contained(exc):
+                    raise
                 infos.append(
                     PluginInfo(impl.plugin_name, kind, impl.plugin_name, dist, version, hook,
-                               error=f"{type(exc).__name__}: {exc}")
+                               error=failure(exc))
                 )
     for b in pm.broken:
         infos.append(PluginInfo(b.name, "?", b.name, b.distribution, b.version, "", error=b.error))
@@ -203,9 +205,11 @@ def add_commands(group: Any) -> None:
         before = dict(group.commands)
         try:
             impl.function(cli=group)
-        except Exception as exc:  # a plugin must never take the CLI (or `segtk --help`) down
+        except BaseException as exc:  # a plugin must never take the CLI (or `segtk --help`) down
+            if not contained(exc):
+                raise
             _commands.append(PluginInfo(impl.plugin_name, "command", impl.plugin_name, dist, version,
-                                        "register_commands", error=f"{type(exc).__name__}: {exc}"))
+                                        "register_commands", error=failure(exc)))
             continue
         finally:
             after = dict(group.commands)

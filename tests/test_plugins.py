@@ -258,3 +258,48 @@ def test_adding_commands_twice_is_harmless(with_fakes) -> None:
     rows = [i for i in registry.plugins() if i.kind == "command" and i.name == "fresh"]
     assert [i.status for i in rows] == ["ok"]
     assert CliRunner().invoke(cli, ["fresh"]).output == "fresh ran\n"
+
+
+# --- plugins that try to end segtk: SystemExit at import or in a hook is contained -------------
+
+
+@dataclass
+class ExitingEntryPoint(FakeEntryPoint):
+    """An entry point whose module calls sys.exit while it is imported."""
+
+    def load(self) -> Any:
+        sys.exit(3)
+
+
+def test_systemexit_at_import_or_in_a_hook_is_listed_broken_and_the_cli_goes_on(with_fakes) -> None:
+    def exit_in_attacks(register) -> None:
+        sys.exit("bye from register_attacks")
+
+    def exit_in_commands(cli) -> None:
+        raise SystemExit(0)
+
+    cli = with_fakes(  # pm_commands (what `segtk` runs first) must survive the command hook
+        ExitingEntryPoint("segtk_quitter", None, types.SimpleNamespace(name="segtk-quitter",
+                                                                       version="1.0")),
+        fake_plugin("segtk_exits", "segtk-exits", register_attacks=exit_in_attacks),
+        fake_plugin("segtk_exitcmd", "segtk-exitcmd", register_commands=exit_in_commands),
+    )
+    rows = plugins_json(cli)  # exit code 0 and a listing, not a silent exit
+    at_import = rows[("?", "segtk_quitter")]
+    assert at_import["status"] == "broken" and at_import["distribution"] == "segtk-quitter"
+    assert at_import["error"].startswith("SystemExit: 3")
+    in_hook = rows[("attack", "segtk_exits")]
+    assert in_hook["status"] == "broken" and "bye from register_attacks" in in_hook["error"]
+    assert rows[("command", "segtk_exitcmd")]["status"] == "broken"
+    assert rows[("attack", "dla")]["status"] == "ok"  # the rest still loads
+    helped = CliRunner().invoke(cli, ["attack", "--help"])
+    assert helped.exit_code == 0 and "--plugin" in helped.output
+
+
+def test_keyboard_interrupt_in_a_plugin_still_stops_segtk(with_fakes) -> None:
+    def interrupted(register) -> None:
+        raise KeyboardInterrupt
+
+    with_fakes(fake_plugin("segtk_ctrl_c", "segtk-ctrl-c", register_attacks=interrupted))
+    with pytest.raises(KeyboardInterrupt):
+        registry.plugins()
