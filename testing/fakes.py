@@ -64,6 +64,20 @@ class RecordingSegmenter(TinySegmenter):
         return [len(batch) for batch in self.batches]
 
 
+class GridSegmenter(Segmenter):
+    """Class 1 ("one") on an image of whole 0–255 steps, class 0 on any other: its decision flips
+    between a float candidate and the 8-bit image stored from it, so a test can tell which of
+    the two a score was computed on."""
+
+    name = "grid"
+    classes = ["zero", "one"]
+
+    def predict(self, images: torch.Tensor) -> torch.Tensor:
+        steps = images * 255
+        on_grid = (steps - steps.round()).abs().flatten(1).amax(1) < 1e-3
+        return on_grid.long()[:, None, None].expand(-1, *images.shape[2:]).clone()
+
+
 def smooth_images(n: int, height: int, width: int, seed: int = 0) -> torch.Tensor:
     """Float [n,3,H,W] in [0,1]: random colours at 1/4 resolution, bilinearly upsampled (so
     neighbouring pixels are alike, as in photos)."""

@@ -10,13 +10,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from segtk.core.data import read_image, to_tensor
+from segtk.core.data import Dataset, Item, read_image, to_tensor
 from segtk.core.errors import ModelError, SegtkError
 from segtk.core.runs import RunDir, read_results
 from segtk.core.specs import load_dataset
 from segtk.jobs.attack import attack_dataset, quantise
-from segtk.testing import TinySegmenter
+from segtk.testing import GridSegmenter, TinySegmenter
 from segtk_dla import DLA
+from segtk_random import RandomAttack
 
 KEYS = {"image", "clean_miou", "adv_miou", "clean_pacc", "adv_pacc", "queries", "linf", "history"}
 
@@ -53,6 +54,24 @@ def test_records_images_and_overlays(tmp_path, folder_dataset) -> None:
         pred = TinySegmenter().predict(to_tensor([stored]))
         assert rec["adv_miou"] == pytest.approx(float(Proxy(4)(pred, torch.from_numpy(label)[None])[0]))
     assert summary.table["images"] == 3 and summary.table["max_linf"] <= 8
+
+
+@pytest.mark.parametrize("attack", [RandomAttack(budget=4), DLA(budget=10, values="continuous")])
+def test_the_record_scores_the_stored_8bit_image_not_the_float_candidate(tmp_path, attack) -> None:
+    """These attacks' candidates lie between the 8-bit steps: the grid model is fooled by the
+    float candidates (proxy 0) and by none of the stored PNGs, so each record must say 1."""
+    rng = np.random.default_rng(0)
+    items = [Item(f"g{i}", rng.integers(20, 235, (6, 8, 3), dtype=np.uint8),
+                  np.ones((6, 8), dtype=np.int64)) for i in range(3)]
+    data = Dataset("grid", ["zero", "one"], [(it.name, lambda it=it: it) for it in items])
+    rd = RunDir(tmp_path / "r", {"budget": 4}, False, kind="attack")
+    summary = attack_dataset(attack, GridSegmenter(), data, rd, batch_size=2)
+    for rec, item in zip(summary.records, items):
+        assert rec["attack_proxy"] == 0  # the float candidate fooled the model...
+        assert (rec["clean_miou"], rec["adv_miou"], rec["adv_pacc"]) == (1, 1, 1)  # ...not the PNG
+        stored = read_image(rd.path / "images" / f"{item.name}.png")
+        assert rec["linf"] == np.abs(stored.astype(int) - item.image.astype(int)).max() <= 8
+    assert summary.table["adv_miou"] == 1.0
 
 
 class FailsOn(TinySegmenter):

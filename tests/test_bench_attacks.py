@@ -14,9 +14,8 @@ from segtk.core import registry
 from segtk.core.data import Dataset, Item
 from segtk.core.metrics import confusion
 from segtk.core.runs import RunDir
-from segtk.core.segmenter import Segmenter
 from segtk.jobs.executors import InlineExecutor, LocalExecutor, make_executor
-from segtk.testing import TinySegmenter, toy_batch
+from segtk.testing import GridSegmenter, TinySegmenter, toy_batch
 
 ANYTIME = ["random", "nes", "bandits", "zo-signsgd", "signhunter", "simba", "colour-stripes"]
 
@@ -106,19 +105,6 @@ def test_a_repeat_missing_images_is_left_out_of_the_table(tmp_path) -> None:
     assert by[("signhunter", 8)]["repeats"] == 2
     first = aggregate([r for r in records if r["repeat"] == 0], shards)
     assert by[("dla", 8)]["miou_mean"] == next(r for r in first.rows if r["attack"] == "dla" and r["budget"] == 8)["miou_mean"]
-
-
-class GridSegmenter(Segmenter):
-    """Class 1 on an image of whole 0–255 steps, class 0 on any other: its decision flips
-    between a float candidate and the 8-bit image stored from it."""
-
-    name = "grid"
-    classes = ["zero", "one"]
-
-    def predict(self, images: torch.Tensor) -> torch.Tensor:
-        steps = images * 255
-        on_grid = (steps - steps.round()).abs().flatten(1).amax(1) < 1e-3
-        return on_grid.long()[:, None, None].expand(-1, *images.shape[2:]).clone()
 
 
 @pytest.fixture
