@@ -127,8 +127,10 @@ class RunLock:
     """An exclusive, non-blocking flock on DIR/.lock, holding the owner's pid.
 
     It keeps other processes out; in one process, RunDirs on the same folder share it (a
-    notebook or test reopening a run is no second writer). The kernel drops it when the
-    process dies, so a killed run never leaves a stale lock.
+    notebook or test reopening a run is no second writer). The kernel drops it when the last
+    descriptor of its open file is closed: the fd is close-on-exec (Python's default), and a
+    forked child (a pool worker) closes its inherited copy at once (`_forget_inherited_locks`),
+    so the lock lives exactly as long as the run's own process and a killed run leaves none.
     """
 
     def __init__(self, directory: Path) -> None:
@@ -163,17 +165,35 @@ class RunLock:
         self.key = key
 
     def release(self) -> None:
-        if self.key is None:
+        key, self.key = self.key, None
+        if key is None or key not in _HELD:  # released, or a forked child's (closed at fork)
             return
-        entry = _HELD[self.key]
+        entry = _HELD[key]
         entry[1] -= 1
         if entry[1] == 0:
             os.close(entry[0])  # closing the file releases the flock
-            del _HELD[self.key]
-        self.key = None
+            del _HELD[key]
 
 
 _HELD: dict[tuple[int, int], list[int]] = {}  # this process's locks: (dev, inode) -> [fd, users]
+
+
+def _forget_inherited_locks() -> None:
+    """In a forked child: close the lock fds inherited from the parent, without unlocking.
+
+    An flock belongs to the open file description, which fork shares: a child keeping the fd
+    (a pool worker orphaned by a SIGKILL of its parent) would keep the run locked after its
+    owner died. LOCK_UN here would unlock the parent's run too, so the child only closes.
+    """
+    for fd, _ in _HELD.values():
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_forget_inherited_locks)
 
 
 def _read_pid(fd: int) -> str:

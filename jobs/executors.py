@@ -5,7 +5,12 @@ Only the sharding and the merge are ours; distribution is the pool's or Ray's jo
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
@@ -15,6 +20,45 @@ import torch
 from segtk.core.errors import PluginError, SegtkError
 
 Task = Callable[[Any], Any]
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+PARENT_POLL_S = 0.5  # how often a worker checks that its parent lives, where prctl is missing
+
+
+def _die_with_parent(owner: int) -> None:
+    """Pool worker initializer: end when the process that started the pool (`owner`) ends.
+
+    A SIGKILLed benchmark (an OOM kill) must not leave its workers computing on as orphans:
+    Linux sends them SIGKILL when their parent dies (PR_SET_PDEATHSIG); elsewhere, or should
+    the forking thread end first, a daemon thread sees the parent change (an orphan's parent is
+    init). With forkserver the parent is the fork server, which ends with the owner. (The run's
+    lock is closed in every forked child anyway: core.runs.)
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    parent = os.getppid()
+    if parent != owner and not _alive(owner):  # the owner died before prctl took effect
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent,), name="segtk-watch-parent",
+                     daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
 
 
 def _single_threaded(fn: Task, shard: Any) -> Any:
@@ -42,7 +86,8 @@ class LocalExecutor:
         if self.workers == 1 or len(shards) <= 1:
             yield from InlineExecutor().map(fn, shards)
             return
-        with ProcessPoolExecutor(max_workers=self.workers) as pool:
+        with ProcessPoolExecutor(max_workers=self.workers, initializer=_die_with_parent,
+                                 initargs=(os.getpid(),)) as pool:
             futures = [pool.submit(_single_threaded, fn, s) for s in shards]
             for future in as_completed(futures):
                 yield future.result()
