@@ -192,19 +192,22 @@ class BenchResult:
 
 
 def run_bench(shards: list[Shard], run: RunDir, executor, on_records: Callable[[int], None] | None = None) -> None:
-    """Run the shards not finished yet; append their records as they land."""
+    """Run the shards not finished yet; append their records as they land. A shard cut short
+    is run again whole (its images share batches) but only its missing records are appended:
+    what results.jsonl held stays as it was, and each record is in it once."""
     done = {r["key"] for r in _records(run)}
     todo = [s for s in shards if any(s.key(img) not in done for img in s.images)]
     if on_records:
-        on_records(sum(len(s.images) for s in shards) - sum(len(s.images) for s in todo))
+        on_records(sum(s.key(img) in done for s in shards for img in s.images))
     if todo:
         first = todo[0]
         check_compatible(cached_segmenter(first.model), load_dataset(first.data, first.split).subset(limit=1))
     for records in executor.map(run_shard, todo):
-        for rec in records:
+        missing = [rec for rec in records if rec["key"] not in done]
+        for rec in missing:
             run.append(rec)
         if on_records:
-            on_records(len(records))
+            on_records(len(missing))
 
 
 def _records(run: RunDir) -> Iterable[dict[str, Any]]:

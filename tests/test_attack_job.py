@@ -107,13 +107,16 @@ def test_resume_gives_the_uninterrupted_table(tmp_path, folder_dataset) -> None:
     img2 = read_image(folder_dataset / "images" / "img2.png")
     with pytest.raises(ModelError):
         run(tmp_path, folder_dataset, model=FailsOn(float(img2[1, 1, 0]) / 255), name="part")
-    # a crash mid-write leaves a torn line: it is dropped on resume
-    with open(tmp_path / "part" / "results.jsonl", "ab") as fh:
-        fh.write(b'{"image": "img2", "clean_m')
+    # each finished record gets a mark a recomputed one would not have; then a crash mid-write
+    # leaves a torn line: it is dropped on resume, and only it
+    path = tmp_path / "part" / "results.jsonl"
+    kept = b"".join(line.replace(b"{", b'{"kept":1,', 1) for line in path.read_bytes().splitlines(True))
+    path.write_bytes(kept + b'{"image": "img2", "clean_m')
     resumed, rd = run(tmp_path, folder_dataset, resume=True, name="part")
     assert resumed.table == full.table
-    lines = (rd.path / "results.jsonl").read_text().splitlines()
-    assert [json.loads(line)["image"] for line in lines] == ["img0", "img1", "img2"]
+    raw = path.read_bytes()
+    assert raw.startswith(kept) and kept.count(b"\n") == 2  # img0 and img1, byte for byte
+    assert [json.loads(line)["image"] for line in raw[len(kept):].splitlines()] == ["img2"]
 
 
 def test_run_dir_refuses_mixing_runs(tmp_path, folder_dataset) -> None:

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from segtk.benchmarks import attacks as bench_module
-from segtk.benchmarks.attacks import aggregate, plan, run_bench, write_contact_sheet, write_outputs
+from segtk.benchmarks.attacks import (
+    Shard,
+    aggregate,
+    plan,
+    run_bench,
+    write_contact_sheet,
+    write_outputs,
+)
 from segtk.core import registry
 from segtk.core.data import Dataset, Item
 from segtk.core.metrics import confusion
-from segtk.core.runs import RunDir
+from segtk.core.runs import RunDir, read_results
 from segtk.jobs.executors import InlineExecutor, LocalExecutor, make_executor
 from segtk.testing import GridSegmenter, TinySegmenter, toy_batch
 
@@ -42,62 +51,89 @@ def test_budget_dependent_attacks_run_once_per_budget() -> None:
     assert len(shards) == (2 * 2 + 1 * 2) * 2  # (dla 2 budgets + random 1 run) × repeats × chunks
 
 
-def bench(tmp_path, executor, name="b", resume=False, images=("scene_000", "scene_001", "scene_002")):
+IMAGES = ("scene_000", "scene_001", "scene_002")
+
+
+def demo_shards(sheet_dir: Path | None = None) -> list:
+    """The demo bench: DLA and SignHunter, budgets 4 and 8, 2 repeats, 3 images in chunks of 2."""
     pytest.importorskip("segtk_demo")
-    shards = plan(["demo"], "demo", None, ["dla", "signhunter"], [4, 8], 2, list(images), 2, 8.0, 0, 2,
-                  sheet_dir=str(tmp_path / name / "sheet"))
-    run = RunDir(tmp_path / name, {"t": 1}, resume, kind="bench-attacks")
-    run_bench(shards, run, executor)
-    return aggregate(run.done(key="key").values(), shards), run
+    return plan(["demo"], "demo", None, ["dla", "signhunter"], [4, 8], 2, list(IMAGES), 2, 8.0, 0, 2,
+                sheet_dir=str(sheet_dir) if sheet_dir else None)
 
 
-def test_local_process_pool_equals_inline_and_writes_outputs(tmp_path) -> None:
-    inline, _ = bench(tmp_path, InlineExecutor(), "inline")
-    pooled, run = bench(tmp_path, LocalExecutor(workers=2), "pool")
+def bench(path: Path, executor, resume: bool = False):
+    shards = demo_shards(path / "sheet")
+    with RunDir(path, {"t": 1}, resume, kind="bench-attacks") as run:
+        run_bench(shards, run, executor)
+        return aggregate(run.done(key="key").values(), shards)
+
+
+@pytest.fixture(scope="module")
+def inline_bench(tmp_path_factory) -> tuple:
+    """The demo bench run once, inline, for every test here that needs a finished run (its
+    table and its folder); tests copy the folder before changing anything in it."""
+    path = tmp_path_factory.mktemp("bench") / "inline"
+    return bench(path, InlineExecutor()), path
+
+
+def test_local_process_pool_equals_inline_and_writes_outputs(inline_bench, tmp_path) -> None:
+    inline, _ = inline_bench
+    out = tmp_path / "pool"
+    pooled = bench(out, LocalExecutor(workers=2))
     assert pooled.rows == inline.rows
     assert [r["attack"] for r in inline.rows][:1] == ["clean"]
     assert {(r["attack"], r["budget"]) for r in inline.rows} >= {("dla", 4), ("dla", 8), ("signhunter", 4)}
-    paths = write_outputs(pooled, run.path)
-    header = (run.path / "table.csv").read_text().splitlines()[0]
+    paths = write_outputs(pooled, out)
+    header = (out / "table.csv").read_text().splitlines()[0]
     assert header.startswith("model,attack,eps,budget,miou_mean,miou_std,pacc_mean")
-    assert json.loads((run.path / "table.json").read_text()) == pooled.rows
+    assert json.loads((out / "table.json").read_text()) == pooled.rows
     assert all(p.exists() for p in paths)
     final = [r for r in pooled.rows if r["budget"] == 8]
     assert final and all(r["psnr"] > 20 and 0 < r["ssim"] < 1 and r["changed_pct"] > 0 for r in final)
     assert "ssim" not in [r for r in pooled.rows if r["budget"] == 4][0]
     from segtk.core.specs import load_dataset
 
-    sheet = write_contact_sheet(run.path, load_dataset("demo"), ["dla", "signhunter"], 8, 8.0)
+    sheet = write_contact_sheet(out, load_dataset("demo"), ["dla", "signhunter"], 8, 8.0)
     assert sheet is not None and sheet.stat().st_size > 0
 
 
-def test_interrupted_bench_resumes_to_the_same_table(tmp_path) -> None:
-    full, _ = bench(tmp_path, InlineExecutor(), "full")
-    _, run = bench(tmp_path, InlineExecutor(), "cut")
-    lines = (run.path / "results.jsonl").read_bytes().splitlines(keepends=True)
-    (run.path / "results.jsonl").write_bytes(b"".join(lines[:5]) + lines[5][:20])  # torn line
-    resumed, _ = bench(tmp_path, InlineExecutor(), "cut", resume=True)
+@pytest.mark.parametrize("kept", [4, 5])  # cut inside a shard (its first image done), between shards
+def test_a_resume_appends_only_the_missing_records(inline_bench, tmp_path, kept) -> None:
+    """What results.jsonl held before --resume stays byte for byte (each kept line carries a mark
+    a recomputed record would not have), only the missing records are appended, once each, and
+    the table equals the uninterrupted run's."""
+    full, done = inline_bench
+    lines = (done / "results.jsonl").read_bytes().splitlines(keepends=True)
+    marked = [line.replace(b"{", b'{"kept":1,', 1) for line in lines[:kept]]
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    shutil.copy(done / "run.json", cut / "run.json")
+    (cut / "results.jsonl").write_bytes(b"".join(marked) + lines[kept][:20])  # then a torn line
+    resumed = bench(cut, InlineExecutor(), resume=True)
+    raw = (cut / "results.jsonl").read_bytes()
+    assert raw.startswith(b"".join(marked)), "a record that was there before the resume changed"
+    added = [json.loads(line)["key"] for line in raw[len(b"".join(marked)):].splitlines()]
+    keys = [json.loads(line)["key"] for line in lines]
+    assert sorted(added) == sorted(keys[kept:])  # each missing record once, nothing else
     assert resumed.rows == full.rows
 
 
 @pytest.mark.slow
-def test_ray_executor_equals_local(tmp_path) -> None:
+def test_ray_executor_equals_local(inline_bench, tmp_path) -> None:
     pytest.importorskip("ray")
     import ray
 
-    local, _ = bench(tmp_path, InlineExecutor(), "local", images=("scene_000", "scene_001"))
     try:
-        remote, _ = bench(tmp_path, make_executor("ray", workers=2), "ray", images=("scene_000", "scene_001"))
+        remote = bench(tmp_path / "ray", make_executor("ray", workers=2))
     finally:
         ray.shutdown()
-    assert remote.rows == local.rows
+    assert remote.rows == inline_bench[0].rows
 
 
-def test_a_repeat_missing_images_is_left_out_of_the_table(tmp_path) -> None:
-    full, run = bench(tmp_path, InlineExecutor(), "part")
-    shards = plan(["demo"], "demo", None, ["dla", "signhunter"], [4, 8], 2,
-                  ["scene_000", "scene_001", "scene_002"], 2, 8.0, 0, 2)
-    records = [r for r in run.done(key="key").values()
+def test_a_repeat_missing_images_is_left_out_of_the_table(inline_bench) -> None:
+    _, done = inline_bench
+    shards = demo_shards()
+    records = [r for r in read_results(done / "results.jsonl", key="key").values()
                if not (r["repeat"] == 1 and r["image"] == "scene_002" and r["attack"] == "dla")]
     part = aggregate(records, shards)
     by = {(r["attack"], r["budget"]): r for r in part.rows}
@@ -105,6 +141,32 @@ def test_a_repeat_missing_images_is_left_out_of_the_table(tmp_path) -> None:
     assert by[("signhunter", 8)]["repeats"] == 2
     first = aggregate([r for r in records if r["repeat"] == 0], shards)
     assert by[("dla", 8)]["miou_mean"] == next(r for r in first.rows if r["attack"] == "dla" and r["budget"] == 8)["miou_mean"]
+
+
+def hand_record(shard: Shard, image: str, conf: list[list[int]]) -> dict:
+    """A record as run_shard writes it, with a hand-made confusion at the shard's budget."""
+    return {"key": shard.key(image), "model": shard.model, "attack": shard.attack, "eps": shard.eps,
+            "repeat": shard.repeat, "run_budget": shard.budget, "image": image,
+            "clean_confusion": [[2, 0, 0], [0, 2, 0]], "confusions": {str(shard.budget): conf},
+            "history": [1.0, 0.5]}
+
+
+def test_the_table_is_the_mean_and_population_std_of_the_repeats_dataset_miou() -> None:
+    """Two repeats of two images whose confusions (2 classes + the void column) give dataset
+    mIoUs of 50% and 100% by hand: the row is 75 ± 25, the population std over repeats
+    (statistics.pstdev), not the sample std (35.36); pixel accuracy 2/3 and 1 -> 83.33."""
+    shards = plan(["m"], "d", None, ["random"], [2], 2, ["a", "b"], 2, 8.0, 0, 1)
+    perfect = [[1, 0, 0], [0, 1, 0]]
+    confusions = {0: {"a": perfect, "b": [[0, 1, 0], [0, 0, 0]]},  # class 0: 1/2, class 1: 1/2
+                  1: {"a": perfect, "b": perfect}}  # every pixel right: 1
+    records = [hand_record(s, image, confusions[s.repeat][image]) for s in shards for image in s.images]
+    rows = {r["attack"]: r for r in aggregate(records, shards).rows}
+    row = rows["random"]
+    assert (row["repeats"], row["images"], row["budget"]) == (2, 2, 2)
+    assert row["miou_mean"] == pytest.approx(75.0, abs=1e-9)
+    assert row["miou_std"] == pytest.approx(25.0, abs=1e-9)
+    assert row["pacc_mean"] == pytest.approx(100 * (2 / 3 + 1) / 2, abs=1e-9)
+    assert (rows["clean"]["miou_mean"], rows["clean"]["miou_std"]) == (100.0, 0.0)
 
 
 @pytest.fixture
