@@ -72,6 +72,7 @@ def test_dataset_miou_accumulates_confusion_not_image_means(cases) -> None:
     label = np.concatenate([c[2].ravel() for c in cases])
     _, miou, pacc = brute_force(pred, label, k)
     assert (math.isnan(acc.miou) and math.isnan(miou)) or acc.miou == pytest.approx(miou)
+    assert (math.isnan(acc.pacc) and math.isnan(pacc)) or acc.pacc == pytest.approx(pacc)
 
 
 def test_hand_computed_ignore_absent_predicted_only_and_void() -> None:
