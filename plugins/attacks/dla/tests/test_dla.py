@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from segtk.core.attack import Oracle
+from segtk.core.attack import box
 from segtk.core.errors import SegtkError
-from segtk.core.proxy import Proxy
-from segtk.core.segmenter import QueryCounter
+from segtk.core.segmenter import Segmenter
 from segtk.testing import AttackSuite, RecordingSegmenter, TinySegmenter, toy_batch
 from segtk_dla import DLA
 from segtk_dla.attack import _State
@@ -54,15 +53,47 @@ def test_candidates_are_stripes_of_plus_minus_eps() -> None:
             assert rows_const if k % 2 == 1 else cols_const
 
 
+class Scripted(Segmenter):
+    """Answers query k with `script[k]` pixels right (of a label map of class 0): the test sets
+    every proxy value (pixel accuracy) and keeps every queried image."""
+
+    name, classes = "scripted", ["zero", "one"]
+
+    def __init__(self, script: list[int]) -> None:
+        self.script, self.seen = list(script), []
+
+    def predict(self, images: torch.Tensor) -> torch.Tensor:
+        out = torch.ones(images.shape[0], images[0, 0].numel(), dtype=torch.long)
+        for row, image in enumerate(images):
+            self.seen.append(image.clone())
+            out[row, : self.script[len(self.seen) - 1]] = 0
+        return out.view(images.shape[0], *images.shape[2:])
+
+
 def test_calibration_keeps_flip_only_when_proxy_drops() -> None:
-    images, labels = toy_batch(1, 16, 16, seed=3)
-    model = TinySegmenter()
-    counter = QueryCounter(model, 30, 1)
-    oracle = Oracle(counter, images, labels, Proxy(4), 8 / 255, [0])
-    DLA(budget=30).attack(oracle)
-    history = oracle.history[0]
-    assert all(a >= b for a, b in zip(history, history[1:]))  # best-so-far never rises
-    assert len(history) == 30
+    """Horizontal DLA on 8 rows, budget 20: the clean query, 4 exploration draws, then the 15
+    blocks of the flip schedule (the whole image, halves, quarters, single rows). Each flip is
+    made from the image with the lowest proxy so far, so a flip stays only if its proxy fell
+    strictly below that: one that ties or rises is undone before the next flip."""
+    h, w = 8, 6
+    clean = toy_batch(1, h, w, seed=2)[0] * 0.5 + 0.25  # away from [0,1]: every flip is exact
+    #          clean  explore (drop, -, drop, tie)  calibration: drops at 5, 8, 11, 14, 17
+    script = [40, 38, 39, 36, 36, 30, 30, 35, 29, 31, 29, 20, 25, 25, 19, 19, 30, 10, 40, 10]
+    model = Scripted(script)
+    result = DLA(budget=20, eps=8, proxy="pacc", direction="horizontal").run(
+        model, clean, torch.zeros(1, h, w, dtype=torch.long))
+    lo, hi = box(clean[0], 8 / 255)
+    blocks = [(0, 8), (0, 4), (4, 8), (0, 2), (2, 4), (4, 6), (6, 8)] + [(r, r + 1) for r in range(8)]
+    kept, best = model.seen[3], 36  # the last exploration draw that fell below the clean proxy
+    for k, (start, stop) in enumerate(blocks, start=5):
+        flipped = kept.clone()
+        flipped[:, start:stop] = torch.where(kept[:, start:stop] == hi[:, start:stop],
+                                             lo[:, start:stop], hi[:, start:stop])
+        assert torch.equal(model.seen[k], flipped), f"query {k}: not rows {start}..{stop} of the kept image flipped"
+        if script[k] < best:
+            kept, best = model.seen[k], script[k]
+    assert best == 10 and torch.equal(result.images[0], kept)
+    assert result.history[0] == pytest.approx([min(script[: k + 1]) / (h * w) for k in range(20)])
 
 
 def test_exploration_share_sets_the_phase_length() -> None:
