@@ -6,10 +6,15 @@ invariance, anytime prefixes and progress against a small deterministic segmente
     class TestMyAttack(AttackSuite):
         attack_cls = MyAttack          # an Attack subclass
         params = {"some_knob": 3}      # optional overrides
+
+The ε-ball and [0,1] are checked on every candidate that reaches the model, here, not only by
+the oracle: a wrong oracle must not hide an attack that leaves the ball.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import pytest
@@ -17,9 +22,42 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from segtk.core import attack as attack_module
 from segtk.core.attack import EPS_TOLERANCE, Attack
 from segtk.core.proxy import Proxy
+from segtk.core.segmenter import QueryCounter
 from segtk.testing.fakes import TinySegmenter, toy_batch
+
+
+@contextmanager
+def every_query_checked(clean: torch.Tensor, eps: float) -> Iterator[list[str]]:
+    """Check each candidate that reaches the model against its own source image's ε-ball
+    (`eps` on the 0–255 scale) and [0,1], at the query counter (the one place that knows each
+    row's source image), independently of the oracle. Yields the violations found; the queries
+    go on, so the attack's own error handling cannot hide them."""
+    violations: list[str] = []
+    checked = [0]
+    limit = eps / 255 + EPS_TOLERANCE
+
+    class Checked(QueryCounter):
+        def predict(self, images: torch.Tensor, owners: torch.Tensor | None = None) -> torch.Tensor:
+            rows = torch.arange(images.shape[0]) if owners is None else \
+                torch.as_tensor(owners, dtype=torch.long).reshape(-1)
+            x = images.detach().cpu()
+            gap = (x - clean[rows]).abs().flatten(1).amax(1) if x.numel() else torch.zeros(0)
+            in_box = ((x >= 0) & (x <= 1)).flatten(1).all(1)
+            for row, owner in enumerate(rows.tolist()):
+                if not (bool(gap[row] <= limit) and bool(in_box[row])):  # NaN fails too
+                    violations.append(f"a candidate of image {owner} reached the model with "
+                                      f"L∞ = {float(gap[row]) * 255:.3f}/255 (ε = {eps:g}), values "
+                                      f"in [{float(x[row].min()):.4f}, {float(x[row].max()):.4f}]")
+            checked[0] += len(rows)
+            return super().predict(images, owners)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(attack_module, "QueryCounter", Checked)
+        yield violations
+    assert checked[0], "no query went through the check: Attack.run no longer uses QueryCounter"
 
 
 class AttackSuite:
@@ -28,6 +66,9 @@ class AttackSuite:
     attack_cls: ClassVar[type[Attack]]
     params: ClassVar[dict[str, Any]] = {}
     expect_progress: ClassVar[bool] = True
+    # An attack that may stop before its budget on purpose (e.g. once the proxy is 0) sets this
+    # False; every other attack must spend exactly its budget on the toy images.
+    uses_whole_budget: ClassVar[bool] = True
 
     def make(self, **overrides: Any) -> Attack:
         return self.attack_cls(**{**self.params, **overrides})
@@ -37,6 +78,10 @@ class AttackSuite:
         for budget in (1, 2, 3, 7, 20):
             result = self.make(budget=budget).run(TinySegmenter(), images, labels)
             assert (result.queries <= budget).all(), f"budget {budget}: {result.queries}"
+            if self.uses_whole_budget:
+                assert (result.queries == budget).all(), \
+                    f"budget {budget}: used {result.queries.tolist()} (set uses_whole_budget = " \
+                    "False if the attack stops early on purpose)"
             assert [len(h) for h in result.history] == result.queries.tolist()
 
     @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
@@ -50,7 +95,9 @@ class AttackSuite:
         images, labels = toy_batch(2, height, width, seed=budget)
         images[0, :, : height // 2] = 0.0  # saturated regions exercise the [0,1] box
         images[1, :, : height // 2] = 1.0
-        result = self.make(budget=budget, eps=eps).run(TinySegmenter(), images, labels)
+        with every_query_checked(images, eps) as violations:
+            result = self.make(budget=budget, eps=eps).run(TinySegmenter(), images, labels)
+        assert not violations, violations[0]
         assert (result.queries <= budget).all()
         gap = (result.images - images).abs().amax()
         assert float(gap) <= eps / 255 + EPS_TOLERANCE
@@ -60,8 +107,8 @@ class AttackSuite:
         images, labels = toy_batch(2)
         a = self.make(budget=15, seed=3).run(TinySegmenter(), images, labels)
         b = self.make(budget=15, seed=3).run(TinySegmenter(), images, labels)
-        assert torch.equal(a.images, b.images)
-        assert a.history == b.history
+        assert torch.equal(a.images, b.images), "same seed, different images"
+        assert a.history == b.history, "same seed, different proxy histories"
 
     def test_batched_equals_one_at_a_time(self) -> None:
         images, labels = toy_batch(3, 16, 16, seed=5)
@@ -71,7 +118,8 @@ class AttackSuite:
         for i in range(3):
             single = attack.run(TinySegmenter(), images[i : i + 1], labels[i : i + 1], seeds=[seeds[i]])
             assert torch.equal(batched.images[i], single.images[0]), f"image {i} differs"
-            assert batched.history[i] == single.history[0]
+            assert batched.history[i] == single.history[0], \
+                f"image {i}: its history in a batch differs from its own run's"
 
     def test_anytime_runs_are_prefixes_of_longer_runs(self) -> None:
         if not self.attack_cls.anytime:
@@ -79,7 +127,9 @@ class AttackSuite:
         images, labels = toy_batch(2, 12, 12, seed=4)
         long = self.make(budget=30).run(TinySegmenter(), images, labels)
         short = self.make(budget=14).run(TinySegmenter(), images, labels)
-        assert [h[:14] for h in long.history] == short.history
+        assert [h[:14] for h in long.history] == short.history, \
+            "the first 14 queries of a 30-query run differ from a 14-query run " \
+            "(an attack whose schedule depends on the budget sets anytime = False)"
 
     def test_lowers_the_proxy(self) -> None:
         if not self.expect_progress:

@@ -12,12 +12,15 @@ import pytest
 import torch
 
 import segtk.testing
+from segtk.core.attack import Attack, Oracle, project
 from segtk.core.editing import EditedSample, Editor, Sample, SkipSample
 from segtk.core.editkit import transform_object
+from segtk.core.errors import SegtkError
 from segtk.core.filtering import Filter, FilterResult
 from segtk.core.segmenter import Segmenter
 from segtk.testing import (
     TOY_CLASSES,
+    AttackSuite,
     EditorSuite,
     FilterSuite,
     SegmenterSuite,
@@ -417,6 +420,147 @@ def test_filter_suite_catches_a_coin_flip(tmp_path: Path) -> None:
 def test_filter_suite_prepares_filters_that_need_it(tmp_path: Path) -> None:
     flt = filter_suite(Border).make(tmp_path / "cache")
     assert flt.prepared == [tmp_path / "cache"]
+
+
+# --- attacks ----------------------------------------------------------------------------------
+
+
+class SignNoise(Attack):
+    """A minimal, well-behaved attack: each query is clean ± ε per value, with fresh signs from
+    the image's own stream; the oracle keeps the best."""
+
+    name = "sign-noise"
+    reach = 1.0  # the step, in ε
+
+    def attack(self, oracle: Oracle) -> None:
+        while active := self.active(oracle):
+            owners = torch.tensor(active)
+            steps = torch.stack([self.step(oracle, i) for i in active])
+            oracle.query(self.bound(oracle, oracle.clean[owners] + steps, owners), owners)
+
+    def active(self, oracle: Oracle) -> list[int]:
+        return oracle.active().tolist()
+
+    def signs(self, oracle: Oracle, i: int) -> torch.Tensor:
+        return torch.randint(0, 2, tuple(oracle.clean[i].shape), generator=oracle.rngs[i]) * 2 - 1
+
+    def step(self, oracle: Oracle, i: int) -> torch.Tensor:
+        return self.signs(oracle, i) * self.reach * oracle.eps_unit
+
+    def bound(self, oracle: Oracle, x: torch.Tensor, owners: torch.Tensor) -> torch.Tensor:
+        return project(x, oracle.clean[owners], oracle.eps_unit)
+
+
+class TestSignNoiseContract(AttackSuite):
+    attack_cls = SignNoise
+
+
+class StopsShort(SignNoise):
+    def active(self, oracle):
+        return oracle.active(cost=2).tolist()  # leaves each image's last query unused
+
+
+class Overspends(SignNoise):
+    def active(self, oracle):
+        return list(range(oracle.batch_size))  # never looks at the budget
+
+
+class PastEps(SignNoise):
+    reach = 1.2
+
+    def bound(self, oracle, x, owners):
+        return x.clamp(0, 1)  # the box, not the ball
+
+
+class OutOfBox(SignNoise):
+    def bound(self, oracle, x, owners):
+        clean, eps = oracle.clean[owners], oracle.eps_unit
+        return torch.minimum(torch.maximum(x, clean - eps), clean + eps)  # the ball, not the box
+
+
+class Peeks(SignNoise):
+    """Asks once about clean + 1.01·ε at one value before its well-behaved queries. The model's
+    labels do not change, so that candidate never becomes the result: only a check of every
+    query (not of the result) sees it."""
+
+    def attack(self, oracle):
+        oracle.query(oracle.clean)
+        peek = oracle.clean.clone()
+        peek[:, 0, -1, -1] += 1.01 * oracle.eps_unit
+        oracle.query(peek.clamp(0, 1))
+        super().attack(oracle)
+
+
+class Unseeded(SignNoise):
+    def signs(self, oracle, i):
+        return torch.randint(0, 2, tuple(oracle.clean[i].shape)) * 2 - 1  # the global stream
+
+
+class SharedStream(SignNoise):
+    def signs(self, oracle, i):
+        return torch.randint(0, 2, tuple(oracle.clean[i].shape), generator=oracle.rngs[0]) * 2 - 1
+
+
+class BudgetSchedule(SignNoise):
+    """Claims to be anytime, but its step shrinks with the total budget."""
+
+    def step(self, oracle, i):
+        return super().step(oracle, i) * min(1.0, 10 / self.params.budget)
+
+
+class Idle(SignNoise):
+    def bound(self, oracle, x, owners):
+        return oracle.clean[owners]  # asks about the clean image again and again
+
+
+def attack_suite(cls: type[Attack]) -> AttackSuite:
+    return type("Suite", (AttackSuite,), {"attack_cls": cls})()
+
+
+@pytest.mark.parametrize(("attack", "check", "message"), [
+    (StopsShort, "test_budget_is_exact", r"budget 1: used \[0, 0\]"),
+    (Unseeded, "test_same_seed_same_result", "same seed, different"),
+    (SharedStream, "test_batched_equals_one_at_a_time", "image 0: its history in a batch"),
+    (BudgetSchedule, "test_anytime_runs_are_prefixes_of_longer_runs", "sets anytime = False"),
+    (Idle, "test_lowers_the_proxy", "never lowered the proxy"),
+])
+def test_attack_suite_catches(attack: type[Attack], check: str, message: str) -> None:
+    with pytest.raises(AssertionError, match=message):
+        getattr(attack_suite(attack), check)()
+
+
+def test_attack_suite_catches_an_attack_that_overspends() -> None:
+    with pytest.raises(SegtkError, match="would use 2 queries, budget is 1"):
+        attack_suite(Overspends).test_budget_is_exact()
+
+
+def any_size_check(attack: type[Attack]) -> None:
+    """The suite's ε/[0,1] check on one example (budget 3, 6x7 images, ε = 8), without
+    hypothesis's search and shrinking: the broken attacks here fail on any example."""
+    suite = attack_suite(attack)
+    suite.test_budget_and_eps_any_size.hypothesis.inner_test(suite, budget=3, height=6, width=7,
+                                                             eps=8.0)
+
+
+@pytest.mark.parametrize(("attack", "message"), [
+    (PastEps, r"image 0 reached the model with L∞ = 9\.600/255 \(ε = 8\)"),
+    (OutOfBox, r"image 0 reached the model .* values in \[-0\.0"),
+    (Peeks, r"image 0 reached the model with L∞ = 8\.080/255"),
+])
+def test_attack_suite_checks_every_query_even_when_the_oracle_is_wrong(
+        attack: type[Attack], message: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An oracle that checks nothing lets these candidates through to the model: the suite
+    still fails, since it checks every query at the counter, on its own."""
+    monkeypatch.setattr(Oracle, "_check_bounds", lambda self, images, owners: None)
+    with pytest.raises(AssertionError, match=message):
+        any_size_check(attack)
+
+
+@pytest.mark.parametrize("attack", [PastEps, OutOfBox, Peeks])
+def test_a_correct_oracle_refuses_those_attacks_anyway(attack: type[Attack]) -> None:
+    with pytest.raises(SegtkError, match="outside the ε-ball"):
+        any_size_check(attack)
+    any_size_check(SignNoise)  # and the example passes for a well-behaved attack
 
 
 # --- the kit as a package and a pytest plugin ---------------------------------------------------
