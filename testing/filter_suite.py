@@ -11,8 +11,11 @@ Checks: `name` and a `stage` ("sample" or "pixel") declared; `apply` returns a F
 a bool `keep` and finite float scores; a label, where given (pixel filters always give one), has
 the edited label's size and differs from it only by pixels set to ignore; the same inputs give
 the same keep, scores and label, also from a second filter built alike; the inputs are left
-untouched. A filter with `prepare(dataset, cache_dir)` is prepared on `toy_dataset()` first,
-as `segtk edit` prepares it on the source dataset.
+untouched; and it rejects something of a bad edit (keep False, or pixels set to ignore): a
+filter that rejects nothing filters nothing. The bad edit is the toy scene scrambled by loud
+noise unless the suite overrides `bad_edit` with an edit the filter is meant to refuse. A
+filter with `prepare(dataset, cache_dir)` is prepared on `toy_dataset()` first, as `segtk
+edit` prepares it on the source dataset.
 """
 
 from __future__ import annotations
@@ -53,6 +56,11 @@ class FilterSuite:
         return [(what, toy_sample(), EditedSample(image.copy(), sample.label.copy(),
                                                   sample.mask.copy(), what))
                 for what, image in images.items()]
+
+    def bad_edit(self) -> tuple[Sample, EditedSample]:
+        """(source, edit) this filter must reject, at least in part. Default: the noise case;
+        override it with an edit your filter is meant to refuse (e.g. a darkened object)."""
+        return next((sample, edited) for what, sample, edited in self.cases() if what == "noise")
 
     def test_declares_name_and_stage(self) -> None:
         cls = self.filter_cls
@@ -111,3 +119,13 @@ class FilterSuite:
             after = (sample.image, sample.label, sample.mask, edited.image, edited.label, edited.mask)
             assert all(np.array_equal(b, a) for b, a in zip(before, after, strict=True)), \
                 f"{what}: apply modified the source or the edit"
+
+    def test_rejects_something_of_a_bad_edit(self, tmp_path: Path) -> None:
+        sample, edited = self.bad_edit()
+        result = self.make(tmp_path).apply(sample, edited)
+        ignore = sample.ignore_index
+        dropped = 0 if result.label is None else \
+            int(((np.asarray(result.label) == ignore) & (edited.label != ignore)).sum())
+        assert not result.keep or dropped > 0, \
+            f"{self.filter_cls.name} rejected nothing of the bad edit: it kept the sample and " \
+            "every labelled pixel (override bad_edit() with an edit the filter should refuse)"

@@ -26,6 +26,7 @@ from segtk.testing import (
     SegmenterSuite,
     TinySegmenter,
     pytest_plugin,
+    toy_sample,
 )
 
 # --- segmenters -------------------------------------------------------------------------------
@@ -339,8 +340,19 @@ class Border(Filter):
                             label=label)
 
 
+def darkened() -> tuple[Sample, EditedSample]:
+    """The toy scene with its object painted near black: what Bright is meant to refuse."""
+    sample = toy_sample()
+    image = sample.image.copy()
+    image[sample.mask] = 10
+    return sample, EditedSample(image, sample.label.copy(), sample.mask.copy(), "dark")
+
+
 class TestBrightContract(FilterSuite):
     filter_cls = Bright
+
+    def bad_edit(self) -> tuple[Sample, EditedSample]:
+        return darkened()
 
 
 class TestBorderContract(FilterSuite):
@@ -388,12 +400,23 @@ class InPlaceLabel(Border):
         return result
 
 
+class KeepsAll(Bright):
+    def apply(self, original, edited):
+        return FilterResult(keep=True, scores=super().apply(original, edited).scores)
+
+
+class DropsNoPixel(Border):
+    def apply(self, original, edited):
+        return replace_label(super().apply(original, edited), edited.label.copy())
+
+
 def replace_label(result: FilterResult, label: np.ndarray | None) -> FilterResult:
     return FilterResult(result.keep, result.scores, label)
 
 
 def filter_suite(cls: type[Filter]) -> FilterSuite:
-    return type("Suite", (FilterSuite,), {"filter_cls": cls})()
+    bad = {"bad_edit": lambda self: darkened()} if issubclass(cls, Bright) else {}
+    return type("Suite", (FilterSuite,), {"filter_cls": cls, **bad})()
 
 
 @pytest.mark.parametrize(("flt", "check", "message"), [
@@ -404,6 +427,8 @@ def filter_suite(cls: type[Filter]) -> FilterSuite:
     (Relabelling, "test_result_keep_scores_and_label", "to another class"),
     (Smaller, "test_result_keep_scores_and_label", r"label \(47, 64\)"),
     (InPlaceLabel, "test_leaves_its_inputs_untouched", "modified the source or the edit"),
+    (KeepsAll, "test_rejects_something_of_a_bad_edit", "bright rejected nothing of the bad edit"),
+    (DropsNoPixel, "test_rejects_something_of_a_bad_edit", "border rejected nothing"),
 ])
 def test_filter_suite_catches(flt: type[Filter], check: str, message: str, tmp_path: Path) -> None:
     suite = filter_suite(flt)
