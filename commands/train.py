@@ -78,7 +78,7 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
       segtk train --model demo --data demo --split '' --augment augmix:severity=3 --out runs/t
       segtk train ... --augment edits:dir=runs/edit-color,p=0.5 --out runs/train-edits
       segtk train ... --out runs/train-cutmix --resume --epochs 3
-      segtk predict --model "$(cat runs/train-cutmix/model.spec)" --data camvid:../shared/data/camvid
+      segtk predict --model runs/train-cutmix/model.spec --data camvid:../shared/data/camvid
     """
 
     config = TrainConfig(model_spec, data_spec, split or None, limit, augment, epochs, batch_size,
@@ -89,8 +89,8 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
     rows = [(r.epoch, r.loss, r.steps, r.seconds) for r in results]
     console.print(table(f"segtk train --augment {augment}", ["epoch", "loss", "steps", "seconds"], rows))
     if results:
-        console.print(f"model: {results[-1].spec}  (also in {Path(out) / 'model.spec'}; use it "
-                      "with --model)", soft_wrap=True)
+        console.print(f"model: {results[-1].spec}  (or --model {Path(out) / 'model.spec'}, "
+                      "which follows the run folder when it is moved)", soft_wrap=True)
 
 
 @click.command("augment")

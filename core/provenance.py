@@ -20,6 +20,8 @@ import torch
 
 from segtk import __version__
 from segtk.core.data import atomic_write_bytes
+from segtk.core.errors import SegtkError
+from segtk.core.specs import is_spec_file, read_spec_file
 
 SOURCE = Path(__file__).resolve().parent.parent  # the segtk package's folder (the repo root)
 _CHUNK = 1 << 20
@@ -63,7 +65,13 @@ def git_commit() -> str | None:
 
 
 def spec_files(spec: str) -> list[Path]:
-    """Existing files a model spec names: PLUGIN:FILE, PLUGIN:KEY=FILE, PLUGIN:A,B,key=v..."""
+    """Existing files a model spec names: PLUGIN:FILE, PLUGIN:KEY=FILE, PLUGIN:A,B,key=v...;
+    for a spec file (`runs/t/model.spec`), the file and those its spec names."""
+    if is_spec_file(spec):
+        try:
+            return [Path(spec), *spec_files(read_spec_file(spec))]
+        except SegtkError:
+            return [Path(spec)]
     _, _, arg = spec.partition(":")
     parts = arg.split(",")
     candidates = [arg, *parts, *(p.partition("=")[2] for p in parts)]
@@ -100,7 +108,7 @@ def file_sha256(path: Path) -> str | None:
     if key in cache:
         return cache[key]
     try:
-        digest = _sha256_file(path)
+        digest = sha256_file(path)
     except OSError:
         return None
     cache = {k: v for k, v in cache.items() if not k.startswith(f"{resolved}|")}  # stale versions
@@ -109,7 +117,8 @@ def file_sha256(path: Path) -> str | None:
     return digest
 
 
-def _sha256_file(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """The file's sha256 (hex), read in 1 MiB chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(_CHUNK):

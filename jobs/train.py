@@ -7,8 +7,14 @@ The output folder:
     OUT/checkpoints/epoch-NNNN/   the model as its plugin saves it (safetensors; loads with the
                                   spec in checkpoint.json), state.safetensors (every tensor of
                                   the model), optimizer.pt, checkpoint.json (written last: a
-                                  checkpoint without it is incomplete and ignored)
-    OUT/model.spec                the last epoch's `--model` spec, one line
+                                  checkpoint without it is incomplete and ignored; it holds
+                                  every other file's sha256, checked on --resume)
+    OUT/model.spec                the last recorded epoch's `--model` spec, one line (rewritten
+                                  from results.jsonl by every run, so a kill after an epoch's
+                                  record cannot leave it behind); `--model OUT/model.spec`
+
+Specs in the run folder (model.spec, results.jsonl, checkpoint.json) write paths inside it as
+`./PATH`, relative to the folder (core.specs.relative_spec), so a copied run points into itself.
 
 Determinism: everything random is derived from (seed, epoch[, step]): the data order of each
 epoch, each batch's crops and augmentation (one torch.Generator per step), and the global torch
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import math
 import time
 from collections.abc import Callable
@@ -44,8 +51,16 @@ from segtk.core.augment import (
 )
 from segtk.core.data import Dataset, atomic_write_bytes, atomic_write_json
 from segtk.core.errors import DataError, ModelError, SegtkError, naming
-from segtk.core.runs import RunDir
-from segtk.core.specs import check_compatible, load_dataset, load_segmenter
+from segtk.core.provenance import sha256_file
+from segtk.core.runs import RESULTS_FILE, RunDir, read_results
+from segtk.core.specs import (
+    check_compatible,
+    load_dataset,
+    load_segmenter,
+    read_spec_file,
+    relative_spec,
+    resolve_spec,
+)
 
 CHECKPOINTS, SPEC_FILE, DONE = "checkpoints", "model.spec", "checkpoint.json"
 
@@ -165,17 +180,50 @@ def checkpoint_dir(out: Path, epoch: int) -> Path:
 
 def save_checkpoint(model: Trainable, optimizer: torch.optim.Optimizer, out: Path, epoch: int,
                     meta: dict[str, Any]) -> str:
-    """Model (plugin format + exact state), optimizer; checkpoint.json last. Returns the spec."""
+    """Model (plugin format + exact state), optimizer; checkpoint.json last, with every file's
+    sha256. Returns the spec, relative to `out` (see `relative_spec`)."""
 
     folder = checkpoint_dir(out, epoch)
     folder.mkdir(parents=True, exist_ok=True)
-    spec = model.save(folder / "model")
+    spec = relative_spec(model.save(folder / "model"), out)
     save_safetensors(folder / "state.safetensors", model.state_dict())
     buf = io.BytesIO()
     torch.save(optimizer.state_dict(), buf)
     atomic_write_bytes(folder / "optimizer.pt", buf.getvalue())
-    atomic_write_json(folder / DONE, {"epoch": epoch, "spec": spec, **meta})
+    atomic_write_json(folder / DONE, {"epoch": epoch, "spec": spec, **meta,
+                                      "sha256": checkpoint_hashes(folder)})
     return spec
+
+
+def checkpoint_hashes(folder: Path) -> dict[str, str]:
+    """sha256 of every file of a checkpoint but checkpoint.json, by path relative to it."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != DONE
+                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    return {p.relative_to(folder).as_posix(): sha256_file(p) for p in files}
+
+
+def verify_checkpoint(folder: Path) -> None:
+    """Refuse a checkpoint whose files differ from the sha256 checkpoint.json recorded (a bit
+    flip, a truncated copy). Checkpoints written before hashes were recorded are taken as is."""
+    try:
+        recorded = json.loads((folder / DONE).read_text()).get("sha256") or {}
+    except (OSError, ValueError, AttributeError) as exc:
+        raise damaged(folder / DONE, f"cannot be read ({exc})") from exc
+    for name, digest in recorded.items():
+        path = folder / name
+        try:
+            actual = sha256_file(path)
+        except OSError as exc:
+            raise damaged(path, f"cannot be read ({exc.strerror or exc})") from exc
+        if actual != digest:
+            raise damaged(path, f"does not match the sha256 recorded in {folder / DONE}")
+
+
+def damaged(path: Path, problem: str) -> SegtkError:
+    folder = path.parent if path.parent.name.startswith("epoch-") else path.parent.parent
+    return SegtkError(f"{path} {problem}: the checkpoint is damaged",
+                      hint=f"delete {folder} and rerun with --resume: that epoch is trained "
+                           "again (or restore the folder from a backup)")
 
 
 def latest_checkpoint(out: Path, epochs_done: set[int]) -> int:
@@ -188,12 +236,24 @@ def latest_checkpoint(out: Path, epochs_done: set[int]) -> int:
 
 
 def restore(model: Trainable, optimizer: torch.optim.Optimizer, out: Path, epoch: int) -> None:
-
+    """Load epoch's checkpoint after checking its files' sha256 and that its weights are finite."""
     folder = checkpoint_dir(out, epoch)
+    verify_checkpoint(folder)
     with naming(f"resuming from {folder}", SegtkError, "loading the checkpoint",
                 hint="the checkpoint is damaged: delete that epoch's folder to resume from the one before"):
         model.load_state_dict(load_file(str(folder / "state.safetensors")))
         optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
+    bad = non_finite(model)
+    if bad:
+        raise damaged(folder / "state.safetensors", f"holds NaN or infinite weights ({bad})")
+
+
+def non_finite(model: Trainable) -> str:
+    """The first tensor of the model holding NaN or inf ('' if none)."""
+    for name, tensor in model.state_dict().items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            return name
+    return ""
 
 
 # --- the loop ---------------------------------------------------------------------------------
@@ -238,11 +298,25 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False,
             augmenter.setup(AugmentContext(list(data.classes), data.ignore_index,
                                            make_prepare(config)))
     record = {**config.record(), "augmenter": augmenter.parameters() if augmenter else {}}
+    if resume:
+        check_epochs(out, config.epochs)
     run = RunDir(out, record, resume, may_differ=("epochs",), kind="train")
     try:
         return _train(config, out, run, model, data, augmenter, on_start, on_step)
     finally:
         run.close()
+
+
+def check_epochs(out: Path, epochs: int) -> None:
+    """Refuse `--resume --epochs N` below the epochs OUT has done (before run.json is rewritten);
+    a folder this cannot read is left to RunDir, which says what is wrong with it."""
+    try:
+        done = [int(r["epoch"]) for r in read_results(out / RESULTS_FILE, key="key").values()]
+    except (SegtkError, KeyError, TypeError, ValueError):
+        return
+    if done and max(done) > epochs:
+        raise SegtkError(f"{out} has {max(done)} epochs done, more than --epochs {epochs}",
+                         hint=f"resume with --epochs {max(done)} or more (or choose another --out)")
 
 
 def _train(config: TrainConfig, out: Path, run: RunDir, model: Trainable, data: Dataset,
@@ -253,9 +327,19 @@ def _train(config: TrainConfig, out: Path, run: RunDir, model: Trainable, data: 
     start = latest_checkpoint(out, set(done))
     if start:
         restore(model, optimizer, out, start)
+        source = str(checkpoint_dir(out, start))
+        write_spec(out, done[start]["spec"])  # a kill after the record left it an epoch behind
+    else:
+        source = f"the start model {config.model}"
+        bad = non_finite(model)
+        if bad:
+            raise ModelError(f"model {config.model!r} holds NaN or infinite weights ({bad})",
+                             hint="train from another start model")
     steps = math.ceil(len(items) / config.batch_size)
-    results = [EpochResult(e, done[e]["loss"], done[e]["steps"], done[e]["seconds"], done[e]["spec"])
+    results = [EpochResult(e, done[e]["loss"], done[e]["steps"], done[e]["seconds"],
+                           resolve_spec(done[e]["spec"], out))
                for e in range(1, start + 1)]
+    fresh = True  # no optimizer step since the weights were loaded from `source`
     if on_start:
         on_start({"images": len(items), "steps": steps, "start_epoch": start, "epochs": config.epochs})
     device = getattr(model, "device", torch.device("cpu"))
@@ -281,34 +365,56 @@ def _train(config: TrainConfig, out: Path, run: RunDir, model: Trainable, data: 
                     loss = segmentation_loss(logits, labels.to(logits.device), data.ignore_index)
                     if not torch.isfinite(loss):
                         raise ModelError(f"epoch {epoch} step {step + 1}: the loss is {loss.item()}",
-                                         hint="lower --lr (training diverged)")
+                                         hint=diverged_hint(source, fresh, bool(start)))
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     optimizer.step()
+                    fresh = False
                     losses.append(float(loss.detach()))
                     if on_step:
                         on_step(epoch, step + 1, steps, losses[-1])
                 model.eval()
+                bad = non_finite(model)
+                if bad:  # never checkpoint weights a resume could not train on
+                    raise ModelError(f"epoch {epoch}: the weights became NaN or infinite ({bad})",
+                                     hint=diverged_hint(source, False, bool(start)))
                 seconds = time.time() - began
                 mean = float(np.mean(losses))
                 spec = save_checkpoint(model, optimizer, out, epoch,
                                        {"loss": mean, "augment": config.augment})
                 run.append({"key": f"epoch-{epoch}", "epoch": epoch, "loss": mean, "steps": steps,
                             "seconds": round(seconds, 3), "spec": spec})
-                atomic_write_bytes(out / SPEC_FILE, (spec + "\n").encode())
-                results.append(EpochResult(epoch, mean, steps, seconds, spec))
+                write_spec(out, spec)
+                results.append(EpochResult(epoch, mean, steps, seconds, resolve_spec(spec, out)))
+                source = str(checkpoint_dir(out, epoch))
     finally:
         torch.set_flush_denormal(False)
         model.eval()
-    if results and not (out / SPEC_FILE).is_file():
-        atomic_write_bytes(out / SPEC_FILE, (results[-1].spec + "\n").encode())
     return results
 
 
+def diverged_hint(source: str, fresh: bool, checkpoint: bool) -> str:
+    """What a NaN loss or NaN weights mean, naming where the weights came from (`source`, a
+    checkpoint if `checkpoint`); `fresh`: no optimizer step since they were loaded."""
+    if fresh and checkpoint:  # not one step since loading: the checkpoint is the cause
+        return (f"the weights of {source} give it: delete that checkpoint and rerun with "
+                "--resume (its epoch is trained again)")
+    if fresh:
+        return f"{source} gives it: check that model, or train from another one"
+    return (f"training diverged after {source}: rerun with a lower --lr into another --out "
+            "(a --resume keeps the run's --lr)")
+
+
+def write_spec(out: Path, spec: str) -> None:
+    """OUT/model.spec, one line, its paths inside OUT relative to it; atomically."""
+    atomic_write_bytes(out / SPEC_FILE, (relative_spec(spec, out) + "\n").encode())
+
+
 def read_spec(out: str | Path) -> str:
-    """The `--model` spec a finished training run wrote."""
+    """The `--model` spec a training run wrote: OUT/model.spec with its `./` paths joined to
+    OUT (so a copied run loads the copy's weights; older absolute specs are read as they are)."""
     path = Path(out) / SPEC_FILE
     if not path.is_file():
         raise SegtkError(f"{path}: not found", hint="the training run has not finished an epoch")
-    return path.read_text().strip()
+    return read_spec_file(path)
 

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from segtk.cli import cli
 from segtk.core.augment import save_safetensors
+from segtk.jobs.train import read_spec
 
 
 def invoke(*args: str):
@@ -40,12 +41,13 @@ def test_train_writes_a_spec_that_predict_accepts(random_demo, tmp_path: Path) -
                     "--augment", "cutmix:alpha=1,p=1", "--epochs", "2", "--batch-size", "4",
                     "--crop", "64x48", "--lr", "3e-3", "--out", str(out))
     assert result.exit_code == 0, result.output
-    spec = (out / "model.spec").read_text().strip()
+    spec = read_spec(out)
     assert f"model: {spec}" in result.output.replace("\n", "")
     lines = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert [x["epoch"] for x in lines] == [1, 2]
-    predicted = invoke("predict", "--model", spec, "--data", "demo")
-    assert predicted.exit_code == 0, predicted.output
+    for model in (spec, str(out / "model.spec")):  # the spec, or the file holding it
+        predicted = invoke("predict", "--model", model, "--data", "demo")
+        assert predicted.exit_code == 0, predicted.output
     again = invoke("train", "--model", random_demo, "--data", "demo", "--split", "",
                    "--augment", "cutmix:alpha=1,p=1", "--epochs", "3", "--batch-size", "4",
                    "--crop", "64x48", "--lr", "3e-3", "--out", str(out), "--resume")
@@ -105,3 +107,20 @@ def test_bench_augment_prints_table_iv(random_demo, tmp_path: Path) -> None:
     assert more.exit_code == 0, more.output
     table = json.loads((out / "table.json").read_text())
     assert [r["augmentation"] for r in table["rows"]] == ["start", "baseline", "cutmix", "augmix"]
+
+
+def test_resume_refusals_are_one_line(random_demo, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["train", "--model", random_demo, "--data", "demo", "--split", "", "--limit", "4",
+            "--batch-size", "4", "--crop", "64x48", "--out", str(out)]
+    assert invoke(*args, "--epochs", "2").exit_code == 0
+    fewer = invoke(*args, "--epochs", "1", "--resume")
+    assert fewer.exit_code != 0 and "Traceback" not in fewer.output
+    assert "has 2 epochs done, more than --epochs 1" in fewer.output
+    state = out / "checkpoints" / "epoch-0002" / "state.safetensors"
+    data = bytearray(state.read_bytes())
+    data[-1] ^= 1
+    state.write_bytes(bytes(data))
+    flipped = invoke(*args, "--epochs", "3", "--resume")
+    assert flipped.exit_code != 0 and "Traceback" not in flipped.output
+    assert "does not match the sha256" in flipped.output and "epoch-0002" in flipped.output

@@ -202,8 +202,8 @@ def test_weight_hashes_are_cached_by_path_mtime_and_size(tmp_path, monkeypatch) 
     weights = tmp_path / "w.pt"
     weights.write_bytes(b"a" * 3_000_000)
     calls = []
-    real = provenance._sha256_file
-    monkeypatch.setattr(provenance, "_sha256_file", lambda p: calls.append(p) or real(p))
+    real = provenance.sha256_file
+    monkeypatch.setattr(provenance, "sha256_file", lambda p: calls.append(p) or real(p))
     first = provenance.spec_file_hashes([f"torchscript:{weights}"])
     assert provenance.spec_file_hashes([f"torchscript:{weights}"]) == first and len(calls) == 1
     weights.write_bytes(b"b" * 3_000_001)

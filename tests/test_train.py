@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from segtk.benchmarks import augment as augment_bench
+from segtk.benchmarks.augment import AugmentBench
 from segtk.core.augment import require_trainable, save_safetensors
 from segtk.core.errors import DataError, ModelError, PluginError, SegtkError
-from segtk.core.specs import load_segmenter
-from segtk.jobs.train import TrainConfig, read_spec, train
+from segtk.core.specs import load_segmenter, resolve_spec
+from segtk.jobs import train as train_job
+from segtk.jobs.train import TrainConfig, checkpoint_hashes, read_spec, train
 
 
 @pytest.fixture(scope="module")
@@ -139,3 +144,138 @@ def test_augmenter_setup_errors_write_no_run_folder(random_demo, tmp_path) -> No
     with pytest.raises(DataError, match="not found"):
         train(config(random_demo, augment=f"edits:dir={tmp_path / 'nope'}"), tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+# --- model.spec, checkpoints and resume under faults (issue 21) ------------------------------
+
+
+def kill_before_spec_of(monkeypatch, epoch: int) -> None:
+    """Kill the run after epoch `epoch`'s record, before model.spec is written."""
+    real = train_job.write_spec
+
+    def killed(out: Path, spec: str) -> None:
+        if f"epoch-{epoch:04d}" in spec:
+            raise KeyboardInterrupt
+        real(out, spec)
+
+    monkeypatch.setattr(train_job, "write_spec", killed)
+
+
+def test_a_kill_between_the_record_and_model_spec_resumes_to_the_last_epoch(
+        random_demo, tmp_path, monkeypatch) -> None:
+    out = tmp_path / "run"
+    with monkeypatch.context() as patch:
+        kill_before_spec_of(patch, 2)
+        with pytest.raises(KeyboardInterrupt):
+            train(config(random_demo), out)
+    records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2] and "epoch-0001" in read_spec(out)  # the fault
+    train(config(random_demo), out, resume=True)
+    assert read_spec(out) == resolve_spec(records[-1]["spec"], out)
+    assert_same(require_trainable(load_segmenter(read_spec(out)), "").state_dict(), state(out, 2))
+
+
+def test_bench_augment_after_that_kill_equals_an_uninterrupted_run(tmp_path, monkeypatch) -> None:
+    # From the trained demo model: its epochs 1 and 2 score differently (a random start's do not).
+    bench = AugmentBench(config("demo", augment="baseline", limit=4), ("baseline",),
+                         ("weather",), eval_split=None, eval_limit=2, values={"weather": ["fog"]})
+    full = augment_bench.run(bench, tmp_path / "full")
+    with monkeypatch.context() as patch:
+        kill_before_spec_of(patch, 2)
+        with pytest.raises(KeyboardInterrupt):
+            augment_bench.run(bench, tmp_path / "cut")
+    resumed = augment_bench.run(bench, tmp_path / "cut", resume=True)
+    assert augment_bench.table_rows(resumed) == augment_bench.table_rows(full)
+
+
+def test_a_copied_run_folder_loads_its_own_weights(random_demo, tmp_path) -> None:
+    train(config(random_demo, epochs=1), tmp_path / "a")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    shutil.rmtree(tmp_path / "a")  # a spec still pointing there cannot load
+    spec = read_spec(tmp_path / "b")
+    assert str(tmp_path / "b") in spec
+    for model in (spec, str(tmp_path / "b" / "model.spec")):  # the spec, or its file
+        loaded = require_trainable(load_segmenter(model), model)
+        assert_same(loaded.state_dict(), state(tmp_path / "b", 1))
+
+
+def test_an_older_absolute_model_spec_is_read_as_it_is(random_demo, tmp_path) -> None:
+    train(config(random_demo, epochs=1), tmp_path / "run")
+    weights = tmp_path / "run" / "checkpoints" / "epoch-0001" / "model" / "model.safetensors"
+    (tmp_path / "run" / "model.spec").write_text(f"demo:{weights}\n")
+    assert read_spec(tmp_path / "run") == f"demo:{weights}"
+    assert_same(require_trainable(load_segmenter(str(tmp_path / "run" / "model.spec")), "")
+                .state_dict(), state(tmp_path / "run", 1))
+
+
+def flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0x10  # in the tensors' data (not a header): the file still loads
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("name", ["state.safetensors", "optimizer.pt", "model/model.safetensors"])
+def test_a_bit_flipped_checkpoint_is_refused_on_resume(random_demo, tmp_path, name) -> None:
+    out = tmp_path / "run"
+    train(config(random_demo, epochs=1), out)
+    flip_a_byte(out / "checkpoints" / "epoch-0001" / name)
+    with pytest.raises(SegtkError, match=f"epoch-0001/{name} does not match the sha256") as exc:
+        train(config(random_demo), out, resume=True)
+    assert f"delete {out / 'checkpoints' / 'epoch-0001'}" in exc.value.hint
+
+
+def test_a_checkpoint_of_nan_weights_is_named(random_demo, tmp_path) -> None:
+    out = tmp_path / "run"
+    train(config(random_demo, epochs=1), out)
+    folder = out / "checkpoints" / "epoch-0001"
+    weights = state(out, 1)
+    key = next(k for k, v in weights.items() if v.is_floating_point())
+    weights[key] = torch.full_like(weights[key], float("nan"))
+    save_safetensors(folder / "state.safetensors", weights)
+    done = json.loads((folder / "checkpoint.json").read_text())
+    (folder / "checkpoint.json").write_text(json.dumps({**done, "sha256": checkpoint_hashes(folder)}))
+    with pytest.raises(SegtkError, match=f"{folder / 'state.safetensors'} holds NaN or infinite"):
+        train(config(random_demo), out, resume=True)
+
+
+def test_the_nan_loss_hint_names_the_checkpoint(random_demo, tmp_path, monkeypatch) -> None:
+    out = tmp_path / "run"
+    train(config(random_demo, epochs=1), out)
+    real = train_job.segmentation_loss
+    calls = []
+
+    def nan_at_the_second_step(*args):
+        calls.append(1)
+        return real(*args) * (float("nan") if len(calls) == 2 else 1.0)
+
+    monkeypatch.setattr(train_job, "segmentation_loss", nan_at_the_second_step)
+    with pytest.raises(ModelError, match="epoch 2 step 2: the loss is nan") as exc:
+        train(config(random_demo), out, resume=True)
+    assert str(out / "checkpoints" / "epoch-0001") in exc.value.hint
+    assert "--lr" in exc.value.hint
+
+
+def test_resume_with_fewer_epochs_than_done_is_refused(random_demo, tmp_path) -> None:
+    out = tmp_path / "run"
+    train(config(random_demo), out)
+    before = (out / "run.json").read_text()
+    with pytest.raises(SegtkError, match="has 2 epochs done, more than --epochs 1") as exc:
+        train(config(random_demo, epochs=1), out, resume=True)
+    assert "--epochs 2" in exc.value.hint
+    assert (out / "run.json").read_text() == before
+
+
+def test_nan_weights_are_never_checkpointed(random_demo, tmp_path, monkeypatch) -> None:
+    real = torch.optim.AdamW.step
+
+    def poisoned(self, *args, **kwargs):  # a step that leaves NaN weights, the loss still finite
+        out = real(self, *args, **kwargs)
+        with torch.no_grad():
+            self.param_groups[0]["params"][0].fill_(float("nan"))
+        return out
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", poisoned)
+    with pytest.raises(ModelError, match="epoch 1: the weights became NaN or infinite") as exc:
+        train(config(random_demo, epochs=1, limit=4, batch_size=4), tmp_path / "run")
+    assert "--lr" in exc.value.hint and random_demo in exc.value.hint
+    assert not (tmp_path / "run" / "checkpoints" / "epoch-0001").exists()
