@@ -76,14 +76,29 @@ def read_label(path: str | Path, palette: dict[tuple[int, int, int], int] | None
     return out
 
 
+TEMP_SUFFIX = ".tmp"  # atomic writes go through hidden `.NAME.XXXX.tmp` files (see is_temp)
+
+
+def is_temp(name: str) -> bool:
+    """A temp file (or folder) an atomic write leaves when killed before its rename: hidden and
+    ending in .tmp. A run removes those in its folder when it opens it (core.runs)."""
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
+
+
+def temp_file(path: Path) -> tuple[int, str]:
+    """An open temp file beside `path`, named as `is_temp` recognises: (fd, its path)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are ordinary files
+    return fd, tmp
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write via a temp file and rename, so a crash never leaves half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are ordinary files
+    fd, tmp = temp_file(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

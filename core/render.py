@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from segtk.core.data import default_palette
+from segtk.core.data import default_palette, temp_file
 
 IGNORE_COLOUR = np.array([0, 0, 0], dtype=np.uint8)
 
@@ -67,10 +68,16 @@ def save_figure(fig, path) -> None:
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+    fd, tmp = temp_file(path)  # a kill before the rename leaves a temp a resume removes
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fig.savefig(fh, dpi=110, format=path.suffix.lstrip(".") or "png")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)
 
 
 def voc_colormap(n: int = 256) -> np.ndarray:

@@ -7,6 +7,7 @@ Guarantees (tests/test_runs.py, tests/test_runs_faults.py):
   leave). Any other bad line is an error naming the file and line; nothing after it is lost.
 - One process at a time: a run holds an exclusive lock on OUT/.lock for its life.
   (RunDirs of one process on one folder share it.)
+- Opening a run for writing removes the temp files interrupted atomic writes left in it.
 """
 
 from __future__ import annotations
@@ -16,18 +17,20 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
-from segtk.core.data import atomic_write_json
+from segtk.core.data import atomic_write_json, is_temp
 from segtk.core.errors import SegtkError
 from segtk.core.os_errors import os_error
 from segtk.core.provenance import git_commit, spec_file_hashes, versions
 
 __all__ = ["RUN_FILE", "RESULTS_FILE", "LOCK_FILE", "RunDir", "RunLock", "append_line",
            "read_results", "load_run_file", "run_record", "command_of", "make_run_dir",
+           "remove_temp_files",
            "versions"]
 
 RUN_FILE = "run.json"
@@ -82,6 +85,7 @@ class RunDir:
                     hint="resume with the same options, or choose another --out",
                 )
             if not read_only:
+                remove_temp_files(self.path)
                 self.write_run_file()
         except BaseException:
             self.close()
@@ -212,6 +216,31 @@ def make_run_dir(path: Path) -> None:
                          hint="choose another --out (or move that file)") from exc
     except OSError as exc:
         raise os_error(exc, f"cannot create the run folder {path}") from exc
+
+
+def remove_temp_files(path: Path) -> list[Path]:
+    """Delete what atomic writes killed before their rename left (`.NAME.XXXX.tmp` files and
+    folders, see core.data.is_temp) in a run folder and its subfolders; runs nested in it (a
+    benchmark's training runs and edit subsets) are skipped: they clean their own, under their
+    own lock. Best effort (a temp file that cannot be removed is only clutter); returns what
+    was removed."""
+    removed: list[Path] = []
+    for root, dirs, files in os.walk(path):
+        here = Path(root)
+        if here != path and (LOCK_FILE in files or RUN_FILE in files):
+            dirs.clear()
+            continue
+        for name in [n for n in files if is_temp(n)]:
+            try:
+                (here / name).unlink()
+                removed.append(here / name)
+            except OSError:
+                pass
+        for name in [n for n in dirs if is_temp(n) and not (here / n).is_symlink()]:
+            dirs.remove(name)
+            shutil.rmtree(here / name, ignore_errors=True)
+            removed.append(here / name)
+    return removed
 
 
 def check_run(path: Path, results: Iterable[str], resume: bool, what: str) -> dict[str, Any] | None:

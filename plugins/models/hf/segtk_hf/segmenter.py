@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from segtk.core.augment import ModuleTrainable
+from segtk.core.data import TEMP_SUFFIX
 from segtk.core.errors import ModelError
 from segtk.core.params import convert, parse_pairs
 from segtk.core.segmenter import Segmenter, labels_from_logits
@@ -162,11 +163,13 @@ class HFSegmenter(Segmenter, ModuleTrainable):
         directory.parent.mkdir(parents=True, exist_ok=True)
         self.model.config.id2label = dict(enumerate(self.classes))
         self.model.config.label2id = {c: i for i, c in enumerate(self.classes)}
-        tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}."))
+        # Hidden names ending in .tmp: a run removes those a kill leaves (segtk.core.runs).
+        tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.",
+                                    suffix=TEMP_SUFFIX))
         try:
             self.model.save_pretrained(tmp, safe_serialization=True)
             self.processor.save_pretrained(tmp)
-            old = directory.with_name(f".{directory.name}.old")
+            old = directory.with_name(f".{directory.name}.old{TEMP_SUFFIX}")
             if directory.exists():
                 shutil.rmtree(old, ignore_errors=True)
                 directory.rename(old)
