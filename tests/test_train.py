@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -14,6 +15,7 @@ from segtk.benchmarks import augment as augment_bench
 from segtk.benchmarks.augment import AugmentBench
 from segtk.core.augment import require_trainable, save_safetensors
 from segtk.core.errors import DataError, ModelError, PluginError, SegtkError
+from segtk.core.provenance import spec_file_hashes
 from segtk.core.specs import load_segmenter, resolve_spec
 from segtk.jobs import train as train_job
 from segtk.jobs.train import TrainConfig, checkpoint_hashes, read_spec, train
@@ -279,3 +281,11 @@ def test_nan_weights_are_never_checkpointed(random_demo, tmp_path, monkeypatch) 
         train(config(random_demo, epochs=1, limit=4, batch_size=4), tmp_path / "run")
     assert "--lr" in exc.value.hint and random_demo in exc.value.hint
     assert not (tmp_path / "run" / "checkpoints" / "epoch-0001").exists()
+
+
+def test_a_spec_file_s_weights_are_hashed_for_run_json(random_demo, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    train(config(random_demo, epochs=1), tmp_path / "run")
+    weights = tmp_path / "run" / "checkpoints" / "epoch-0001" / "model" / "model.safetensors"
+    hashes = spec_file_hashes([str(tmp_path / "run" / "model.spec")])
+    assert hashes[str(weights)] == hashlib.sha256(weights.read_bytes()).hexdigest()
