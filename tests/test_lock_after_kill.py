@@ -82,7 +82,7 @@ def test_a_forked_child_does_not_keep_the_run_locked(tmp_path) -> None:
         os.close(ready_write)
 
 
-BENCH = ["bench", "attacks", "--attacks", "random", "--budgets", "300", "--repeats", "1",
+BENCH = ["bench", "attacks", "--attacks", "random", "--budgets", "150", "--repeats", "1",
          "--limit", "2", "--chunk", "1", "--workers", "2"]
 
 
