@@ -7,6 +7,8 @@ import click
 from segtk.core.errors import PluginError
 from segtk.core.registry import missing_modules
 from segtk.core.specs import load_segmenter
+from segtk_http.budget import DEFAULT_MEMORY_MB, plan_limits
+from segtk_http.limits import MIB, Limits
 
 
 @click.command("serve")
@@ -17,21 +19,43 @@ from segtk.core.specs import load_segmenter
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
 @click.option("--max-batch", type=click.IntRange(min=1), default=64, show_default=True,
               help="Most images accepted in one request.")
-@click.option("--max-pixels", type=click.IntRange(min=1), default=4096 * 4096, show_default=True,
-              help="Most pixels (H*W) of one image; bigger ones get 413 before decoding.")
+@click.option("--memory-mb", type=click.IntRange(min=1), default=DEFAULT_MEMORY_MB,
+              show_default=True,
+              help="Memory budget of the server process (RSS): the forward pass is sized so the "
+                   "largest admitted request stays under it (see --forward-pixels).")
+@click.option("--max-pixels", type=click.IntRange(min=1), default=None,
+              help="Most pixels (H*W) of one image; bigger ones get 413 before decoding. "
+                   "[default: what one forward pass may take]")
 @click.option("--max-request-pixels", type=click.IntRange(min=1), default=4096 * 4096,
               show_default=True,
-              help="Most pixels of all images of one request (12 bytes each once decoded).")
-@click.option("--max-body-mb", type=click.FloatRange(min=0, min_open=True), default=256.0,
+              help="Most pixels of all images of one request (decoded, labelled and answered "
+                   "at 32 bytes each within --memory-mb).")
+@click.option("--forward-pixels", type=click.IntRange(min=1), default=None,
+              help="Most pixels the model sees in one forward pass; bigger requests run in "
+                   "chunks of whole images. [default: what --memory-mb leaves, from the "
+                   "model's cost per pixel measured at start-up]")
+@click.option("--max-body-mb", type=click.FloatRange(min=0, min_open=True), default=64.0,
               show_default=True, help="Largest request body in MiB, chunked or not.")
+@click.option("--body-buffer-mb", type=click.FloatRange(min=0, min_open=True), default=256.0,
+              show_default=True,
+              help="Most MiB of request bodies being received at once, all clients together; "
+                   "a body that would pass it gets 503 (clients retry).")
+@click.option("--body-timeout", type=click.FloatRange(min=0, min_open=True), default=30.0,
+              show_default=True,
+              help="Seconds a client has to send a whole body; a slower one gets 408.")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
               default="warning", show_default=True)
-def serve(model_spec: str, host: str, port: int, max_batch: int, max_pixels: int,
-          max_request_pixels: int, max_body_mb: float, log_level: str) -> None:
+def serve(model_spec: str, host: str, port: int, max_batch: int, memory_mb: int,
+          max_pixels: int | None, max_request_pixels: int, forward_pixels: int | None,
+          max_body_mb: float, body_buffer_mb: float, body_timeout: float,
+          log_level: str) -> None:
     """Serve a model over HTTP (segtk-http/1) so attacks can query it as a black box.
 
     The address is printed once the socket listens (the real port for --port 0). Sizes are
-    checked before decoding, so image bombs are refused (413) without using memory.
+    checked before decoding, so image bombs are refused (413) without using memory, and the
+    model's forward pass is sized at start-up so the largest admitted request fits
+    --memory-mb. Bodies are received outside the model's turn: a slow client holds only its
+    own bytes.
 
     \b
     Examples:
@@ -45,14 +69,17 @@ def serve(model_spec: str, host: str, port: int, max_batch: int, max_pixels: int
     if missing:
         raise PluginError(f"segtk serve needs {', '.join(missing)}, which is not installed",
                           hint=SERVER_INSTALL)
-    from segtk_http.limits import MIB, Limits
     from segtk_http.server import bind, bind_warning, url_of
     from segtk_http.server import serve as run_server
 
-    limits = Limits(max_batch=max_batch, max_pixels=max_pixels,
-                    max_request_pixels=max_request_pixels,
-                    max_body_bytes=int(max_body_mb * MIB))
+    base = Limits(max_batch=max_batch, max_request_pixels=max_request_pixels,
+                  max_pixels=min(Limits.max_pixels, max_request_pixels),
+                  max_body_bytes=int(max_body_mb * MIB),
+                  max_buffered_bytes=int(body_buffer_mb * MIB), body_timeout=body_timeout)
     model = load_segmenter(model_spec)
+    limits, budget = plan_limits(model, memory_mb * MIB, base, max_pixels, forward_pixels)
+    click.echo(f"{budget.describe()}: at most {limits.max_forward_pixels} pixels per forward "
+               f"pass, {limits.max_pixels} per image", err=True)
     sock = bind(host, port)
     warning = bind_warning(host)
     if warning:

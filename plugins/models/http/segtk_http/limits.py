@@ -4,7 +4,8 @@ A small body can declare a huge image (a decompression bomb: a deflated npy of z
 whose header says 60000x60000), so sizes are read from the headers first: the npy header
 (shape, dtype) of the npz's `images` member and each PNG's IHDR. Only then are pixels
 decompressed, straight into one float32 [N,3,H,W] array (12 bytes a pixel, nothing else as
-big), so a request costs at most its body plus 12 bytes x `max_request_pixels`.
+big), so decoding a request costs at most its body plus 12 bytes x `max_request_pixels`. What
+the model's forward pass may cost is sized in budget.py.
 """
 
 from __future__ import annotations
@@ -23,41 +24,56 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from segtk.core.errors import SegtkError
+from segtk_http.npzfile import NPZ_ERRORS, check_directory, open_member
 from segtk_http.protocol import LimitError, ProtocolError
 
 MIB = 2**20
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 READ_BLOCK = 4 * MIB  # bytes decompressed at a time
-# What a bad zip member or npy header can raise while being read.
-NPZ_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError,
-              ValueError, OSError, EOFError, zlib.error, struct.error)
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Bounds on one request (the `segtk serve` options of the same names)."""
+    """Bounds on requests (the `segtk serve` options of the same names).
+
+    These defaults are fixed; `budget.plan_limits` derives `max_pixels` and
+    `max_forward_pixels` from a memory budget and the model's measured cost, as `segtk serve`
+    does.
+    """
 
     max_batch: int = 64
     max_pixels: int = 4096 * 4096  # one image, H*W
     max_request_pixels: int = 4096 * 4096  # all images of a request: 192 MiB as float32
-    max_body_bytes: int = 256 * MIB
+    max_body_bytes: int = 64 * MIB
+    max_forward_pixels: int = 4096 * 4096  # one model forward pass: bigger requests are chunked
+    max_buffered_bytes: int = 256 * MIB  # bodies being received at once, all requests together
+    body_timeout: float = 30.0  # seconds to receive a whole body
 
     def __post_init__(self) -> None:
         for flag, value in (("--max-batch", self.max_batch), ("--max-pixels", self.max_pixels),
                             ("--max-request-pixels", self.max_request_pixels),
-                            ("--max-body-mb", self.max_body_bytes)):
-            if value < 1:
-                raise SegtkError(f"{flag} must be at least 1, got {value}", hint=f"raise {flag}")
-        if self.max_request_pixels < self.max_pixels:
-            raise SegtkError(f"--max-request-pixels {self.max_request_pixels} is below "
-                             f"--max-pixels {self.max_pixels}, so the largest image is refused",
-                             hint="raise --max-request-pixels to at least --max-pixels")
+                            ("--max-body-mb", self.max_body_bytes),
+                            ("--forward-pixels", self.max_forward_pixels),
+                            ("--body-buffer-mb", self.max_buffered_bytes),
+                            ("--body-timeout", self.body_timeout)):
+            if value <= 0:
+                raise SegtkError(f"{flag} must be positive, got {value}", hint=f"raise {flag}")
+        for small, flag, big, other in (
+                (self.max_request_pixels, "--max-request-pixels", self.max_pixels, "--max-pixels"),
+                (self.max_forward_pixels, "--forward-pixels", self.max_pixels, "--max-pixels"),
+                (self.max_buffered_bytes, "--body-buffer-mb", self.max_body_bytes,
+                 "--max-body-mb")):
+            if small < big:
+                raise SegtkError(f"{flag} {small} is below {other} {big}, so the largest "
+                                 f"{'body' if 'body' in flag else 'image'} is refused",
+                                 hint=f"raise {flag} to at least {other}, or lower {other}")
 
     def info(self) -> dict[str, int]:
         """What GET /info tells clients, so they split batches to fit."""
         return {"max_batch": self.max_batch, "max_pixels": self.max_pixels,
                 "max_request_pixels": self.max_request_pixels,
-                "max_body_bytes": self.max_body_bytes}
+                "max_body_bytes": self.max_body_bytes,
+                "max_forward_pixels": self.max_forward_pixels}
 
     def check_count(self, count: int) -> None:
         if count > self.max_batch:
@@ -70,7 +86,8 @@ class Limits:
         for i, (h, w) in enumerate(sizes):
             if h * w > self.max_pixels:
                 raise LimitError(f"image {i} is {h}x{w} = {h * w} pixels, the server takes at "
-                                 f"most {self.max_pixels} per image (segtk serve --max-pixels)")
+                                 f"most {self.max_pixels} per image (segtk serve --max-pixels, "
+                                 "sized by --memory-mb)")
         total = sum(h * w for h, w in sizes)
         if total > self.max_request_pixels:
             raise LimitError(f"{total} pixels in one request, the server takes at most "
@@ -89,43 +106,27 @@ def check_nonempty(index: int | None, h: int, w: int) -> None:
 def npz_images(body: BinaryIO, limits: Limits) -> np.ndarray:
     """The npz body's `images` as float32 [N,3,H,W] in [0,1]; never unpickles.
 
-    The shape and dtype come from the npy header and are checked against `limits` before a
-    pixel is read; the zip member must declare exactly the bytes that header implies (zipfile
-    never inflates past the declared size), and data is decompressed block by block.
+    The zip directory is bounded before zipfile parses it; the shape and dtype come from the
+    npy header and are checked against `limits` before a pixel is read; the zip member must
+    declare exactly the bytes that header implies (zipfile never inflates past the declared
+    size), and data is decompressed block by block.
     """
     try:
+        check_directory(body, "npz body")
         with zipfile.ZipFile(body) as zf:
-            try:
-                member = zf.getinfo("images.npy")
-            except KeyError:
-                names = ", ".join(n.removesuffix(".npy") for n in zf.namelist()) or "none"
-                raise ProtocolError(f"npz body has no array 'images' (has: {names})") from None
-            with zf.open(member) as fp:
-                shape, fortran, dtype = read_npy_header(fp)
-                check_images_header(shape, dtype, limits)
-                expected = fp.tell() + int(np.prod(shape)) * dtype.itemsize
-                if member.file_size != expected:
-                    raise ProtocolError(f"npz member images.npy declares {member.file_size} "
-                                        f"bytes, its npy header {expected}")
-                out = read_into_float32(fp, shape, fortran, dtype)
+            fp, header = open_member(zf, "images", "npz body",
+                                     lambda h: check_images_header(h.shape, h.dtype, limits))
+            with fp:
+                out = read_into_float32(fp, header.shape, header.fortran, header.dtype)
     except ProtocolError:
         raise
     except NPZ_ERRORS as exc:
         raise ProtocolError(f"body is not a valid npz file ({type(exc).__name__}: {exc})") from exc
-    if dtype == np.uint8:
+    if header.dtype == np.uint8:
         out /= np.float32(255.0)
     else:
         check_range(out)
     return out
-
-
-def read_npy_header(fp: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype]:
-    version = np.lib.format.read_magic(fp)
-    if version == (1, 0):
-        return np.lib.format.read_array_header_1_0(fp)
-    if version == (2, 0):
-        return np.lib.format.read_array_header_2_0(fp)
-    raise ProtocolError(f"images use npy format version {version}; save with np.savez")
 
 
 def check_images_header(shape: tuple[int, ...], dtype: np.dtype, limits: Limits) -> None:

@@ -21,6 +21,7 @@ from PIL import Image
 PROTOCOL = "segtk-http/1"
 NPZ = "application/x-npz"
 JSON = "application/json"
+MAX_MESSAGE = 500  # characters of an error message, at either end: never echo a peer unbounded
 
 
 class ProtocolError(ValueError):
@@ -33,6 +34,19 @@ class LimitError(ProtocolError):
     """A body, or the images it declares, over the server's limits (HTTP 413)."""
 
     status = 413
+
+
+class Busy(ProtocolError):
+    """Bodies being received already fill the server's --body-buffer-mb (HTTP 503: retry)."""
+
+    status = 503
+
+
+def bounded(text: str, limit: int = MAX_MESSAGE) -> str:
+    """`text` cut to `limit` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
 def media_type(header: str | None) -> str:

@@ -2,9 +2,11 @@
 
 The model runs in a worker thread, one request at a time (segmenters need not be thread-safe);
 every image it labels is counted, and the counts are in GET /info and GET /stats. Memory is
-bounded (limits.py): bodies are counted as they stream, chunked or not, sizes are checked
-before decoding, and one /predict request at a time is read, decoded and run, so a request
-waiting its turn stays unread in the socket.
+bounded: bodies are received concurrently, each within --body-timeout, all together within
+--body-buffer-mb, and counted as they stream, chunked or not; sizes are checked before decoding
+(limits.py); one request at a time is decoded, run and answered, and the model sees at most
+--forward-pixels at once, sized from --memory-mb (budget.py). A slow sender holds only its own
+bytes, never the model's turn.
 """
 
 from __future__ import annotations
@@ -24,13 +26,15 @@ from PIL import Image
 
 from segtk.core.errors import SegtkError
 from segtk.core.segmenter import Segmenter, check_prediction
-from segtk_http.limits import Limits, npz_images, png_images
+from segtk_http.limits import MIB, Limits, npz_images, png_images
 from segtk_http.protocol import (
     JSON,
     NPZ,
     PROTOCOL,
+    Busy,
     LimitError,
     ProtocolError,
+    bounded,
     dump_npz,
     encode_png,
     labels_to_wire,
@@ -39,6 +43,24 @@ from segtk_http.protocol import (
 
 SERVER_DEPS = ("uvicorn", "starlette")
 SERVER_INSTALL = "pip install -e plugins/models/http  (pulls uvicorn==0.54.0, starlette==1.10.0)"
+
+
+class BodyBuffer:
+    """The bytes of request bodies being held at once, all requests together: a body that
+    would pass `limit` is refused (503, the client retries) instead of waiting for room."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self, size: int) -> None:
+        if self.used + size > self.limit:
+            raise Busy(f"the server is busy: {self.used} bytes of request bodies are being "
+                       f"received (segtk serve --body-buffer-mb {self.limit / MIB:g}); retry")
+        self.used += size
+
+    def give(self, size: int) -> None:
+        self.used -= size
 
 
 class ServedModel:
@@ -51,22 +73,29 @@ class ServedModel:
         self.requests = 0
         self.errors = 0
         self.started = time.time()
+        self.buffer = BodyBuffer(limits.max_buffered_bytes)
         self._lock = threading.Lock()
 
     def predict(self, images: np.ndarray) -> np.ndarray:
+        """Wire labels [N,H,W] (uint8, or uint16 when an id >= 256). The model sees chunks of
+        whole images of at most `max_forward_pixels` together, so its memory is bounded."""
+        n, _, h, w = images.shape
+        out = np.empty((n, h, w), dtype=np.uint16)
+        step = max(1, self.limits.max_forward_pixels // max(h * w, 1))
         with self._lock:
-            x = torch.from_numpy(images).to(self.segmenter.device)
-            if x.shape[0] == 0:
-                labels = torch.empty(0, *x.shape[2:], dtype=torch.long)
-            else:
+            for start in range(0, n, step):
+                x = torch.from_numpy(images[start:start + step]).to(self.segmenter.device)
                 labels = check_prediction(x, self.segmenter.predict(x), self.segmenter.name)
-            self.images += int(x.shape[0])
+                out[start:start + step] = labels_to_wire(labels.cpu().numpy())
+                del x, labels
+            self.images += n
             self.requests += 1
-            return labels.cpu().numpy()
+        return out if n and out.max() >= 256 else out.astype(np.uint8)
 
     def stats(self) -> dict[str, Any]:
         return {"served_images": self.images, "served_requests": self.requests,
-                "failed_requests": self.errors, "uptime_s": round(time.time() - self.started, 3)}
+                "failed_requests": self.errors, "buffered_body_bytes": self.buffer.used,
+                "uptime_s": round(time.time() - self.started, 3)}
 
     def info(self) -> dict[str, Any]:
         m = self.segmenter
@@ -76,20 +105,30 @@ class ServedModel:
 
 
 def create_app(segmenter: Segmenter, limits: Limits | None = None):
-    """The Starlette app serving `segmenter` (importable for embedding in another ASGI app)."""
+    """The Starlette app serving `segmenter` (importable for embedding in another ASGI app).
+
+    Bodies are received concurrently, outside the model's turn, within `body_timeout` and the
+    shared `max_buffered_bytes`; decoding, the forward pass and encoding the answer take turns.
+    """
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
-    from starlette.requests import Request
+    from starlette.requests import ClientDisconnect, Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
     limits = limits or Limits()
     served = ServedModel(segmenter, limits)
-    turn = asyncio.Semaphore(1)  # one body in memory at a time; the rest wait unread
+    turn = asyncio.Semaphore(1)  # one request decoded and run at a time
+    buffer = served.buffer
 
-    def error(status: int, message: str) -> JSONResponse:
+    def error(status: int, message: str, unread: bool = False) -> JSONResponse:
+        """A JSON error of bounded length; `unread`: the body is not all read, so this
+        connection cannot carry another request."""
         served.errors += 1
-        return JSONResponse({"error": message}, status_code=status)
+        headers = {"Retry-After": "1"} if status == 503 else {}
+        if unread:
+            headers["Connection"] = "close"
+        return JSONResponse({"error": bounded(message)}, status_code=status, headers=headers)
 
     async def info(request: Request) -> JSONResponse:
         return JSONResponse(served.info())
@@ -101,22 +140,40 @@ def create_app(segmenter: Segmenter, limits: Limits | None = None):
         kind = media_type(request.headers.get("content-type"))
         if kind not in (JSON, NPZ, "application/octet-stream", ""):
             return error(415, f"unsupported content type {kind!r}; send {NPZ} or {JSON}")
-        async with turn:
-            try:
-                body = await read_body(request, limits.max_body_bytes)
-                decode = json_request if kind == JSON else npz_images
-                images = await run_in_threadpool(decode, body, limits)
-            except ProtocolError as exc:
-                return error(exc.status, str(exc))
-            del body
-            try:
-                labels = labels_to_wire(await run_in_threadpool(served.predict, images))
-            except Exception as exc:  # the model's own failure: report it, keep serving
-                return error(500, f"the model raised {type(exc).__name__}: {exc}")
-        if kind == JSON:
-            return JSONResponse({"labels": [encode_png(lab) for lab in labels],
-                                 "dtype": str(labels.dtype)})
-        return Response(dump_npz(labels=labels), media_type=NPZ)
+        try:
+            body = await asyncio.wait_for(read_body(request, limits.max_body_bytes, buffer),
+                                          limits.body_timeout)
+        except asyncio.TimeoutError:
+            return error(408, f"the body did not arrive within {limits.body_timeout:g} s "
+                              "(segtk serve --body-timeout); send it faster or in smaller "
+                              "requests", unread=True)
+        except ProtocolError as exc:
+            return error(exc.status, str(exc), unread=True)
+        except ClientDisconnect:  # gone mid-body: nobody to answer
+            return Response(status_code=400, headers={"Connection": "close"})
+        held = body.getbuffer().nbytes  # taken from `buffer` until the body is decoded
+        try:
+            async with turn:
+                try:
+                    decode = json_request if kind == JSON else npz_images
+                    images = await run_in_threadpool(decode, body, limits)
+                except ProtocolError as exc:
+                    return error(exc.status, str(exc))
+                finally:
+                    body.close()
+                    buffer.give(held)
+                    held = 0
+                try:
+                    labels = await run_in_threadpool(served.predict, images)
+                except Exception as exc:  # the model's own failure: report it, keep serving
+                    return error(500, f"the model raised {type(exc).__name__}: {exc}")
+                del images
+                if kind == JSON:
+                    return JSONResponse(await run_in_threadpool(json_answer, labels))
+                return Response(await run_in_threadpool(dump_npz, labels=labels),
+                                media_type=NPZ)
+        finally:
+            buffer.give(held)  # still held only if cancelled while waiting for the turn
 
     app = Starlette(routes=[
         Route("/info", info, methods=["GET"]),
@@ -127,21 +184,31 @@ def create_app(segmenter: Segmenter, limits: Limits | None = None):
     return app
 
 
-async def read_body(request, limit: int) -> io.BytesIO:
-    """The body, counted as it streams (Content-Length or chunked): 413 past `limit` bytes."""
+async def read_body(request, limit: int, buffer: BodyBuffer) -> io.BytesIO:
+    """The body, counted as it streams (Content-Length or chunked): 413 past `limit` bytes,
+    503 when it would overfill `buffer`; what it holds stays taken from `buffer`."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise LimitError(f"body of {declared} bytes is over the server's limit of {limit} "
                          "(segtk serve --max-body-mb); send fewer images per request")
     buf, size = io.BytesIO(), 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise LimitError(f"body is over the server's limit of {limit} bytes (segtk serve "
-                             "--max-body-mb); send fewer images per request")
-        buf.write(chunk)
+    try:
+        async for chunk in request.stream():
+            if size + len(chunk) > limit:
+                raise LimitError(f"body is over the server's limit of {limit} bytes (segtk "
+                                 "serve --max-body-mb); send fewer images per request")
+            buffer.take(len(chunk))
+            size += len(chunk)
+            buf.write(chunk)
+    except BaseException:  # refused, timed out (cancelled) or disconnected: give the room back
+        buffer.give(size)
+        raise
     buf.seek(0)
     return buf
+
+
+def json_answer(labels: np.ndarray) -> dict[str, Any]:
+    return {"labels": [encode_png(lab) for lab in labels], "dtype": str(labels.dtype)}
 
 
 def json_request(body: io.BytesIO, limits: Limits) -> np.ndarray:

@@ -13,9 +13,11 @@ import base64
 import http.client
 import io
 import json
+import math
 import os
 import queue
 import re
+import select
 import socket
 import struct
 import subprocess
@@ -29,14 +31,18 @@ from contextlib import contextmanager
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from segtk.core.errors import SegtkError
+from segtk.core.segmenter import Segmenter
+from segtk_http.budget import forward_cost, plan_limits, reset_peak, rss_bytes
 from segtk_http.limits import Limits, npz_images, png_images
 from segtk_http.protocol import LimitError, ProtocolError, dump_npz, load_npz
-from segtk_http.server import bind, bind_warning
+from segtk_http.server import ServedModel, bind, bind_warning
 
 GIB = 2**30
+MIB = 2**20
 DEFAULT = Limits()
 
 
@@ -226,8 +232,10 @@ def test_bind_port_zero_and_non_loopback_warning() -> None:
 # --- the real server ---------------------------------------------------------------------------
 
 @contextmanager
-def serve_port0(*options: str) -> Iterator[tuple[int, subprocess.Popen, list[str]]]:
-    """`segtk serve --port 0`; yields the port it printed; a watchdog kills it past 1.5 GiB."""
+def serve_port0(*options: str, kill_above: int = int(1.5 * GIB)
+                ) -> Iterator[tuple[int, subprocess.Popen, list[str]]]:
+    """`segtk serve --port 0`; yields the port it printed; a watchdog kills it past
+    `kill_above` bytes (1.5 GiB), so a regression fails instead of eating the machine."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-c", "from segtk.cli import main; main()", "serve", "--model", "demo",
@@ -243,7 +251,7 @@ def serve_port0(*options: str) -> Iterator[tuple[int, subprocess.Popen, list[str
     def watchdog() -> None:
         while not stop.wait(0.05) and proc.poll() is None:
             rss = status_kib(proc.pid, "VmRSS")
-            if rss is not None and rss * 1024 > 1.5 * GIB:
+            if rss is not None and rss * 1024 > kill_above:
                 killed.append(rss)
                 proc.kill()
 
@@ -263,7 +271,8 @@ def serve_port0(*options: str) -> Iterator[tuple[int, subprocess.Popen, list[str
             elif proc.poll() is not None:
                 pytest.fail(f"segtk serve exited: {log}")
         yield port, proc, log
-        assert not killed, f"the server passed 1.5 GiB ({killed[0] // 1024} MiB) and was killed"
+        assert not killed, f"the server passed {kill_above // MIB} MiB ({killed[0] // 1024} MiB) " \
+                           "and was killed"
     finally:
         stop.set()
         proc.kill()
@@ -315,20 +324,37 @@ def chunked(port: int, total: int, block: int = 2**20) -> tuple[int, dict]:
         return resp.status, json.loads(resp.read())
 
 
+def refused_post(port: int, body: bytes) -> tuple[int, dict]:
+    """POST `body` to a server that answers before reading it all (and then hangs up)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        try:
+            sock.sendall(b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                         b"application/x-npz\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server stopped reading: its answer is already on the way
+        resp = http.client.HTTPResponse(sock)
+        resp.begin()
+        return resp.status, json.loads(resp.read())
+
+
 def test_server_survives_bombs_under_1_gib() -> None:
     with serve_port0() as (port, proc, log):
         # The address is printed only once the socket listens: the first try connects.
         info = json.loads(urllib_get(port, "/info"))
-        assert (info["max_pixels"], info["max_request_pixels"], info["max_body_bytes"]) == (
-            DEFAULT.max_pixels, DEFAULT.max_request_pixels, DEFAULT.max_body_bytes)
+        assert (info["max_request_pixels"], info["max_body_bytes"]) == (
+            DEFAULT.max_request_pixels, DEFAULT.max_body_bytes)
+        # --max-pixels defaults to what one forward pass of the demo may take in 2 GiB
+        assert 2**18 <= info["max_pixels"] == info["max_forward_pixels"] < DEFAULT.max_pixels
 
         status, answer = request(port, npz_bomb((1, 3, 16384, 16384)), "application/x-npz")
         assert status == 413 and "16384x16384" in answer["error"], answer
         png_bomb = json.dumps({"images": [b64(png_declaring(60000, 60000))]}).encode()
         status, answer = request(port, png_bomb, "application/json")
         assert status == 413 and "60000x60000" in answer["error"], answer
-        many = json.dumps({"images": [b64(png_of_zeros(4000, 4000))] * 64}).encode()
-        status, answer = request(port, many, "application/json")  # 3 GB of RGB once decoded
+        side = math.isqrt(info["max_pixels"])  # each admitted, 64 of them far too many
+        assert 64 * side**2 > info["max_request_pixels"]
+        many = json.dumps({"images": [b64(png_of_zeros(side, side))] * 64}).encode()
+        status, answer = request(port, many, "application/json")  # GBs of RGB once decoded
         assert status == 413 and "pixels in one request" in answer["error"], answer
         status, answer = chunked(port, DEFAULT.max_body_bytes + 2**20)
         assert status == 413 and "limit" in answer["error"], answer
@@ -380,14 +406,230 @@ def test_serve_command_warns_off_loopback_and_checks_limits(monkeypatch) -> None
     try:
         result = CliRunner().invoke(cli, ["serve", "--model", "demo", "--host", "0.0.0.0",
                                           "--port", "0", "--max-pixels", "1000",
-                                          "--max-request-pixels", "5000", "--max-body-mb", "0.5"])
+                                          "--max-request-pixels", "5000", "--max-body-mb", "0.5",
+                                          "--body-buffer-mb", "2", "--body-timeout", "7"])
         assert result.exit_code == 0, result.output
         lines = result.output.splitlines()
-        assert lines[0].startswith("warning: serving on 0.0.0.0, which is not a loopback")
-        assert f"at http://0.0.0.0:{sock.getsockname()[1]} " in lines[1]
+        assert lines[0].startswith("memory budget 2048 MiB: idle ")
+        assert lines[0].endswith("(measured): at most 5000 pixels per forward pass, 1000 per image")
+        assert lines[1].startswith("warning: serving on 0.0.0.0, which is not a loopback")
+        assert f"at http://0.0.0.0:{sock.getsockname()[1]} " in lines[2]
         assert ran == [(sock, Limits(max_pixels=1000, max_request_pixels=5000,
-                                     max_body_bytes=2**19))]
+                                     max_body_bytes=2**19, max_forward_pixels=5000,
+                                     max_buffered_bytes=2 * 2**20, body_timeout=7.0))]
     finally:
         sock.close()
     bad = CliRunner().invoke(cli, ["serve", "--max-pixels", "100", "--max-request-pixels", "10"])
     assert bad.exit_code == 1 and "--max-request-pixels 10 is below --max-pixels 100" in bad.output
+    # The demo takes > 100 bytes a pixel: 16M pixels cannot fit what 1000 MiB leave.
+    big = CliRunner().invoke(cli, ["serve", "--memory-mb", "1000", "--max-pixels", "16000000",
+                                   "--max-request-pixels", "16000000", "--max-body-mb", "1",
+                                   "--body-buffer-mb", "1"])
+    assert big.exit_code == 1 and "--max-pixels 16000000 does not fit --memory-mb 1000" in big.output
+    none = CliRunner().invoke(cli, ["serve", "--memory-mb", "300"])
+    assert none.exit_code == 1 and "--memory-mb 300 leaves no room for a forward pass" in none.output
+
+
+# --- zip directories, memory budget, slow and concurrent bodies (issue 21) ---------------------
+
+def zip_of_empty_entries(count: int) -> bytes:
+    """A valid zip of `count` empty stored entries named "a": one local header that every
+    central directory entry points at, so 2 M entries take 94 MB and no time to build. Past
+    65535 entries it ends with zip64 records, as zipfile writes it."""
+    name = b"a"
+    local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0, 0, 0, 0, len(name), 0) + name
+    entry = struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, 0, 0, 0, len(name),
+                        0, 0, 0, 0, 0, 0) + name
+    directory = entry * count
+    start, size = len(local), len(directory)
+    end = b""
+    if count > 0xFFFF:
+        end = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, size, start)
+        end += struct.pack("<4sLQL", b"PK\x06\x07", 0, start + size, 1)
+    shown = min(count, 0xFFFF)
+    end += struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, shown, shown, size, start, 0)
+    return local + directory + end
+
+
+def test_zip_directories_are_bounded_before_parsing() -> None:
+    small = zip_of_empty_entries(100)
+    with zipfile.ZipFile(io.BytesIO(small)) as zf:  # the builder makes real zips
+        assert len(zf.namelist()) == 100
+    with pytest.raises(ProtocolError, match="declaring 100 entries") as err:
+        npz_images(io.BytesIO(small), DEFAULT)
+    assert err.value.status == 400
+    bomb = zip_of_empty_entries(2_000_000)
+    assert len(bomb) > 90_000_000
+    start = time.monotonic()
+    with pytest.raises(ProtocolError, match="declaring 2000000 entries in a 94000000-byte") as err:
+        npz_images(io.BytesIO(bomb), DEFAULT)
+    assert time.monotonic() - start < 2, "parsed the directory (zipfile takes ~18 s)"
+    assert len(str(err.value)) < 200
+
+
+@pytest.fixture(scope="module")
+def budgeted() -> Iterator[tuple[int, subprocess.Popen, int]]:
+    """A server with a stated 1536 MiB budget, 100 MiB bodies, a 3 s body deadline."""
+    budget = 1536 * MIB
+    with serve_port0("--memory-mb", "1536", "--max-body-mb", "100", "--body-buffer-mb", "128",
+                     "--body-timeout", "3", kill_above=budget + 256 * MIB) as (port, proc, log):
+        assert any(line.startswith("memory budget 1536 MiB") for line in log), log
+        yield port, proc, budget
+
+
+def peak_bytes(proc: subprocess.Popen) -> int:
+    peak = status_kib(proc.pid, "VmHWM")
+    assert peak is not None and proc.poll() is None
+    return peak * 1024
+
+
+def test_largest_admitted_png_stays_under_the_memory_budget(budgeted) -> None:
+    port, proc, budget = budgeted
+    info = json.loads(urllib_get(port, "/info"))
+    most = info["max_pixels"]
+    assert most == info["max_forward_pixels"] <= info["max_request_pixels"]
+    height = math.isqrt(most)
+    width = most // height  # height x width <= most < height x (width + 1)
+    png = json.dumps({"images": [b64(png_of_zeros(height, width))]}).encode()
+    status, answer = request(port, png, "application/json")
+    assert status == 200 and len(answer["labels"]) == 1, answer
+    label = Image.open(io.BytesIO(base64.b64decode(answer["labels"][0])))
+    assert (label.height, label.width) == (height, width)
+    assert peak_bytes(proc) < budget, f"peak RSS {peak_bytes(proc) // MIB} MiB"
+    over = json.dumps({"images": [b64(png_of_zeros(height, width + 1))]}).encode()
+    status, answer = request(port, over, "application/json")
+    assert status == 413 and f"at most {most} per image" in answer["error"], answer
+
+
+def test_2m_entry_zip_is_refused_fast_with_a_short_error(budgeted) -> None:
+    port, proc, budget = budgeted
+    bomb = zip_of_empty_entries(2_000_000)
+    start = time.monotonic()
+    status, answer = request(port, bomb, "application/x-npz")
+    assert time.monotonic() - start < 5, "the server parsed the directory (~18 s before)"
+    assert status == 400 and "declaring 2000000 entries" in answer["error"], answer
+    assert len(json.dumps(answer)) < 600
+    status, answer = request(port, b"x", "text/" + "x" * 8000)  # an echoed header is bounded too
+    assert status == 415 and len(answer["error"]) < 600 and "more characters" in answer["error"]
+    assert peak_bytes(proc) < budget
+
+
+def trickle(port: int, declared: int, seconds: float) -> tuple[int | None, float]:
+    """POST a body of `declared` bytes at 4 bytes a second for at most `seconds`: (the status
+    the server answered, or None, and when it answered)."""
+    start = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=seconds + 10) as sock:
+        sock.sendall(b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                     b"application/x-npz\r\nContent-Length: %d\r\n\r\n" % declared)
+        while time.monotonic() - start < seconds:
+            if select.select([sock], [], [], 0.25)[0]:  # an answer came: stop sending
+                break
+            try:
+                sock.sendall(b"\0")
+            except (BrokenPipeError, ConnectionResetError):
+                break
+        else:
+            return None, time.monotonic() - start
+        resp = http.client.HTTPResponse(sock)
+        resp.begin()
+        resp.read()
+        return resp.status, time.monotonic() - start
+
+
+def test_slow_body_gets_408_and_does_not_hold_the_model(budgeted) -> None:
+    """A body trickling for 12 s (deadline 3 s) beside normal requests: their p99 < 1 s."""
+    port, proc, _ = budgeted
+    slow: list[tuple[int | None, float]] = []
+    sender = threading.Thread(target=lambda: slow.append(trickle(port, 10_000, 12.0)))
+    sender.start()
+    body = dump_npz(images=np.random.default_rng(0).random((1, 3, 32, 32), dtype=np.float32))
+    latencies: list[float] = []
+    failures: list[object] = []
+
+    def normal() -> None:
+        while sender.is_alive():
+            start = time.monotonic()
+            status, answer = request(port, body, "application/x-npz")
+            latencies.append(time.monotonic() - start)
+            if status != 200:
+                failures.append((status, answer))
+
+    clients = [threading.Thread(target=normal) for _ in range(4)]
+    for thread in clients:
+        thread.start()
+    for thread in [sender, *clients]:
+        thread.join(60)
+    (status, when), = slow
+    assert status == 408 and 3 <= when < 8, slow
+    p99 = sorted(latencies)[int(0.99 * (len(latencies) - 1))]
+    assert p99 < 1.0, f"p99 {p99:.2f} s over {len(latencies)} requests"
+    assert not failures and len(latencies) >= 20, (failures, len(latencies))
+
+
+def test_bodies_beyond_the_buffer_get_503_and_room_comes_back(budgeted) -> None:
+    """--body-buffer-mb 128: a 90 MB body being held leaves no room for another 90 MB."""
+    port, proc, budget = budgeted
+    held = socket.create_connection(("127.0.0.1", port), timeout=30)
+    try:
+        held.sendall(b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                     b"application/x-npz\r\nContent-Length: %d\r\n\r\n" % (95 * 10**6))
+        held.sendall(bytes(90 * 10**6))  # and no more: the server holds what it has read
+        while json.loads(urllib_get(port, "/stats"))["buffered_body_bytes"] < 80 * 10**6:
+            time.sleep(0.05)
+        status, answer = refused_post(port, bytes(90 * 10**6))
+        assert status == 503 and "busy" in answer["error"] and "--body-buffer-mb" in answer["error"]
+    finally:
+        held.close()
+    deadline = time.monotonic() + 10
+    while json.loads(urllib_get(port, "/stats"))["buffered_body_bytes"] and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert json.loads(urllib_get(port, "/stats"))["buffered_body_bytes"] == 0
+    x = np.zeros((1, 3, 8, 8), np.float32)
+    assert request(port, dump_npz(images=x), "application/x-npz")[0] == 200
+    assert peak_bytes(proc) < budget
+
+
+class Recorder(Segmenter):
+    """Labels everything 0 and remembers the batches it was given; each forward touches
+    `cost` bytes a pixel (a stand-in for a model's activations)."""
+
+    name = "recorder"
+    classes = ["a", "b"]
+
+    def __init__(self, cost: int = 0) -> None:
+        self.cost = cost
+        self.batches: list[int] = []
+
+    def predict(self, images: torch.Tensor) -> torch.Tensor:
+        self.batches.append(images.shape[0])
+        scratch = np.ones(self.cost * images[:, 0].numel(), np.uint8)  # touched: in RSS
+        del scratch
+        return torch.zeros(images.shape[0], *images.shape[2:], dtype=torch.long)
+
+
+def test_requests_bigger_than_a_forward_pass_run_in_chunks() -> None:
+    recorder = Recorder()
+    served = ServedModel(recorder, Limits(max_pixels=100, max_forward_pixels=250))
+    labels = served.predict(np.zeros((5, 3, 10, 10), np.float32))
+    assert recorder.batches == [2, 2, 1] and labels.shape == (5, 10, 10)
+    assert labels.dtype == np.uint8 and served.images == 5 and served.requests == 1
+
+
+@pytest.mark.skipif(not reset_peak(), reason="peak RSS cannot be reset here (Linux only)")
+def test_forward_cost_is_measured_and_sizes_the_forward_pass() -> None:
+    """A model touching 400 bytes a pixel is measured at about that, and --forward-pixels
+    is what the budget leaves once the idle process and the request buffers are counted."""
+    model = Recorder(cost=400)
+    cost = forward_cost(model)
+    assert cost is not None and 380 <= cost <= 480, cost
+    base = Limits(max_request_pixels=2**22, max_pixels=2**16, max_body_bytes=MIB,
+                  max_buffered_bytes=4 * MIB)
+    limits, budget = plan_limits(model, rss_bytes() + 600 * MIB, base, None, None)
+    room = budget.memory_bytes - budget.idle_bytes - budget.fixed_bytes
+    assert budget.measured and budget.fixed_bytes == 5 * MIB + 32 * 2**22
+    assert limits.max_forward_pixels == limits.max_pixels == int(room // budget.bytes_per_pixel)
+    left = (600 - 5 - 128) * MIB  # what the requests' buffers leave of 600 MiB over idle
+    assert 0.9 * left / (1.25 * 480) < limits.max_forward_pixels < 1.1 * left / (1.25 * 380)
+    fixed, _ = plan_limits(model, rss_bytes() + 600 * MIB, base, None, 1000)  # taken as given
+    assert (fixed.max_forward_pixels, fixed.max_pixels) == (1000, 1000)
