@@ -1,18 +1,24 @@
 """The black-box client: `--model http://HOST:PORT[,timeout=S][,retries=N][,backoff=S][,batch=N]`.
 
 Images travel as float32 npz, so a remote model sees exactly the tensors an in-process one
-would. Connection errors, timeouts and 5xx answers are retried `retries` times with
-exponential backoff (backoff, 2*backoff, 4*backoff, ...); anything else fails at once with a
-ModelError that names the URL and what went wrong.
+would. The server is not trusted: `timeout` bounds each try as a whole (connect, send, the
+complete answer), an answer longer than the request's labels can take is refused unread, and
+the labels' npy header (shape, dtype) is checked before anything is inflated. Connection
+errors, timeouts, 408 and 5xx answers are retried `retries` times with exponential backoff
+(backoff, 2*backoff, 4*backoff, ...), so a call takes at most (retries+1) x timeout plus the
+backoff; anything else fails at once with a ModelError that names the URL and what went wrong.
 """
 
 from __future__ import annotations
 
 import http.client
+import io
 import json
+import socket
 import threading
 import time
 import urllib.parse
+import zipfile
 from typing import Any
 
 import numpy as np
@@ -21,12 +27,16 @@ import torch
 from segtk.core.errors import ModelError
 from segtk.core.params import convert, parse_pairs
 from segtk.core.segmenter import Segmenter
-from segtk_http.protocol import NPZ, PROTOCOL, ProtocolError, dump_npz, load_npz
+from segtk_http.npzfile import NPZ_ERRORS, Header, as_array, check_directory, open_member
+from segtk_http.protocol import NPZ, PROTOCOL, ProtocolError, bounded, dump_npz
 
 SYNTAX = "http://HOST:PORT[,timeout=SECONDS][,retries=N][,backoff=SECONDS][,batch=N]"
-RETRY_STATUS = frozenset({500, 502, 503, 504})
 SERVE_HINT = "start one with `segtk serve --model SPEC --port PORT`, or check the URL"
 NPZ_OVERHEAD = 4096  # zip and npy headers of a request body, generously
+ANSWER_OVERHEAD = 64 * 1024  # zip and npy headers of an answer, very generously
+INFO_LIMIT = 4 * 2**20  # GET /info and /stats answers (a class list)
+ERROR_LIMIT = 64 * 1024  # bytes read of an error answer: only its message is wanted
+RETRY_STATUS = frozenset({408, 500, 502, 503, 504})
 
 
 class HttpSegmenter(Segmenter):
@@ -63,6 +73,7 @@ class HttpSegmenter(Segmenter):
         # The server's size limits (segtk serve --max-pixels, ...); absent from other servers.
         self.max_pixels = _positive(self.info, "max_pixels")
         self.max_request_pixels = _positive(self.info, "max_request_pixels")
+        self.max_forward_pixels = _positive(self.info, "max_forward_pixels")
         self.max_body_bytes = _positive(self.info, "max_body_bytes")
 
     # --- transport -------------------------------------------------------------------------
@@ -85,36 +96,59 @@ class HttpSegmenter(Segmenter):
     def close(self) -> None:
         self._drop()
 
-    def _once(self, method: str, path: str, body: bytes | None,
-              headers: dict[str, str]) -> tuple[int, str, bytes]:
+    def _once(self, method: str, path: str, body: bytes | None, headers: dict[str, str],
+              limit: int) -> tuple[int, str, bytes]:
+        """One attempt, cut off `timeout` seconds after it starts (TimeoutError)."""
+        deadline = Deadline(self.timeout)
         conn, reused = self._connection()
         try:
-            conn.request(method, self._prefix + path, body=body, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read()
-        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-            self._drop()
-            if not reused:
-                raise
-            # A kept-alive connection the server had closed: reconnect once, not a retry.
-            conn, _ = self._connection()
             try:
-                conn.request(method, self._prefix + path, body=body, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
-            except BaseException:
+                status, ctype, data, done = self._exchange(conn, method, path, body, headers,
+                                                           limit, deadline)
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                if not reused or deadline.expired:
+                    raise
+                # A kept-alive connection the server had closed: reconnect once, not a retry.
                 self._drop()
-                raise
-        except BaseException:
+                conn, _ = self._connection()
+                status, ctype, data, done = self._exchange(conn, method, path, body, headers,
+                                                           limit, deadline)
+            if deadline.expired:  # cut mid-answer: what arrived may look complete
+                raise TimeoutError("the deadline passed while reading the answer")
+        except BaseException as exc:
             self._drop()
+            if deadline.expired and not isinstance(exc, AnswerTooLarge):
+                raise TimeoutError(f"cut off after {self.timeout:g} s") from exc
             raise
-        if resp.will_close:
+        finally:
+            deadline.cancel()
+        if done:
             self._drop()
-        return resp.status, resp.getheader("content-type", ""), data
+        return status, ctype, data
+
+    def _exchange(self, conn: http.client.HTTPConnection, method: str, path: str,
+                  body: bytes | None, headers: dict[str, str], limit: int,
+                  deadline: Deadline) -> tuple[int, str, bytes, bool]:
+        """(status, content type, body, whether the connection is done) of one request."""
+        deadline.watch(conn)
+        conn.request(method, self._prefix + path, body=body, headers=headers)
+        resp = conn.getresponse()
+        ctype = resp.getheader("content-type", "")
+        if 200 <= resp.status < 300:
+            try:
+                data = read_bounded(resp, limit)
+            except BaseException:
+                resp.close()  # it may own the socket (Connection: close): hang up now
+                raise
+            return resp.status, ctype, data, resp.will_close
+        data = resp.read(ERROR_LIMIT)  # only a message is wanted: the rest is dropped
+        resp.close()
+        return resp.status, ctype, data, True
 
     def request(self, method: str, path: str, body: bytes | None = None,
-                content_type: str | None = None) -> tuple[str, bytes]:
-        """One call with bounded retries; returns (content type, body) of a 2xx answer."""
+                content_type: str | None = None, limit: int = INFO_LIMIT) -> tuple[str, bytes]:
+        """One call with bounded retries; returns (content type, body) of a 2xx answer of at
+        most `limit` bytes. Each try is cut off `timeout` seconds after it starts."""
         headers = {"Accept": NPZ if path == "/predict" else "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -122,13 +156,17 @@ class HttpSegmenter(Segmenter):
         what = f"{method} {self.url}{path}"
         for attempt in range(tries):
             try:
-                status, ctype, data = self._once(method, path, body, headers)
+                status, ctype, data = self._once(method, path, body, headers, limit)
+            except AnswerTooLarge as exc:
+                raise ModelError(f"{what} sent an invalid answer: {exc}",
+                                 hint=f"the server must speak {PROTOCOL} (README of "
+                                      "segtk-http); `segtk serve` does") from exc
             except TimeoutError:
                 problem, hint = (f"no answer within {self.timeout:g} s",
                                  "the server is slow or stuck: raise timeout= in the model spec "
                                  f"({self.url},timeout=120) or send smaller batches")
             except (OSError, http.client.HTTPException) as exc:
-                problem, hint = (f"cannot connect ({type(exc).__name__}: {exc})",
+                problem, hint = (f"cannot connect ({type(exc).__name__}: {bounded(str(exc))})",
                                  f"is the server running? {SERVE_HINT}")
             else:
                 if 200 <= status < 300:
@@ -139,6 +177,9 @@ class HttpSegmenter(Segmenter):
                     hint = ("the request is over the server's limits (see its /info); send "
                             "smaller batches (batch=N in the model spec) or raise the server's "
                             "limits (segtk serve --help)")
+                elif status == 408:
+                    hint = ("the server's body deadline passed before the request arrived: "
+                            "send smaller batches (batch=N) or raise segtk serve --body-timeout")
                 elif status < 500:
                     hint = ("the request does not follow segtk-http/1 for this server "
                             "(see plugins/models/http/README.md)")
@@ -171,20 +212,20 @@ class HttpSegmenter(Segmenter):
         return json.loads(self.request("GET", "/stats")[1])
 
     def _predict_chunk(self, chunk: np.ndarray) -> np.ndarray:
-        ctype, data = self.request("POST", "/predict", dump_npz(images=chunk), NPZ)
+        n, _, h, w = chunk.shape
+        ctype, data = self.request("POST", "/predict", dump_npz(images=chunk), NPZ,
+                                   limit=answer_limit(n, h, w))
         try:
-            labels = load_npz(data, "labels")
+            return read_labels(data, (n, h, w))
+        except WrongLabels as exc:
+            raise ModelError(f"{self.url}/predict sent {exc}",
+                             hint=f"the server must speak {PROTOCOL}") from exc
         except ProtocolError as exc:
             raise ModelError(f"{self.url}/predict sent an invalid answer: {exc} "
-                             f"(content type {ctype!r}, {len(data)} bytes: {data[:60]!r})",
+                             f"(content type {bounded(ctype, 60)!r}, {len(data)} bytes: "
+                             f"{data[:60]!r})",
                              hint=f"the server must speak {PROTOCOL} (README of segtk-http); "
                                   "`segtk serve` does") from exc
-        expected = (chunk.shape[0], chunk.shape[2], chunk.shape[3])
-        if labels.shape != expected or labels.dtype.kind not in "ui":
-            raise ModelError(f"{self.url}/predict sent labels {labels.dtype} {list(labels.shape)}, "
-                             f"expected uint8/uint16 {list(expected)}",
-                             hint=f"the server must speak {PROTOCOL}")
-        return labels
 
     def per_request(self, height: int, width: int) -> int:
         """Images of height x width that one request may carry within the server's limits."""
@@ -195,8 +236,9 @@ class HttpSegmenter(Segmenter):
                              hint="use smaller images, or restart the server with a larger "
                                   "`segtk serve --max-pixels`")
         fit = self.batch
-        if self.max_request_pixels:
-            fit = min(fit, self.max_request_pixels // max(pixels, 1))
+        for most in (self.max_request_pixels, self.max_forward_pixels):
+            if most:  # one forward pass per request: the model sees this client's batches
+                fit = min(fit, most // max(pixels, 1))
         if self.max_body_bytes:  # float32 RGB plus the npz's headers
             fit = min(fit, (self.max_body_bytes - NPZ_OVERHEAD) // max(12 * pixels, 1))
         return max(fit, 1)
@@ -225,10 +267,98 @@ def _server_message(data: bytes) -> str:
     try:
         payload = json.loads(data)
         if isinstance(payload, dict) and "error" in payload:
-            return str(payload["error"])
+            return bounded(str(payload["error"]))
     except (UnicodeDecodeError, json.JSONDecodeError):
         pass
     return repr(data[:200])
+
+
+class AnswerTooLarge(ValueError):
+    """An answer longer than what the request can legitimately get back."""
+
+
+class WrongLabels(ValueError):
+    """Labels whose npy header has another shape or dtype than the request implies."""
+
+
+def answer_limit(n: int, height: int, width: int) -> int:
+    """The most bytes labels for n images of height x width take as npz (int64 at worst)."""
+    return 8 * n * height * width + ANSWER_OVERHEAD
+
+
+def read_bounded(resp: http.client.HTTPResponse, limit: int) -> bytes:
+    """The answer's body, refused (AnswerTooLarge) as soon as it passes `limit` bytes."""
+    declared = (resp.getheader("content-length") or "").strip()
+    if declared.isdigit() and int(declared) > limit:
+        raise AnswerTooLarge(f"an answer of {declared} bytes, more than the {limit} this "
+                             "request's labels can take")
+    data = resp.read(limit + 1)
+    if len(data) > limit:
+        raise AnswerTooLarge(f"an answer of more than {limit} bytes, the most this request's "
+                             "labels can take")
+    return data
+
+
+def read_labels(data: bytes, expected: tuple[int, int, int]) -> np.ndarray:
+    """`labels` [N,H,W] from an npz answer; its zip directory and npy header (shape, dtype)
+    are checked before a byte is inflated, so a deflate bomb costs nothing."""
+    body = io.BytesIO(data)
+    try:
+        check_directory(body, "the answer")
+        with zipfile.ZipFile(body) as zf:
+            fp, header = open_member(zf, "labels", "npz answer",
+                                     lambda h: check_labels_header(h, expected))
+            with fp:
+                raw = fp.read(header.nbytes)
+    except (ProtocolError, WrongLabels):
+        raise
+    except NPZ_ERRORS as exc:
+        raise ProtocolError(f"body is not a valid npz file ({type(exc).__name__}: "
+                            f"{bounded(str(exc), 200)})") from exc
+    if len(raw) != header.nbytes:
+        raise ProtocolError(f"labels.npy ends early ({len(raw)} of {header.nbytes} bytes)")
+    return as_array(raw, header)
+
+
+def check_labels_header(header: Header, expected: tuple[int, int, int]) -> None:
+    if header.shape != expected or header.dtype.kind not in "ui" or header.dtype.itemsize > 8:
+        raise WrongLabels(f"labels {header.dtype} {list(header.shape)}, expected uint8/uint16 "
+                          f"{list(expected)} (from the npy header, nothing inflated)")
+
+
+class Deadline:
+    """Cuts an attempt's connection `seconds` after the attempt starts: `timeout=` bounds the
+    whole exchange, not each socket read, so a server trickling bytes cannot hold the caller."""
+
+    def __init__(self, seconds: float) -> None:
+        self.expired = False
+        self._conn: http.client.HTTPConnection | None = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def watch(self, conn: http.client.HTTPConnection) -> None:
+        """Cut `conn` at the deadline; connects it now so there is a socket to cut."""
+        with self._lock:
+            self._conn = conn
+        if conn.sock is None:
+            conn.connect()
+        if self.expired:
+            raise TimeoutError("the deadline passed while connecting")
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            sock = self._conn.sock if self._conn is not None else None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked read or write at once
+            except OSError:
+                pass
+
+    def cancel(self) -> None:
+        self._timer.cancel()
 
 
 OPTION_KINDS: dict[str, Any] = {"timeout": float, "retries": int, "backoff": float, "batch": int}

@@ -13,12 +13,15 @@ import io
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -383,8 +386,8 @@ def test_5xx_is_retried_with_backoff_then_succeeds() -> None:
 
 
 def test_client_splits_batches_to_fit_the_servers_limits() -> None:
-    """/info's max_request_pixels and max_body_bytes bound each request; too big an image is
-    refused before sending."""
+    """/info's max_request_pixels, max_body_bytes and max_forward_pixels bound each request;
+    too big an image is refused before sending."""
     sent: list[int] = []
 
     def record(handler) -> None:
@@ -405,9 +408,15 @@ def test_client_splits_batches_to_fit_the_servers_limits() -> None:
         model = load_segmenter(url)
         assert model.predict(torch.rand(5, 3, 10, 10)).shape == (5, 10, 10)
         assert sent == [3, 2]  # 3 float32 images of 100 pixels per body
+        sent.clear()
+        limits.update(max_body_bytes=10**6, max_forward_pixels=200)
+        model = load_segmenter(url)
+        assert model.predict(torch.rand(5, 3, 10, 10)).shape == (5, 10, 10)
+        assert sent == [2, 2, 1]  # one forward pass per request: the model sees our batches
+        sent.clear()
         with pytest.raises(ModelError, match="takes images of at most 100 pixels, these are 11x10") as err:
             model.predict(torch.rand(1, 3, 11, 10))
-        assert "--max-pixels" in err.value.hint and sent == [3, 2]
+        assert "--max-pixels" in err.value.hint and sent == []
 
 
 def test_json_label_pngs_round_trip_8_and_16_bit() -> None:
@@ -435,3 +444,131 @@ def test_spec_parsing_and_listing() -> None:
     assert [r["status"] for r in listing if r["name"] == "http"] == ["ok"]
     assert "serve" in cli.commands
     assert "--port" in CliRunner().invoke(cli, ["serve", "--help"]).output
+
+
+# --- the client does not trust the server (issue 21) ----------------------------------------------
+
+def deflated_npz(key: str, shape: tuple[int, ...]) -> bytes:
+    """An npz whose deflated uint8 `key`.npy of zeros declares `shape`: ~1 KB per MiB, built
+    from one repeated full-flush deflate segment (a bomb costs only its CRC to make)."""
+    head = io.BytesIO()
+    np.lib.format.write_array_header_1_0(head, {"descr": "|u1", "fortran_order": False,
+                                                "shape": shape})
+    header, block = head.getvalue(), bytes(2**20)
+    blocks, rest = divmod(int(np.prod(shape)), len(block))
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    data = comp.compress(header) + comp.flush(zlib.Z_FULL_FLUSH)
+    segment = comp.compress(block) + comp.flush(zlib.Z_FULL_FLUSH)
+    data += segment * blocks + comp.compress(bytes(rest)) + comp.flush()
+    crc = zlib.crc32(header)
+    for _ in range(blocks):
+        crc = zlib.crc32(block, crc)
+    crc = zlib.crc32(bytes(rest), crc)
+    name, size = f"{key}.npy".encode(), len(header) + blocks * len(block) + rest
+    local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 8, 0, 0, crc, len(data), size,
+                        len(name), 0) + name
+    central = struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 8, 0, 0, crc, len(data),
+                          size, len(name), 0, 0, 0, 0, 0, 0) + name
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 1, 1, len(central),
+                      len(local) + len(data), 0)
+    return local + data + central + end
+
+
+def test_an_answer_larger_than_the_labels_can_be_is_refused_unread() -> None:
+    """Labels of 1 image of 8x8 take under 64 KiB: 50 MB (400 MB declared) are not read."""
+    written: list[int] = []
+    finished = threading.Semaphore(0)
+
+    def flood(handler, declare: bool) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/x-npz")
+        handler.send_header("Content-Length" if declare else "Connection",
+                            "400000000" if declare else "close")
+        handler.end_headers()
+        sent = 0
+        try:
+            for _ in range(50):
+                handler.wfile.write(bytes(2**20))
+                sent += 2**20
+        except OSError:
+            pass  # the client hung up
+        written.append(sent)
+        finished.release()
+        handler.close_connection = True
+
+    for declare, message in [(True, "an answer of 400000000 bytes, more than the 66048"),
+                             (False, "an answer of more than 66048 bytes")]:
+        with fake_server(lambda h, d=declare: flood(h, d)) as (url, calls):
+            model = load_segmenter(f"{url},retries=2,backoff=0")
+            with pytest.raises(ModelError, match=message) as err:
+                model.predict(torch.rand(1, 3, 8, 8))
+            assert "segtk-http/1" in err.value.hint and calls.count("/predict") == 1
+        assert finished.acquire(timeout=30)  # the server stopped writing: how far did it get?
+        assert written[-1] < 50 * 2**20, "the client read the whole flood"
+
+
+def test_an_npz_bomb_answer_is_refused_from_its_npy_header() -> None:
+    """1 MB of deflate declaring 1 GiB of labels: refused before a byte is inflated."""
+    bomb = deflated_npz("labels", (1, 32768, 32768))
+    assert len(bomb) < 1.1e6
+    with fake_server(lambda h: h.reply(200, bomb, "application/x-npz")) as (url, _):
+        model = load_segmenter(url)
+        images = torch.rand(1, 3, 512, 512)  # its labels may take up to 2.1 MB: the bomb fits
+        tracemalloc.start()
+        try:
+            with pytest.raises(ModelError, match=r"labels uint8 \[1, 32768, 32768\], expected "
+                                                 r"uint8/uint16 \[1, 512, 512\] \(from the npy"):
+                model.predict(images)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 64 * 2**20, f"the client allocated {peak // 2**20} MiB"
+
+
+def test_labels_are_checked_from_the_header_and_the_zip_directory() -> None:
+    answers = {
+        "float labels": dump_npz(labels=np.zeros((1, 2, 2), np.float32)),
+        "a lying zip entry": deflated_npz("labels", (1, 2, 2)).replace(
+            struct.pack("<L", 128 + 4), struct.pack("<L", 128 + 2**20)),
+        "a 100-entry zip": b"".join([dump_npz(labels=np.zeros((1, 2, 2), np.uint8))[:-22],
+                                     struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 100, 100,
+                                                 46 * 100, 0, 0)]),
+    }
+    messages = {"float labels": r"sent labels float32 \[1, 2, 2\], expected",
+                "a lying zip entry": r"invalid answer: npz answer: member labels.npy declares "
+                                     r"1048704 bytes, its npy header 132",
+                "a 100-entry zip": "invalid answer: the answer is a zip declaring 100 entries"}
+    for what, body in answers.items():
+        with fake_server(lambda h, b=body: h.reply(200, b, "application/x-npz")) as (url, _):
+            with pytest.raises(ModelError, match=messages[what]):
+                load_segmenter(url).predict(torch.rand(1, 3, 2, 2))
+
+
+@pytest.mark.parametrize("where", ["headers", "body"])
+def test_a_trickling_server_is_cut_off_at_the_timeout(where: str) -> None:
+    """A byte every 0.05 s (each socket read well within timeout=1): each try still ends
+    after 1 s, so 2 tries take about 2 s, not the 4-14 s the whole answer would take."""
+    answer = dump_npz(labels=np.zeros((1, 2, 2), np.uint8))
+    head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/x-npz\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(answer))
+
+    def trickle(handler) -> None:
+        try:
+            for part in (head, answer):
+                slow = (part is head) == (where == "headers")
+                for piece in ([part[i:i + 1] for i in range(len(part))] if slow else [part]):
+                    handler.wfile.write(piece)
+                    handler.wfile.flush()
+                    time.sleep(0.05 if slow else 0)
+        except OSError:
+            pass  # the client hung up
+        handler.close_connection = True
+
+    with fake_server(trickle) as (url, calls):
+        model = load_segmenter(f"{url},timeout=1,retries=1,backoff=0")
+        start = time.monotonic()
+        with pytest.raises(ModelError) as err:
+            model.predict(torch.rand(1, 3, 2, 2))
+        took = time.monotonic() - start
+    assert "no answer within 1 s" in err.value.message and "2 tries" in err.value.message
+    assert calls.count("/predict") == 2 and took < 5, took
