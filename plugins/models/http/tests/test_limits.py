@@ -567,15 +567,18 @@ def test_slow_body_gets_408_and_does_not_hold_the_model(budgeted) -> None:
 
 
 def test_bodies_beyond_the_buffer_get_503_and_room_comes_back(budgeted) -> None:
-    """--body-buffer-mb 128: a 90 MB body being held leaves no room for another 90 MB."""
+    """--body-buffer-mb 128: a 95 MB body being held leaves no room for another 90 MB."""
     port, proc, budget = budgeted
     held = socket.create_connection(("127.0.0.1", port), timeout=30)
     try:
         held.sendall(b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
-                     b"application/x-npz\r\nContent-Length: %d\r\n\r\n" % (95 * 10**6))
-        held.sendall(bytes(90 * 10**6))  # and no more: the server holds what it has read
-        while json.loads(urllib_get(port, "/stats"))["buffered_body_bytes"] < 80 * 10**6:
+                     b"application/x-npz\r\nContent-Length: %d\r\n\r\n" % (99 * 10**6))
+        held.sendall(bytes(95 * 10**6))  # and no more: the server holds what it has read
+        until = time.monotonic() + 20
+        while json.loads(urllib_get(port, "/stats"))["buffered_body_bytes"] < 95 * 10**6 and \
+                time.monotonic() < until:
             time.sleep(0.05)
+        assert json.loads(urllib_get(port, "/stats"))["buffered_body_bytes"] == 95 * 10**6
         status, answer = refused_post(port, bytes(90 * 10**6))
         assert status == 503 and "busy" in answer["error"] and "--body-buffer-mb" in answer["error"]
     finally:
