@@ -48,7 +48,7 @@ from segtk.core.params import build, declared, parse_pairs
 from segtk.core.render import amplify, save_figure
 from segtk.core.runs import RunDir
 from segtk.core.specs import cached_segmenter, check_compatible, load_dataset
-from segtk.jobs.attack import evaluate, image_seed, quantise
+from segtk.jobs.attack import evaluate, image_seed, quantise, run_attack
 
 SPEC_SYNTAX = "NAME[:KEY=VALUE[;KEY=VALUE...]]"
 SHARED = ("budget", "eps", "seed")  # set by the bench's own options, never in a spec
@@ -136,8 +136,8 @@ def run_shard(shard: Shard) -> list[dict[str, Any]]:
         x, y = batch_tensors(batch, model.device)
         clean_u8 = np.stack([item.image for item in batch])
         seeds = [image_seed(attack.params.seed, item.name) for item in batch]
-        result = attack.run(model, x, y, seeds=seeds, checkpoints=shard.checkpoints,
-                            num_classes=k, ignore_index=ignore)
+        result = run_attack(attack, model, x, y, [item.name for item in batch], seeds=seeds,
+                            checkpoints=shard.checkpoints, num_classes=k, ignore_index=ignore)
         clean = result.clean_predictions
         clean = (clean if clean is not None else evaluate(model, x)).cpu()
         # what `segtk attack --budget b` would store, and the model's decision on it
@@ -191,17 +191,19 @@ class BenchResult:
     curves: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
 
-def run_bench(shards: list[Shard], run: RunDir, executor, on_records: Callable[[int], None] | None = None) -> None:
+def run_bench(shards: list[Shard], run: RunDir, executor, on_records: Callable[[int], None] | None = None,
+              classes_from_data: bool = False) -> None:
     """Run the shards not finished yet; append their records as they land. A shard cut short
     is run again whole (its images share batches) but only its missing records are appended:
-    what results.jsonl held stays as it was, and each record is in it once."""
+    what results.jsonl held stays as it was, and each record is in it once. Every model is
+    checked against the data first (check_compatible)."""
     done = {r["key"] for r in _records(run)}
     todo = [s for s in shards if any(s.key(img) not in done for img in s.images)]
     if on_records:
         on_records(sum(s.key(img) in done for s in shards for img in s.images))
-    if todo:
-        first = todo[0]
-        check_compatible(cached_segmenter(first.model), load_dataset(first.data, first.split).subset(limit=1))
+    for model, data, split in dict.fromkeys((s.model, s.data, s.split) for s in todo):
+        check_compatible(cached_segmenter(model), load_dataset(data, split).subset(limit=1),
+                         classes_from_data)
     for records in executor.map(run_shard, todo):
         missing = [rec for rec in records if rec["key"] not in done]
         for rec in missing:

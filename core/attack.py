@@ -20,9 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
+import numpy as np
 import torch
 
-from segtk.core.errors import SegtkError
+from segtk.core.errors import AttackError, SegtkError
 from segtk.core.metrics import LabelConfusion, confusion
 from segtk.core.proxy import Proxy
 from segtk.core.segmenter import QueryCounter, Segmenter
@@ -108,7 +109,13 @@ class AttackResult:
 
 
 class Oracle:
-    """The model as an attack sees it: labels in, proxy out, budget and ε enforced."""
+    """The model as an attack sees it: labels in, proxy out, budget and ε enforced.
+
+    Attacks read `clean` and `labels` and never write them. The oracle bounds and scores with
+    its own copies, and `Attack.run` refuses an attack that wrote to them (see `overwritten`),
+    so such a bug can neither pass a query outside the ε-ball nor change a recorded clean
+    score. `lo` and `hi` are copies of the box the oracle projects onto.
+    """
 
     def __init__(
         self,
@@ -121,14 +128,16 @@ class Oracle:
         checkpoints: tuple[int, ...] = (),
     ) -> None:
         self.counter = counter
-        self.clean = clean
+        self.clean = clean  # the caller's tensors, for the attack to read
         self.labels = labels
+        self._given = clean, labels
+        self._clean, self._labels = clean.clone(), labels.clone()  # what the oracle relies on
         self.proxy = proxy
         self.eps_unit = eps_unit
         self.rngs = [torch.Generator().manual_seed(int(s)) for s in seeds]
         self.checkpoints = tuple(sorted(set(int(c) for c in checkpoints)))
         b = clean.shape[0]
-        self.lo, self.hi = box(clean, eps_unit)
+        self._lo, self._hi = box(self._clean, eps_unit)
         self._tolerant: tuple[torch.Tensor, torch.Tensor] | None = None
         self._clean_version = clean._version
         self._clean_in_box: bool | None = None  # every clean value in [0,1]? (on first need)
@@ -137,7 +146,7 @@ class Oracle:
         self._pinned_version = 0
         self._pinned_corners = [False] * clean.shape[0]  # per pinned row: only corners?
         self.confusion = LabelConfusion(labels, proxy.num_classes, proxy.ignore_index)
-        self.best_images = clean.clone()
+        self.best_images = self._clean.clone()
         self.best_scores = torch.full((b,), float("inf"))
         self.best_labels = torch.zeros(labels.shape, dtype=torch.long, device=labels.device)
         k = proxy.num_classes
@@ -150,7 +159,18 @@ class Oracle:
 
     @property
     def batch_size(self) -> int:
-        return self.clean.shape[0]
+        return self._clean.shape[0]
+
+    @property
+    def lo(self) -> torch.Tensor:
+        """The lower bounds of the box (ε-ball cut to [0,1]) candidates are projected onto; a
+        copy: the oracle projects with its own."""
+        return self._lo.clone()
+
+    @property
+    def hi(self) -> torch.Tensor:
+        """The upper bounds of that box; a copy, like `lo`."""
+        return self._hi.clone()
 
     @property
     def budget(self) -> int:
@@ -189,23 +209,23 @@ class Oracle:
         candidates = [c[: remaining[i]] for i, c in zip(images, candidates)]
         sizes = [len(c) for c in candidates]
         owners = torch.tensor([i for i, n in zip(images, sizes) for _ in range(n)], dtype=torch.long)
-        batch = self.clean.new_empty((sum(sizes), *self.clean.shape[1:]))
+        batch = self._clean.new_empty((sum(sizes), *self._clean.shape[1:]))
         row = 0
         for i, c in zip(images, candidates):  # project straight into the batch: one pass
-            torch.clamp(c, self.lo[i], self.hi[i], out=batch[row : row + len(c)])
+            torch.clamp(c, self._lo[i], self._hi[i], out=batch[row : row + len(c)])
             row += len(c)
         return list(self._ask(batch, owners).scores.split(sizes))  # in bounds by construction
 
     def verify(self, image: int, x: torch.Tensor) -> Verified:
         """`x` ([3,H,W]) projected onto image `image`'s ε-ball and [0,1] (a new tensor)."""
-        return Verified(self, image, torch.clamp(x, self.lo[image], self.hi[image]))
+        return Verified(self, image, torch.clamp(x, self._lo[image], self._hi[image]))
 
     def vertex(self, image: int, positive: torch.Tensor, pin: bool = False) -> Verified:
         """The ε-box corner of image `image`: clean + ε where `positive` (a bool tensor that
         broadcasts to [3,H,W]), clean − ε elsewhere, cut to [0,1]. In bounds by construction.
         With `pin`, it is built straight into the image's pinned row (see `pin`)."""
         if not pin:
-            out = torch.empty_like(self.lo[image])
+            out = torch.empty_like(self._lo[image])
             return Verified(self, image, self._corner(image, positive, out), corners=True)
         row = self._corner(image, positive, self._pinned_row(image))
         self._pinned_version = self._pinned_batch()._version
@@ -216,9 +236,9 @@ class Oracle:
         """lo's bit pattern and lo ^ hi as integers: a corner is lo ^ (lo ^ hi & mask), and
         x ^ (lo ^ hi) swaps a corner x for the opposite one. Allocated on first use."""
         if self._corner_bits is None:
-            bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[self.lo.element_size()]
-            lo = self.lo.view(bits)
-            self._corner_bits = lo, lo ^ self.hi.view(bits)
+            bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[self._lo.element_size()]
+            lo = self._lo.view(bits)
+            self._corner_bits = lo, lo ^ self._hi.view(bits)
         return self._corner_bits
 
     def _corner(self, image: int, positive: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -260,7 +280,7 @@ class Oracle:
     def _pinned_batch(self) -> torch.Tensor:
         """The pinned rows, allocated on first use (most attacks never pin)."""
         if self._pinned is None:
-            self._pinned = torch.empty_like(self.clean)
+            self._pinned = torch.empty_like(self._clean)
         return self._pinned
 
     def _pinned_row(self, image: int) -> torch.Tensor:
@@ -274,7 +294,7 @@ class Oracle:
         self._check_verified(v)
         block = v.image[at]
         before = block.clone()
-        torch.clamp(values, self.lo[v.owner][at], self.hi[v.owner][at], out=block)
+        torch.clamp(values, self._lo[v.owner][at], self._hi[v.owner][at], out=block)
         self._written(v, corners=False)
 
         def undo() -> None:
@@ -347,20 +367,20 @@ class Oracle:
     def _check_bounds(self, images: torch.Tensor, owners: torch.Tensor) -> None:
         if images.numel() == 0:
             return
-        if images is self.clean and self.clean._version == self._clean_version and \
+        if images is self._given[0] and images._version == self._clean_version and \
                 owners.tolist() == list(range(self.batch_size)):  # the clean query: ball centres
             if self._clean_in_box is None:
-                lo, hi = torch.aminmax(self.clean)  # NaN compares False: the full check names it
+                lo, hi = torch.aminmax(self._clean)  # NaN compares False: the full check names it
                 self._clean_in_box = bool(lo >= 0) and bool(hi <= 1)
             if self._clean_in_box:
                 return
         if self._tolerant is None:  # float32 rounding slack, allocated only if ever needed
-            self._tolerant = box(self.clean, self.eps_unit + EPS_TOLERANCE)
+            self._tolerant = box(self._clean, self.eps_unit + EPS_TOLERANCE)
         lo, hi = self._tolerant
         for row, owner in enumerate(owners.tolist()):
             x = images[row]
             if not torch.equal(torch.clamp(x, lo[owner], hi[owner]), x):  # NaN fails too
-                gap = (images - self.clean[owners]).abs().amax()
+                gap = (images - self._clean[owners]).abs().amax()
                 raise SegtkError(
                     f"attack produced a candidate outside the ε-ball or [0,1] "
                     f"(L∞ = {float(gap) * 255:.3f}/255, ε = {self.eps_unit * 255:.3f}/255)",
@@ -377,7 +397,7 @@ class Oracle:
         seen: dict[int, int] = {}
         for row, (owner, score) in enumerate(zip(owner_list, scores.tolist())):
             seen[owner] = seen.get(owner, 0) + 1
-            if not self.history[owner] and torch.equal(images[row], self.clean[owner]):
+            if not self.history[owner] and torch.equal(images[row], self._clean[owner]):
                 self.clean_labels[owner] = labels[row]
             query_no = counts[owner] - per_owner[owner] + seen[owner]
             best = self.history[owner][-1] if self.history[owner] else float("inf")
@@ -392,13 +412,27 @@ class Oracle:
                 self.snapshots[query_no][owner] = self.best_confusion[owner]
                 self.snapshot_images[query_no][owner] = self.best_images[owner]
 
+    def overwritten(self) -> list[str]:
+        """The oracle's tensors ("clean", "labels") an attack wrote to or replaced, each put
+        back as it was (they are the caller's). One comparison each, once per attack: nothing
+        per query."""
+        found = []
+        for name, given, seen, kept in (("clean", self._given[0], self.clean, self._clean),
+                                        ("labels", self._given[1], self.labels, self._labels)):
+            changed = not _same(given, kept)
+            if changed:
+                given.copy_(kept)
+            if changed or seen is not given:
+                found.append(name)
+        return found
+
     def result(self) -> AttackResult:
         # Images that stopped early (or a budget below a checkpoint) keep their final state.
         counts = self.counter.counts.tolist()
         final = self.best_confusion.clone()
         for i in range(self.batch_size):
             if counts[i] == 0:  # never queried: the (all-zero) labels it holds
-                final[i] = confusion(self.best_labels[i], self.labels[i], self.proxy.num_classes,
+                final[i] = confusion(self.best_labels[i], self._labels[i], self.proxy.num_classes,
                                      self.proxy.ignore_index)[0]
         for c, snap in self.snapshots.items():
             for i in range(self.batch_size):
@@ -416,6 +450,18 @@ class Oracle:
             clean_predictions=(torch.stack(self.clean_labels)  # type: ignore[arg-type]
                                if all(c is not None for c in self.clean_labels) else None),
         )
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal values, NaN equal to NaN (a caller's NaN is not the attack's doing). On CPU by
+    numpy, 5x faster than torch.equal."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    try:
+        equal = bool(np.array_equal(a.detach().numpy(), b.detach().numpy()))
+    except (TypeError, RuntimeError):  # on a GPU, or a dtype numpy lacks (bfloat16)
+        equal = torch.equal(a, b)
+    return equal or bool(((a == b) | (a.isnan() & b.isnan())).all())
 
 
 class Attack(ABC):
@@ -469,5 +515,47 @@ class Attack(ABC):
             p.proxy,
         )
         oracle = Oracle(counter, images, labels, proxy, p.eps_unit, seeds, checkpoints)
-        self.attack(oracle)
+        try:
+            self.attack(oracle)
+        except Exception as exc:
+            self._check_untouched(oracle, exc)
+            model = counter.failure
+            if model is None or not _caused_by(exc, model):
+                raise self.failed(exc) from exc
+            if exc is model:
+                raise
+            raise model from model.__cause__  # wrapped by the attack: still the model's failure
+        self._check_untouched(oracle)
         return oracle.result()
+
+    def _check_untouched(self, oracle: Oracle, cause: Exception | None = None) -> None:
+        """Refuse the run of an attack that wrote to the oracle's tensors: its queries may have
+        left the ε-ball and its scores may be of other images (the caller's are put back)."""
+        written = oracle.overwritten()
+        if written:
+            what = (f"wrote to {', '.join(f'oracle.{n}' for n in written)} in place: its "
+                    "queries and results are void")
+            raise AttackError(f"attack {self.name!r} {what}", what=what,
+                              hint="an attack must only read the oracle's tensors: work on a "
+                                   "copy (x = oracle.clean.clone())") from cause
+
+    def failed(self, exc: Exception) -> AttackError:
+        """`exc`, raised by this attack's own code (or a rule of the oracle it broke), as an
+        AttackError naming the attack: a failure no fix of the model can mend."""
+        if isinstance(exc, SegtkError):
+            what = f"failed: {exc.message}"
+            return AttackError(f"attack {self.name!r} {what}", exc.hint, what)
+        what = f"raised {type(exc).__name__}: {exc}"
+        return AttackError(f"attack {self.name!r} {what}", what=what)
+
+
+def _caused_by(exc: BaseException, cause: BaseException) -> bool:
+    """Whether `cause` is `exc` or in its chain (an attack re-raising the model's error)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if current is cause:
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False

@@ -30,6 +30,16 @@ class PluginError(SegtkError):
     """A plugin that is unknown, broken or misses a dependency."""
 
 
+class AttackError(PluginError):
+    """An attack that raised, or broke a rule of the oracle: a bug in that attack, not in the
+    model. `what` is the message without the attack's name ("raised ValueError: ..."), for
+    callers that can name the attack better (with its distribution)."""
+
+    def __init__(self, message: str, hint: str | None = None, what: str = "") -> None:
+        super().__init__(message, hint)
+        self.what = what or message
+
+
 class BudgetExceeded(SegtkError):
     """An attack asked for more model queries than its budget allows: a bug in that attack."""
 

@@ -29,6 +29,9 @@ KINDS = {
 }
 
 
+REGISTERED = "(registered object)"  # the distribution of a plugin registered in-process
+
+
 @dataclass
 class SegmenterPlugin:
     """A `--model NAME:ARG` loader. `load(arg)` returns a ready Segmenter."""
@@ -41,6 +44,9 @@ class SegmenterPlugin:
     requires: tuple[str, ...] = ()
     install: str = ""
     convert: Callable[[str, str], None] | None = None  # `segtk models convert NAME IN OUT`
+    # True: `load` reads a `classes=a;b;c` option itself (e.g. as prompts); False: segtk takes it
+    # out of the spec before `load` and renames the loaded model's classes (count checked)
+    reads_classes: bool = False
 
 
 @dataclass
@@ -112,7 +118,7 @@ def plugins() -> list[PluginInfo]:
     infos: list[PluginInfo] = []
     for kind, hook in KINDS.items():
         for impl in getattr(pm.hook, hook).get_hookimpls():
-            dist, version = pm.distributions.get(impl.plugin_name, ("(registered object)", ""))
+            dist, version = pm.distributions.get(impl.plugin_name, (REGISTERED, ""))
 
             def register(obj: Any, _impl=impl, _kind=kind, _hook=hook, _d=dist, _v=version):
                 name = obj.name
@@ -143,6 +149,17 @@ def plugins() -> list[PluginInfo]:
 
 def _owner(info: PluginInfo) -> str:
     return f"{info.distribution} {info.version}".strip() + f" (plugin {info.plugin})"
+
+
+def origin(kind: str, obj: Any) -> str:
+    """The distribution that registered `obj` as a `kind` ("segtk-attack-dla 0.1.0"), or "" for
+    an object no plugin registered (made in Python): how an error names the failing plugin."""
+    for info in plugins():
+        if info.kind == kind and info.obj is obj:
+            if info.distribution == REGISTERED:  # registered in-process, not installed
+                return f"plugin {info.plugin}"
+            return f"{info.distribution} {info.version}".strip()
+    return ""
 
 
 def mark_conflicts(infos: list[PluginInfo]) -> None:
@@ -201,7 +218,7 @@ def add_commands(group: Any) -> None:
     builtin = dict(group.commands)
     added: dict[str, list[PluginInfo]] = {}
     for impl in pm.hook.register_commands.get_hookimpls():
-        dist, version = pm.distributions.get(impl.plugin_name, ("(registered object)", ""))
+        dist, version = pm.distributions.get(impl.plugin_name, (REGISTERED, ""))
         before = dict(group.commands)
         try:
             impl.function(cli=group)

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 
 import torch
 
-from segtk.core.errors import BudgetExceeded, ModelError
+from segtk.core.errors import BudgetExceeded, ModelError, SegtkError
 
 
 class Segmenter(ABC):
@@ -84,6 +84,7 @@ class QueryCounter:
         self.budget = budget
         self.counts = torch.zeros(n_images, dtype=torch.long)
         self._lock = threading.Lock()
+        self.failure: SegtkError | None = None  # what the model raised, if it did (see predict)
 
     @property
     def classes(self) -> list[str]:
@@ -115,5 +116,12 @@ class QueryCounter:
             self.counts = after
         if images.shape[0] == 0:
             return torch.empty(0, *images.shape[2:], dtype=torch.long)
-        labels = self.segmenter.predict(images)
-        return check_prediction(images, labels, self.segmenter.name)
+        try:
+            return check_prediction(images, self.segmenter.predict(images), self.segmenter.name)
+        except SegtkError as exc:
+            self.failure = exc
+            raise
+        except Exception as exc:
+            # Kept, so that Attack.run can tell the model's failures from the attack's own.
+            self.failure = ModelError(f"the model raised {type(exc).__name__}: {exc}")
+            raise self.failure from exc

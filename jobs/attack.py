@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from segtk.core.attack import Attack
+from segtk.core import registry
+from segtk.core.attack import Attack, AttackResult
 from segtk.core.data import (
     Dataset,
     Item,
@@ -27,7 +28,7 @@ from segtk.core.data import (
     to_tensor,
     write_png,
 )
-from segtk.core.errors import ModelError, naming
+from segtk.core.errors import AttackError, ModelError, SegtkError, naming
 from segtk.core.metrics import ConfusionAccumulator, LabelConfusion, mean_iou, pixel_accuracy
 from segtk.core.render import overlay
 from segtk.core.runs import RunDir
@@ -53,6 +54,28 @@ def quantise(adv: torch.Tensor, clean_u8: np.ndarray, eps: float) -> np.ndarray:
     clean = torch.from_numpy(np.ascontiguousarray(clean_u8)).to(adv.dtype)
     lo, hi = (clean - step).clamp_(min=0.0), clean.add_(step).clamp_(max=255.0)
     return torch.clamp(q, lo, hi, out=q).numpy().astype(np.uint8)  # integers in [0,255]: exact
+
+
+KEPT = "results written so far are kept"
+MODEL_HINT = f"{KEPT}; fix the model and rerun with --resume"
+
+
+def run_attack(attack: Attack, segmenter: Segmenter, x: torch.Tensor, y: torch.Tensor,
+               names: list[str], **options: Any) -> AttackResult:
+    """`attack.run` on the images `names`, failing with one line that names the culprit: the
+    attack plugin (and its distribution), or the model (Attack.run tells them apart)."""
+    context = f"while attacking {', '.join(names)}"
+    try:
+        return attack.run(segmenter, x, y, **options)
+    except AttackError as exc:
+        source = registry.origin("attack", type(attack))
+        who = f"attack {attack.name!r}" + (f" from {source}" if source else "")
+        fix = (f"a bug in {who}, not in the model: fix it or report it to its authors "
+               f"(see `segtk plugins`); {KEPT} (--resume)")
+        raise AttackError(f"{context}: {who} {exc.what}",
+                          f"{exc.hint}; {fix}" if exc.hint else fix) from exc
+    except SegtkError as exc:  # the model's (Attack.run blames all else on the attack)
+        raise type(exc)(f"{context}: {exc.message}", exc.hint or MODEL_HINT) from exc
 
 
 def evaluate(segmenter: Segmenter, images: torch.Tensor) -> torch.Tensor:
@@ -98,9 +121,10 @@ def attack_dataset(
     batch_size: int = 1,
     save_images: bool = True,
     on_image: Callable[[dict[str, Any]], None] | None = None,
+    classes_from_data: bool = False,
 ) -> Summary:
     """Attack every image not yet in results.jsonl; return the summary over the whole set."""
-    check_compatible(segmenter, dataset)  # scores against labels of other classes are noise
+    check_compatible(segmenter, dataset, classes_from_data)  # labels of other classes: noise
     done = run.done()
     pending = [i for i, name in enumerate(dataset.names) if name not in done]
     palette = dataset.palette if dataset.palette is not None else default_palette(len(dataset.classes))
@@ -121,10 +145,9 @@ def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path, save
     clean_u8 = np.stack([item.image for item in batch])
     x, y = batch_tensors(batch, segmenter.device)
     seeds = [image_seed(attack.params.seed, n) for n in names]
-    with naming(f"while attacking {', '.join(names)}", ModelError, "the model",
-                hint="results written so far are kept; fix the model and rerun with --resume"):
-        result = attack.run(segmenter, x, y, seeds=seeds, num_classes=len(dataset.classes),
-                            ignore_index=dataset.ignore_index)
+    result = run_attack(attack, segmenter, x, y, names, seeds=seeds,
+                        num_classes=len(dataset.classes), ignore_index=dataset.ignore_index)
+    with naming(f"while attacking {', '.join(names)}", ModelError, "the model", hint=MODEL_HINT):
         stored = quantise(result.images, clean_u8, attack.params.eps)
         clean = result.clean_predictions
         clean_pred = (clean if clean is not None else evaluate(segmenter, x)).cpu()

@@ -1,0 +1,173 @@
+"""An attack plugin that misbehaves is named, and cannot change what is recorded: exceptions of
+the attack's own code are told apart from the model's, and an attack writing to the oracle's
+clean images (or labels, or ε-box) is refused with one line, its results void."""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from segtk.cli import cli
+from segtk.core import plugins as plugins_module
+from segtk.core.attack import Attack
+from segtk.core.errors import AttackError, ModelError
+from segtk.core.hookspecs import hookimpl
+from segtk.core.plugins import reset_plugin_manager
+from segtk.core.runs import RunDir, read_results
+from segtk.core.specs import load_dataset
+from segtk.jobs.attack import attack_dataset
+from segtk.testing import RecordingSegmenter, TinySegmenter, toy_batch
+from segtk_dla import DLA
+
+
+class Boom(Attack):
+    """Queries the clean images, then fails in its own code."""
+
+    name = "boom"
+
+    def attack(self, oracle) -> None:
+        oracle.query(oracle.clean)
+        raise ZeroDivisionError("a bug in the attack's own step")
+
+
+class Faulty(TinySegmenter):
+    """A model that raises on its second call."""
+
+    def predict(self, images):
+        if self.calls >= 1:
+            raise RuntimeError("CUDA fell over")
+        return super().predict(images)
+
+
+class Wrapping(Attack):
+    """Catches the model's error and raises its own: still the model's failure."""
+
+    name = "wrapping"
+
+    def attack(self, oracle) -> None:
+        for _ in range(3):
+            try:
+                oracle.query(oracle.clean)
+            except Exception as exc:
+                raise ValueError("query failed") from exc
+
+
+@dataclass
+class FakeEntryPoint:
+    name: str
+    module: Any
+    dist: Any
+
+    def load(self) -> Any:
+        return self.module
+
+
+@pytest.fixture
+def installed(monkeypatch):
+    """Install attack classes as if a distribution `segtk-NAME` 6.6.6 registered them."""
+    real = list(plugins_module.entry_points())
+
+    def install(*attacks: type[Attack]) -> None:
+        fakes = [FakeEntryPoint(f"segtk_{a.name}", types.SimpleNamespace(
+            register_attacks=hookimpl(lambda register, a=a: register(a))),
+            types.SimpleNamespace(name=f"segtk-{a.name}", version="6.6.6")) for a in attacks]
+        monkeypatch.setattr(plugins_module, "entry_points", lambda: real + fakes)
+        reset_plugin_manager()
+
+    monkeypatch.delenv("SEGTK_LOAD_PLUGINS", raising=False)
+    yield install
+    reset_plugin_manager()
+
+
+def test_an_exception_in_the_attacks_code_names_the_attack_and_its_distribution(
+        installed, tmp_path) -> None:
+    installed(Boom)
+    out = CliRunner().invoke(cli, ["attack", "--plugin", "boom", "--budget", "3", "--limit", "1",
+                                   "--out", str(tmp_path / "r")])
+    assert out.exit_code == 1 and "Traceback" not in out.output
+    error = [line for line in out.output.splitlines() if line.startswith("Error:")]
+    assert len(error) == 1
+    assert "attack 'boom' from segtk-boom 6.6.6 raised ZeroDivisionError: a bug in the " \
+           "attack's own step" in error[0]
+    assert "the model" not in error[0] and "fix the model" not in out.output
+    assert "not in the model" in out.output
+
+
+def test_an_exception_in_the_model_names_the_model_not_the_attack(tmp_path, folder_dataset) -> None:
+    data = load_dataset(f"folder:{folder_dataset}")
+    run = RunDir(tmp_path / "r", {"budget": 4}, False, kind="attack")
+    with pytest.raises(ModelError) as err:
+        attack_dataset(DLA(budget=4), Faulty(), data, run, batch_size=1)
+    assert err.value.message == "while attacking img0: the model raised RuntimeError: CUDA fell over"
+    assert not isinstance(err.value, AttackError) and "fix the model" in err.value.hint
+    images, labels = toy_batch(1)
+    with pytest.raises(ModelError, match="the model raised RuntimeError"):  # wrapped by the attack
+        Wrapping(budget=3).run(Faulty(), images, labels)
+    with pytest.raises(AttackError, match="^attack 'boom' raised ZeroDivisionError"):
+        Boom(budget=3).run(TinySegmenter(), images, labels)
+
+
+class Scribbler(Attack):
+    """Writes to one of the oracle's tensors (`target`, `how`), then queries as if nothing
+    happened: the bug of an attack doing `x = oracle.clean; x -= step`."""
+
+    name = "scribbler"
+    target, how = "clean", "torch"
+
+    def attack(self, oracle) -> None:
+        tensor = getattr(oracle, self.target)
+        if self.how == "numpy":  # no version counter sees a write through numpy
+            tensor.numpy()[...] = 0
+        else:
+            tensor.zero_()
+        oracle.query(oracle.clean)
+        oracle.query_each([0], [oracle.clean[:1] + oracle.eps_unit])
+
+
+@pytest.mark.parametrize("target,how", [("clean", "torch"), ("clean", "numpy"),
+                                        ("labels", "torch"), ("labels", "numpy")])
+def test_an_attack_writing_to_the_oracles_tensors_is_refused(target, how) -> None:
+    images, labels = toy_batch(2)
+    given = images.clone(), labels.clone()
+    attack = type("Scribbler", (Scribbler,), {"target": target, "how": how})(budget=4)
+    with pytest.raises(AttackError, match=f"^attack 'scribbler' wrote to oracle.{target} in place"):
+        attack.run(TinySegmenter(), images, labels)
+    assert torch.equal(images, given[0]) and torch.equal(labels, given[1])  # put back
+
+
+class BoxWriter(Attack):
+    """Widens the ε-box it was shown, then asks for candidates projected onto "it"."""
+
+    name = "box-writer"
+
+    def attack(self, oracle) -> None:
+        oracle.lo.zero_()
+        oracle.hi.fill_(1.0)
+        far = [torch.stack([oracle.clean[i] + 0.5, oracle.clean[i] - 0.5]) for i in range(2)]
+        oracle.query_each([0, 1], far)
+        oracle.score_verified([oracle.verify(0, torch.ones_like(oracle.clean[0]))])
+
+
+def test_the_box_an_attack_sees_is_a_copy_the_oracle_never_projects_with() -> None:
+    images, labels = toy_batch(2)
+    model = RecordingSegmenter()
+    BoxWriter(budget=4, eps=8).run(model, images, labels)
+    for batch, owners in zip(model.batches, ([0, 0, 1, 1], [0]), strict=True):
+        assert float((batch - images[owners]).abs().max()) <= 8 / 255 + 1e-6
+
+
+def test_the_job_refuses_it_and_records_no_mutated_clean_score(tmp_path, installed) -> None:
+    installed(Scribbler)
+    out = CliRunner().invoke(cli, ["attack", "--plugin", "scribbler", "--budget", "3", "--limit",
+                                   "2", "--out", str(tmp_path / "r")])
+    assert out.exit_code == 1 and "Traceback" not in out.output
+    error = [line for line in out.output.splitlines() if line.startswith("Error:")]
+    assert len(error) == 1 and "attack 'scribbler' from segtk-scribbler 6.6.6 wrote to " \
+                               "oracle.clean in place" in error[0]
+    assert not read_results(tmp_path / "r" / "results.jsonl")  # nothing recorded
+
