@@ -142,3 +142,136 @@ def test_a_query_one_percent_past_eps_inside_the_box_is_refused(side: float) -> 
     with pytest.raises(SegtkError, match="outside the ε-ball"):
         o.query(past[1:], torch.tensor([1]))
     assert model.calls == 1 and o.counter.counts.tolist() == [1, 1]  # refused before charging
+
+
+def one_value_past(o: Oracle, image: int, factor: float) -> torch.Tensor:
+    """The clean batch with one value of `image` moved `factor`·ε up."""
+    x = o.clean.clone()
+    x[image, 2, 3, 4] += factor * o.eps_unit
+    return x
+
+
+def grey_oracle(budget: int = 10, n: int = 3, value: float = 0.5) -> tuple[Oracle, RecordingSegmenter]:
+    """Images of one grey `value` (away from [0,1] for 0.5), 4x5, ε = 8/255."""
+    clean = torch.full((n, 3, 4, 5), value)
+    model = RecordingSegmenter()
+    counter = QueryCounter(model, budget, n)
+    return Oracle(counter, clean, torch.zeros(n, 4, 5, dtype=torch.long), Proxy(4), EPS,
+                  list(range(n))), model
+
+
+@pytest.mark.parametrize("owners", [[0, 1, 2], torch.tensor([0, 1, 2], dtype=torch.uint8),
+                                    torch.tensor([0, 1, 2], dtype=torch.int32)])
+def test_a_refusal_names_the_gap_eps_and_the_fix(owners) -> None:
+    o, model = grey_oracle()
+    with pytest.raises(SegtkError) as err:
+        o.query(one_value_past(o, 1, 1.2), owners)
+    assert err.value.message == ("attack produced a candidate outside the ε-ball or [0,1] "
+                                 "(L∞ = 9.600/255, ε = 8.000/255)")
+    assert err.value.hint == "project candidates with segtk.core.attack.project before querying"
+    assert model.calls == 0
+
+
+def test_the_verified_image_errors_say_what_to_do() -> None:
+    o, _ = grey_oracle()
+    other, _ = grey_oracle()
+    with pytest.raises(SegtkError) as err:
+        o.score_verified([other.verify(0, other.clean[0])])
+    assert (err.value.message, err.value.hint) == (
+        "a verified image from another oracle (or made by hand)",
+        "make candidates with this oracle's verify, vertex or pin")
+    v = o.verify(0, o.clean[0])
+    v.image.add_(0.001)
+    with pytest.raises(SegtkError) as err:
+        o.score_verified([v])
+    assert (err.value.message, err.value.hint) == (
+        "an attack wrote to a verified image outside the oracle",
+        "change verified images only with Oracle.patch")
+    with pytest.raises(SegtkError) as err:
+        o.vertex(0, torch.ones(1, 4, 1))
+    assert (err.value.message, err.value.hint) == (
+        "a corner mask must be a bool tensor, got torch.float32", "pass e.g. delta > 0")
+    with pytest.raises(SegtkError) as err:
+        o.flip(o.verify(0, o.clean[0]), (..., slice(0, 2)))
+    assert (err.value.message, err.value.hint) == (
+        "flip needs an image of box corners",
+        "make it with Oracle.vertex; change it with flip, not patch")
+    w = o.vertex(1, torch.ones(1, 4, 1, dtype=torch.bool))
+    undo_flip = o.flip(w, (..., slice(0, 2)))
+    o.patch(w, (..., slice(3, 4)), o.clean[1][..., 3:4])
+    with pytest.raises(SegtkError) as err:
+        undo_flip()
+    assert (err.value.message, err.value.hint) == (
+        "flip undone after a patch of the same image", "undo patches and flips in reverse order")
+
+
+def test_verify_projects_from_above_and_below() -> None:
+    o, _ = grey_oracle()
+    for side in (3.0, -3.0):
+        x = o.clean[2] + side * EPS
+        assert torch.equal(o.verify(2, x).image, project(x, o.clean[2], EPS))
+
+
+@pytest.mark.parametrize("value", [1.2, -0.2])
+def test_corners_and_projections_stay_in_the_box_around_a_clean_image_outside_it(value: float) -> None:
+    """A clean image outside [0,1] (e.g. wrongly normalised) is no reason to send the model
+    values outside it: box() cuts both bounds to [0,1]."""
+    o, model = grey_oracle(value=value)
+    for positive in (True, False):
+        o.score_verified([o.vertex(0, torch.full((1, 1, 1), positive))])
+    o.score_verified([o.verify(1, o.clean[1] + 5 * EPS), o.verify(2, o.clean[2] - 5 * EPS)])
+    seen = torch.stack(model.seen)
+    assert float(seen.min()) >= 0 and float(seen.max()) <= 1
+    assert torch.equal(seen, torch.full_like(seen, 1.0 if value > 1 else 0.0))
+
+
+def test_a_flip_after_an_old_patch_is_undone_into_a_repinned_row_is_refused() -> None:
+    """Undoing a patch always clears the row's corner flag, even after the row was pinned
+    again: the restored values need not be corners, and a flip of them would leave the box."""
+    o, model = grey_oracle()
+    v = o.vertex(0, torch.ones(1, 4, 1, dtype=torch.bool), pin=True)
+    o.patch(v, (..., slice(0, 2)), o.clean[0][..., :2])  # the clean values: no corners
+    undo = o.patch(v, (..., slice(0, 2)), o.clean[0][..., :2] - EPS / 2)
+    again = o.vertex(0, torch.zeros(1, 4, 1, dtype=torch.bool), pin=True)
+    undo()  # puts the clean values back into the row `again` lives in
+    with pytest.raises(SegtkError, match="box corners"):
+        o.flip(again, (..., slice(0, 4)))
+    assert model.calls == 0
+
+
+def test_query_each_projects_and_cuts_each_list_to_the_remaining_budget() -> None:
+    o, model = grey_oracle(budget=3)
+    far = [o.clean[0] + 5 * EPS * torch.ones(2, 1, 1, 1), o.clean[2] - 5 * EPS * torch.ones(5, 1, 1, 1)]
+    scores = o.query_each([0, 2], far)
+    assert [len(s) for s in scores] == [2, 3]  # image 2 had 3 queries left: cut, never over
+    assert o.counter.counts.tolist() == [2, 0, 3] and model.sizes == [5]
+    sent = model.batches[0]
+    assert torch.equal(sent[:2], project(far[0], o.clean[0], EPS).expand(2, -1, -1, -1))
+    assert torch.equal(sent[2:], project(far[1][:3], o.clean[2], EPS))
+    scores = o.query_each([2, 0], [far[1], far[0]])  # image 2 has none left, image 0 one
+    assert [len(s) for s in scores] == [0, 1] and o.counter.counts.tolist() == [3, 0, 3]
+    assert [len(h) for h in o.history] == [3, 0, 3]
+
+
+class DataPointers(RecordingSegmenter):
+    """Also keeps where each batch's data lives, to tell a view of a tensor from a copy."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pointers: list[int] = []
+
+    def predict(self, images: torch.Tensor) -> torch.Tensor:
+        self.pointers.append(images.data_ptr())
+        return super().predict(images)
+
+
+@pytest.mark.parametrize("owners", [[1, 2], [0, 1, 2], [0, 2], [2, 1]])
+def test_pinned_candidates_go_as_one_view_only_when_consecutive(owners: list[int]) -> None:
+    o, _ = grey_oracle()
+    model = DataPointers()
+    o.counter.segmenter = model
+    vs = [o.pin(o.verify(i, o.clean[i] + (i + 1) * EPS / 4)) for i in range(3)]
+    o.score_verified([vs[i] for i in owners])
+    assert torch.equal(model.batches[0], torch.stack([vs[i].image for i in owners]))
+    consecutive = owners == list(range(owners[0], owners[0] + len(owners)))
+    assert (model.pointers[0] == vs[owners[0]].image.data_ptr()) == consecutive

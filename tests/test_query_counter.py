@@ -93,3 +93,31 @@ def test_naming_prefixes_segtk_errors_and_wraps_others() -> None:
         with naming("ctx", ModelError, "m", passthrough=(KeyError,)):
             raise KeyError("skip me")
     assert issubclass(ModelError, SegtkError)
+
+
+def test_refusals_say_what_is_wrong_and_what_to_do() -> None:
+    with pytest.raises(ValueError, match="^budget must be at least 1$"):
+        QueryCounter(TinySegmenter(), budget=0, n_images=1)
+    counter = QueryCounter(TinySegmenter(), budget=1, n_images=2)
+    with pytest.raises(ValueError, match="^owners must name one source image per row$"):
+        counter.predict(torch.rand(2, 3, 2, 2), owners=torch.tensor([0]))
+    with pytest.raises(BudgetExceeded) as err:
+        counter.predict(torch.rand(3, 3, 2, 2), owners=torch.tensor([1, 0, 1]))
+    assert err.value.message == "image 1 would use 2 queries, budget is 1"
+    assert err.value.hint == "the attack must stop querying an image once its budget is spent"
+    assert counter.counts.tolist() == [0, 0]
+
+
+def test_a_query_of_no_rows_costs_nothing_and_never_calls_the_model() -> None:
+    model = TinySegmenter()
+    counter = QueryCounter(model, budget=1, n_images=2)
+    labels = counter.predict(torch.rand(0, 3, 5, 7), owners=torch.zeros(0, dtype=torch.long))
+    assert labels.shape == (0, 5, 7) and labels.dtype == torch.long
+    assert model.calls == 0 and counter.counts.tolist() == [0, 0]
+
+
+def test_counts_are_integers() -> None:
+    """Queries are counted in int64, as records and tables report them."""
+    counter = QueryCounter(TinySegmenter(), budget=3, n_images=2)
+    counter.predict(torch.rand(2, 3, 2, 2))
+    assert counter.counts.dtype == torch.long and counter.remaining().dtype == torch.long
