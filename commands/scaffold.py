@@ -7,6 +7,8 @@ every kind, `KIND/` for the package and its tests; `__package__` in a path becom
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +16,7 @@ from string import Template
 
 import click
 
+from segtk.core import registry
 from segtk.core.errors import SegtkError
 
 
@@ -74,6 +77,37 @@ def names(name: str) -> Names:
                  "".join(part.capitalize() for part in name.split("-")))
 
 
+def taken(name: str) -> list[str]:
+    """What already uses `name` here: an installed plugin of any kind (or an entry point) of
+    that name, an importable package segtk_NAME, a distribution segtk-NAME. A scaffold that
+    reuses one would shadow it, or be refused as a conflict once installed."""
+    n = names(name)
+    found = sorted({f"{i.kind} plugin {i.name!r} ({i.distribution})" for i in registry.plugins()
+                    if name in (i.name, i.plugin)})
+    try:
+        if importlib.util.find_spec(n.package) is not None:
+            found.append(f"package {n.package}")
+    except (ImportError, ValueError):
+        pass
+    try:
+        found.append(f"distribution {importlib.metadata.distribution(n.dist).name}")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    return found
+
+
+def check_free(name: str) -> None:
+    """Refuse a name `taken` says is in use, suggesting a free one."""
+    found = taken(name)
+    if not found:
+        return
+    free = next((c for c in (f"my-{name}", f"{name}-2", f"{name}-3", f"{name}-x")
+                 if NAME.fullmatch(c) and len(c) <= MAX_NAME and not taken(c)), None)
+    raise SegtkError(f"the name {name!r} is taken: {', '.join(found)} already installed",
+                     hint=(f"choose another NAME, e.g. {free}" if free else "choose another NAME")
+                     + " (`segtk plugins` lists the names in use)")
+
+
 def template_files(kind: str) -> list[tuple[Path, Path]]:
     """(template file, its path relative to the new folder), common files first."""
     files = []
@@ -102,6 +136,7 @@ def scaffold(kind: str, name: str, out: Path | None = None) -> tuple[Path, list[
     """Write the new plugin into `out` (default ./segtk-NAME), which must not exist yet.
     Returns the folder and the files written."""
     files = render(kind, name)
+    check_free(name)
     folder = Path(out) if out is not None else Path.cwd() / names(name).dist
     if folder.exists():
         raise SegtkError(f"{folder} already exists; segtk plugins new never writes into an "
@@ -123,8 +158,9 @@ def scaffold(kind: str, name: str, out: Path | None = None) -> tuple[Path, list[
 def new(kind: str, name: str, out: Path | None) -> None:
     """Scaffold a working, tested plugin distribution.
 
-    KIND is attack, segmenter, editor or filter; NAME is what users will type (my-noise). The
-    folder gets pyproject.toml with the entry point, package segtk_NAME with a small real
+    KIND is attack, segmenter, editor or filter; NAME is what users will type (my-noise), and
+    no installed plugin (of any kind), package segtk_NAME or distribution segtk-NAME may use it
+    already. The folder gets pyproject.toml with the entry point, package segtk_NAME with a small real
     implementation, tests subclassing segtk's contract suite for KIND, and a README.
 
     \b

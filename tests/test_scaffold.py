@@ -78,6 +78,26 @@ def test_cli_refuses_a_bad_kind_a_bad_name_and_an_existing_folder(tmp_path: Path
     assert [p.name for p in existing.iterdir()] == ["keep.txt"]
 
 
+@pytest.mark.parametrize("kind,name,taken_by", [
+    ("attack", "random", ["attack plugin 'random' (segtk-attack-random)", "package segtk_random"]),
+    ("filter", "camvid", ["dataset plugin 'camvid' (segtk)"]),  # another kind's plugin name
+    ("editor", "lonely", ["distribution segtk-lonely"]),  # installed, but no plugin, no package
+])
+def test_a_name_in_use_is_refused_naming_who_uses_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     kind: str, name: str, taken_by: list[str]) -> None:
+    info = tmp_path / "site" / "segtk_lonely-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: segtk-lonely\nVersion: 1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    result = CliRunner().invoke(cli, ["plugins", "new", kind, name, "--out", str(tmp_path / "p")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    error = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(error) == 1 and f"the name {name!r} is taken" in error[0]
+    assert all(who in error[0] for who in taken_by)
+    assert f"e.g. my-{name}" in result.output  # a free name is suggested
+    assert not (tmp_path / "p").exists()
+
+
 def test_cli_default_folder_is_segtk_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(cli, ["plugins", "new", "filter", "tiny-things"])
