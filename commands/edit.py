@@ -27,6 +27,7 @@ from segtk.jobs.edit import (
     build_filter,
     edit_dataset,
     load_prompt_writer,
+    no_edits,
     parse_filter_params,
     prompt_settings,
     run_config,
@@ -152,6 +153,8 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, p
     for row, _, _ in summary.table()[1:]:
         reason = row.removeprefix("skipped: ")
         console.print(f"  {reason}: {SKIP_REASONS.get(reason, '')}")
+    if not summary.edited:
+        raise no_edits(summary, out)
     console.print(f"edited dataset: {out}  (read it with --data edited:{out})")
     if save_sources and summary.edited:
         console.print(f"originals: {out / 'source'}  (--data folder:{out / 'source'})")

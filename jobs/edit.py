@@ -162,6 +162,31 @@ class EditSummary:
                 "sources_edited": len({r["source"] for r in self.edited})}
 
 
+NO_EDIT_ADVICE = {  # skip reason -> what to change
+    "no-object": "allow other or smaller objects (--classes, --exclude, --min-area)",
+    "tiny-object": "allow other or smaller objects (--classes, --exclude, --min-area)",
+    "bad-mask": "allow other or smaller objects (--classes, --exclude, --min-area)",
+    "no-room": "choose smaller --values",
+    "bad-data": "fix the labels (ids must be classes of the dataset or its ignore index)",
+    "filtered": "loosen the filters (--filter-param) or drop one (--filter)",
+}
+
+
+def no_edits(summary: EditSummary, out: Path) -> SegtkError:
+    """The error of a run in which every planned edit was skipped (an exit 0 would pass for a
+    result): how many, why, and where each image's reason is."""
+    reasons = Counter(r["reason"] for r in summary.skipped)
+    why = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
+    sources = len({r["source"] for r in summary.skipped})
+    example = summary.skipped[0] if summary.skipped else None
+    seen = f" (e.g. {example['source']}: {example['detail'] or example['reason']})" if example else ""
+    advice = dict.fromkeys(NO_EDIT_ADVICE.get(r.split(":")[0], "") for r in reasons)
+    return SegtkError(f"no edit made: all {summary.planned} planned edits of {sources} images were "
+                      f"skipped ({why or 'nothing planned'})",
+                      hint="; ".join([f"{out / SKIPPED} says why for each image{seen}",
+                                      *filter(None, advice)]))
+
+
 def check_edit(edited: EditedSample, sample: Sample, num_classes: int, who: str) -> None:
     """An editor's output must still be a valid labelled image of the same size."""
     shape = sample.image.shape

@@ -398,3 +398,25 @@ def test_edit_cli_pick_and_object_centric_are_recorded_only_when_used(tmp_path) 
     assert invoke("edit", "--plugin", "weather", "--values", "fog", "--limit", "1",
                   "--out", str(plain)).exit_code == 0
     assert not {"pick", "object_centric"} & set(json.loads((plain / "run.json").read_text())["config"])
+
+
+def test_a_run_without_a_single_edit_fails_saying_why(tmp_path) -> None:
+    """Every label bad or without an object: exit 1 with one line, not an empty dataset and 0."""
+    image = np.random.default_rng(0).integers(0, 256, (20, 24, 3), dtype=np.uint8)
+    data = tmp_path / "data"
+    for folder in ("images", "labels"):
+        (data / folder).mkdir(parents=True)
+    for name, label_id in (("outside", 200), ("ignored", 255)):  # not a class; all ignore
+        Image.fromarray(image).save(data / "images" / f"{name}.png")
+        Image.fromarray(np.full((20, 24), label_id, np.uint8)).save(data / "labels" / f"{name}.png")
+    (data / "classes.txt").write_text("zero\none\ntwo\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["edit", "--plugin", "color", "--values", "red", "--data",
+                                      f"folder:{data}", "--out", str(out)])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    error = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert error == ["Error: no edit made: all 2 planned edits of 2 images were skipped "
+                     "(1 bad-data, 1 no-object)"]
+    assert f"{out / 'skipped.jsonl'} says why" in result.output
+    assert {r["source"]: r["reason"] for r in lines(out / "skipped.jsonl")} == \
+        {"outside": "bad-data", "ignored": "no-object"}

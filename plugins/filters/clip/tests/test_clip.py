@@ -111,7 +111,7 @@ def test_segtk_edit_with_clip_filter(tmp_path) -> None:
                                                                   "direction"}
     dropped = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "b"),
                                        "--filter-param", "clip.min_image=1.01"])
-    assert dropped.exit_code == 0, dropped.output
-    assert "filtered:clip" in dropped.output
+    assert dropped.exit_code == 1, dropped.output  # no edit left: an error, not an empty dataset
+    assert "all 2 planned edits of 2 images were skipped (2 filtered:clip)" in dropped.output
     skipped = [json.loads(x) for x in (tmp_path / "b" / "skipped.jsonl").read_text().splitlines()]
     assert [r["reason"] for r in skipped] == ["filtered:clip"] * 2
