@@ -29,6 +29,7 @@ from segtk.core.data import atomic_write_bytes, atomic_write_json
 from segtk.core.errors import SegtkError
 from segtk.core.render import save_figure
 from segtk.core.runs import RunDir
+from segtk.core.specs import check_models, load_dataset
 from segtk.jobs.executors import make_executor
 from segtk.jobs.train import StepHook, TrainConfig, read_spec, train
 
@@ -97,11 +98,13 @@ def run(bench: AugmentBench, out: str | Path, resume: bool = False,
     if not resume and (out / "results.jsonl").exists():
         raise SegtkError(f"{out} already holds results",
                          hint="pass --resume to continue that run, or choose another --out")
+    training = bench.training
+    eval_data = bench.eval_data or training.data
+    for data, split in dict.fromkeys([(training.data, training.split), (eval_data, bench.eval_split)]):
+        check_models([training.model], load_dataset(data, split, 1), training.classes_from_data)
     # Records are keyed by model spec, so a resume may add augmentations (the others are kept).
     with RunDir(out, bench.record(), resume=True, may_differ=("augments",), kind="bench-augment"):
         pass
-    training = bench.training
-    eval_data = bench.eval_data or training.data
     subsets = build_subsets(eval_data, bench.eval_split, bench.eval_limit, list(bench.attributes),
                             out, bench.backend, bench.values or None, seed=training.seed,
                             on_subset=on_subset)
@@ -118,7 +121,7 @@ def run(bench: AugmentBench, out: str | Path, resume: bool = False,
         on_scoring(sum(len(s.images) for s in shards))
     with RunDir(out, bench.record(), resume=True, may_differ=("augments",),
                 kind="bench-augment") as results:
-        run_bench(shards, results, make_executor("inline"), on_records)
+        run_bench(shards, results, make_executor("inline"), on_records, training.classes_from_data)
         records = list(results.done(key="key").values())
     table = aggregate(records, shards)
     return tabulate(table, specs, [s.name for s in subsets])

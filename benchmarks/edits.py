@@ -209,13 +209,15 @@ def plan(models: Sequence[str], subsets: Sequence[Subset], chunk: int = 8,
 
 
 def run_bench(shards: Sequence[Shard], run: RunDir, executor,
-              on_records: Callable[[int], None] | None = None) -> None:
+              on_records: Callable[[int], None] | None = None,
+              classes_from_data: bool = False) -> None:
     done = set(run.done(key="key"))
     todo = [s for s in shards if any(s.key(i) not in done for i in s.images)]
     checked: set[str] = set()
     for s in todo:
         if s.model not in checked:
-            check_compatible(cached_segmenter(s.model), load_dataset(s.subset.data, s.subset.split).subset(limit=1))
+            check_compatible(cached_segmenter(s.model), load_dataset(s.subset.data, s.subset.split).subset(limit=1),
+                             classes_from_data)
             checked.add(s.model)
     if on_records:
         on_records(sum(len(s.images) for s in shards) - sum(len(s.images) for s in todo))

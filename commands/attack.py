@@ -7,7 +7,14 @@ from pathlib import Path
 import click
 
 from segtk.commands.console import console, pct, progress, table
-from segtk.commands.options import data_option, eps_option, limit_option, model_option, split_option
+from segtk.commands.options import (
+    classes_from_data_option,
+    data_option,
+    eps_option,
+    limit_option,
+    model_option,
+    split_option,
+)
 from segtk.core.params import build_attack
 from segtk.core.runs import RunDir
 from segtk.core.specs import check_compatible, load_dataset, load_segmenter
@@ -21,6 +28,7 @@ from segtk.reports.writer import write_report
 @data_option
 @split_option
 @limit_option
+@classes_from_data_option
 @click.option("--budget", type=click.IntRange(min=1), default=50, show_default=True,
               help="Queries per image (the clean query counts).")
 @eps_option
@@ -34,8 +42,8 @@ from segtk.reports.writer import write_report
 @click.option("--param", "extra", multiple=True, metavar="KEY=VALUE",
               help="Attack-specific parameter, e.g. --param exploration=0.3.")
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
-def attack(attack_name, model_spec, data_spec, split, limit, budget, eps, seed, batch_size, out,
-           resume, save_images, extra, write_html) -> None:
+def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, budget, eps, seed,
+           batch_size, out, resume, save_images, extra, write_html) -> None:
     """Run a decision-based attack over a dataset and report the mIoU drop.
 
     \b
@@ -49,10 +57,11 @@ def attack(attack_name, model_spec, data_spec, split, limit, budget, eps, seed, 
     attack_obj = build_attack(attack_name, budget=budget, eps=eps, seed=seed, extra=extra)
     model = load_segmenter(model_spec)
     data = load_dataset(data_spec, split, limit)
-    check_compatible(model, data)  # before RunDir writes anything under --out
+    check_compatible(model, data, classes_from_data)  # before RunDir writes anything under --out
     out = Path(out or f"runs/attack-{attack_name}")
     config = {"attack": attack_name, "params": attack_obj.params.__dict__, "model": model_spec,
-              "data": data_spec, "split": split, "limit": limit}
+              "data": data_spec, "split": split, "limit": limit,
+              **({"classes_from_data": True} if classes_from_data else {})}  # older runs lack it
     run = RunDir(out, config, resume, may_differ=("limit",), kind="attack")  # records are per image
     with progress() as bar:
         task = bar.add_task(f"{attack_name} ε={eps:g} budget={budget}", total=len(data), status="")
@@ -61,7 +70,8 @@ def attack(attack_name, model_spec, data_spec, split, limit, budget, eps, seed, 
             bar.update(task, advance=1, status=f"{rec['image']}: mIoU {pct(rec['clean_miou']):.1f}"
                                                f" → {pct(rec['adv_miou']):.1f}")
 
-        summary = attack_dataset(attack_obj, model, data, run, batch_size, save_images, tick)
+        summary = attack_dataset(attack_obj, model, data, run, batch_size, save_images, tick,
+                                 classes_from_data=classes_from_data)
     t = summary.table
     console.print(table(f"{attack_name} on {model_spec} / {data_spec} ({t['images']} images)",
                         ["", "clean", "adversarial"], [

@@ -20,6 +20,7 @@ from segtk.benchmarks.attacks import (
 from segtk.commands.console import console, progress, table
 from segtk.commands.options import (
     DEMO_MODEL,
+    classes_from_data_option,
     csv_list,
     data_option,
     limit_option,
@@ -30,7 +31,7 @@ from segtk.commands.options import (
 from segtk.core.errors import SegtkError
 from segtk.core.params import convert
 from segtk.core.runs import RESULTS_FILE, RunDir
-from segtk.core.specs import load_dataset
+from segtk.core.specs import check_models, load_dataset
 from segtk.jobs.executors import make_executor
 from segtk.reports.writer import write_report
 
@@ -64,6 +65,7 @@ def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[f
 @data_option
 @split_option
 @limit_option
+@classes_from_data_option
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--eps", default="8", show_default=True, callback=_eps_sweep,
               help="L∞ bound on the 0–255 scale (stored images keep whole steps); a comma list "
@@ -79,8 +81,9 @@ def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[f
               help="Run nothing: print and write the table of the complete repeats OUT holds "
                    "(e.g. while another process is still running it).")
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
-def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, eps, seed, batch_size,
-                  chunk, executor, workers, address, out, resume, table_only, write_html) -> None:
+def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_from_data, repeats, eps,
+                  seed, batch_size, chunk, executor, workers, address, out, resume, table_only,
+                  write_html) -> None:
     """Attack specs × budgets → dataset mIoU of the stored 8-bit images (mean ± std over
     repeats), CSV/JSON and proxy curves.
 
@@ -104,11 +107,14 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
         for e in eps:
             build_spec(label, budget=max(budget_list), eps=e, seed=seed)
     data = load_dataset(data_spec, split, limit)
+    if not table_only:  # before run.json is written
+        check_models(models_, data, classes_from_data)
     shards = plan(list(models_), data_spec, split, labels, budget_list, repeats, data.names, chunk,
                   eps, seed, batch_size, sheet_dir=str(Path(out) / "sheet"))
     config = {"attacks": labels, "budgets": budget_list, "models": list(models_), "data": data_spec,
               "split": split, "images": data.names, "repeats": repeats, "eps": eps, "seed": seed,
-              "limit": limit, "scores": SCORES}
+              "limit": limit, "scores": SCORES,
+              **({"classes_from_data": True} if classes_from_data else {})}  # older runs lack it
     if table_only and not (Path(out) / RESULTS_FILE).is_file():
         raise SegtkError(f"{out} holds no benchmark records", hint="run it first, without --table-only")
     # Records are keyed per spec, ε and image; --table-only may watch a bench still running.
@@ -119,7 +125,7 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, repeats, e
         with progress() as bar:
             task = bar.add_task(f"{len(shards)} shards", total=total, status="")
             run_bench(shards, run, make_executor(executor, workers, address),
-                      lambda n: bar.advance(task, n))
+                      lambda n: bar.advance(task, n), classes_from_data)
     result = aggregate(run.done(key="key").values(), shards)
     _print_tables(result.rows, list(dict.fromkeys(models_)), eps, sorted(set(budget_list)), repeats)
     console.print("Table: the stored 8-bit images at each budget; curves.png/curves.json: the "

@@ -11,6 +11,7 @@ from segtk.benchmarks.edits import aggregate, build_subsets, plan, run_bench, wr
 from segtk.commands.console import console, progress, table
 from segtk.commands.options import (
     DEMO_MODEL,
+    classes_from_data_option,
     csv_list,
     data_option,
     limit_option,
@@ -23,7 +24,7 @@ from segtk.core.editkit import CLASSICAL
 from segtk.core.errors import SegtkError
 from segtk.core.params import parse_pairs
 from segtk.core.runs import RunDir
-from segtk.core.specs import split_spec
+from segtk.core.specs import check_models, load_dataset, split_spec
 from segtk.jobs.edit import PICKS, load_prompt_writer, prompt_settings
 from segtk.jobs.executors import make_executor
 from segtk.reports.writer import write_report
@@ -60,6 +61,7 @@ def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
 @data_option
 @split_option
 @limit_option
+@classes_from_data_option
 @click.option("--attributes", default="color,material,style,weather,size,position",
               show_default=True,
               help="Comma-separated editors: one edited subset each (size and position: one per level).")
@@ -90,7 +92,8 @@ def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
               show_default=True)
 @click.option("--resume", is_flag=True, help="Keep finished results in OUT and run the rest.")
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
-def bench_edits(models_, data_spec, split, limit, attributes, values, pick, object_centric,
+def bench_edits(models_, data_spec, split, limit, classes_from_data, attributes, values, pick,
+                object_centric,
                 prompt_model, prompt_writer_name, backend, extra, filters, filter_params, seed,
                 batch_size, chunk, executor, workers, address, out, resume, write_html) -> None:
     """Edited subsets × models → mIoU per subset, RmIoU and mR (Gen4Seg Tab. II/III).
@@ -124,6 +127,8 @@ def bench_edits(models_, data_spec, split, limit, attributes, values, pick, obje
         console.print(f"subset {attr}: {d['edited']} edits of {d['sources_edited']} images "
                       f"(skipped: {skipped})")
 
+    # before any subset is edited: the subsets keep the source data's classes
+    check_models(models, load_dataset(data_spec, split, 1), classes_from_data)
     writer = load_prompt_writer(prompt_writer_name, prompt_model)
     prompts = prompt_settings(prompt_writer_name, prompt_model)
     subsets = build_subsets(data_spec, split, limit, attrs, out_dir, backend, parse_values(values),
@@ -133,13 +138,14 @@ def bench_edits(models_, data_spec, split, limit, attributes, values, pick, obje
     config = {"models": models, "data": data_spec, "split": split, "limit": limit,
               "attributes": attrs, "backend": backend, "values": parse_values(values),
               "filters": csv_list(filters), "filter_params": list(filter_params), "seed": seed,
-              "pick": pick, "object_centric": object_centric, **prompts}
+              "pick": pick, "object_centric": object_centric, **prompts,
+              **({"classes_from_data": True} if classes_from_data else {})}  # older runs lack it
     run = RunDir(out_dir, config, resume, kind="bench-edits")
     with progress() as bar:
         task = bar.add_task(f"{len(shards)} shards", total=sum(len(s.images) for s in shards),
                             status="")
         run_bench(shards, run, make_executor(executor, workers, address),
-                  lambda n: bar.advance(task, n))
+                  lambda n: bar.advance(task, n), classes_from_data)
     result = aggregate(list(run.done(key="key").values()), shards)
     cols = result["subsets"]
     console.print(table("mIoU % per subset (geometry subsets: object pixels only)",

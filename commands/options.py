@@ -16,6 +16,10 @@ data_option = click.option("--data", "data_spec", default=DEMO_DATA, show_defaul
 split_option = click.option("--split", default=None, help="Dataset split (default: the reader's).")
 limit_option = click.option("--limit", type=click.IntRange(min=1), default=None,
                             help="Use only the first N images.")
+classes_from_data_option = click.option(
+    "--classes-from-data", is_flag=True,
+    help="Trust that the model's outputs are the dataset's classes in order, whatever the "
+         "model calls them (the names are checked otherwise; see `segtk datasets SPEC`).")
 
 
 def warn_sub_step_eps(value: float) -> None:

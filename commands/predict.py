@@ -7,8 +7,14 @@ import json
 import click
 
 from segtk.commands.console import console, pct, progress, table
-from segtk.commands.options import data_option, limit_option, model_option, split_option
-from segtk.core.specs import load_dataset, load_segmenter
+from segtk.commands.options import (
+    classes_from_data_option,
+    data_option,
+    limit_option,
+    model_option,
+    split_option,
+)
+from segtk.core.specs import check_compatible, load_dataset, load_segmenter
 from segtk.jobs.predict import predict_dataset
 
 
@@ -17,9 +23,10 @@ from segtk.jobs.predict import predict_dataset
 @data_option
 @split_option
 @limit_option
+@classes_from_data_option
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Write labels/overlays here.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
-def predict(model_spec, data_spec, split, limit, out, batch_size) -> None:
+def predict(model_spec, data_spec, split, limit, classes_from_data, out, batch_size) -> None:
     """Predict a dataset; print dataset mIoU and pixel accuracy.
 
     \b
@@ -31,9 +38,11 @@ def predict(model_spec, data_spec, split, limit, out, batch_size) -> None:
 
     model = load_segmenter(model_spec)
     data = load_dataset(data_spec, split, limit)
+    check_compatible(model, data, classes_from_data)  # before the progress bar and --out
     with progress() as bar:
         task = bar.add_task("predict", total=len(data), status="")
-        summary = predict_dataset(model, data, out, batch_size, lambda n: bar.advance(task, n))
+        summary = predict_dataset(model, data, out, batch_size, lambda n: bar.advance(task, n),
+                                  classes_from_data=classes_from_data)
     console.print(table(f"{model_spec} on {data_spec}", ["", "value"], [
         ["images", summary["images"]], ["mIoU %", pct(summary["miou"])],
         ["pixel acc %", pct(summary["pacc"])]]))

@@ -9,7 +9,7 @@ import click
 from segtk.benchmarks.augment import AugmentBench, columns, run, table_rows, write_outputs
 from segtk.commands.bench_edits import parse_values
 from segtk.commands.console import console, progress, table
-from segtk.commands.options import csv_list, limit_option
+from segtk.commands.options import classes_from_data_option, csv_list, limit_option
 from segtk.core.editkit import CLASSICAL
 from segtk.core.errors import SegtkError
 from segtk.jobs.train import TrainConfig, parse_size, train
@@ -31,6 +31,7 @@ def training_options(command):
                      help="Resize every training image first (e.g. 240x180)."),
         click.option("--crop", default=None, metavar="WxH",
                      help="Then a random crop per image and epoch (e.g. 240x180)."),
+        classes_from_data_option,
     ]):
         command = option(command)
     return command
@@ -63,7 +64,7 @@ class StepBar:
               help="Run folder: checkpoints, results.jsonl, model.spec.")
 @click.option("--resume", is_flag=True, help="Continue the run in OUT from its last checkpoint.")
 def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_size, lr,
-                  weight_decay, seed, size, crop, out, resume) -> None:
+                  weight_decay, seed, size, crop, classes_from_data, out, resume) -> None:
     """Fine-tune a model with one augmentation; print the model spec it wrote.
 
     Deterministic (same settings, same weights), a checkpoint per epoch, and --resume continues
@@ -83,7 +84,7 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
 
     config = TrainConfig(model_spec, data_spec, split or None, limit, augment, epochs, batch_size,
                          lr, weight_decay, seed, parse_size(size, "--size"),
-                         parse_size(crop, "--crop"))
+                         parse_size(crop, "--crop"), classes_from_data)
     with progress() as bar:
         results = train(config, out, resume, on_step=StepBar(bar))
     rows = [(r.epoch, r.loss, r.steps, r.seconds) for r in results]
@@ -117,7 +118,7 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
 @click.option("--resume", is_flag=True, help="Keep finished training runs and scores in OUT.")
 def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval_split,
                   eval_limit, attributes, values, backend, epochs, batch_size, lr, weight_decay,
-                  seed, size, crop, out, resume) -> None:
+                  seed, size, crop, classes_from_data, out, resume) -> None:
     """One model per augmentation from the same start → Gen4Seg Tab. IV (mIoU per subset, mR).
 
     Edited evaluation subsets are built like `segtk bench edits` does (OUT/edits/ATTR); each
@@ -140,7 +141,7 @@ def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval
         raise SegtkError("--attributes must name at least one editor", hint="e.g. --attributes color,weather")
     training = TrainConfig(model_spec, data_spec, split or None, limit, "baseline", epochs,
                            batch_size, lr, weight_decay, seed, parse_size(size, "--size"),
-                           parse_size(crop, "--crop"))
+                           parse_size(crop, "--crop"), classes_from_data)
     bench = AugmentBench(training, tuple(s for s in specs if s), tuple(attrs), eval_data,
                          eval_split or None, eval_limit, parse_values(values), backend)
 

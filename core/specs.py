@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
 from segtk.core import registry
 from segtk.core.data import Dataset
 from segtk.core.errors import DataError, ModelError, SegtkError
+from segtk.core.params import convert
 from segtk.core.segmenter import Segmenter
 
 
@@ -76,6 +78,9 @@ def load_segmenter(spec: str) -> Segmenter:
         spec = read_spec_file(spec)
     name, arg = split_spec(spec)
     plugin = registry.segmenter_plugin(name)
+    names = None
+    if not plugin.reads_classes:  # segtk reads classes= for the adapter (see pop_classes)
+        arg, names = pop_classes(arg, plugin.syntax)
     try:
         model = plugin.load(arg)
     except SegtkError:
@@ -85,7 +90,49 @@ def load_segmenter(spec: str) -> Segmenter:
             f"could not load model {spec!r}: {type(exc).__name__}: {exc}",
             hint=f"syntax: {plugin.syntax}  e.g. {plugin.example}",
         ) from exc
+    return model if names is None else rename_classes(model, names, spec)
+
+
+# --- classes= for every adapter -----------------------------------------------------------------
+
+CLASSES_OPTION = "classes"
+SPEC_CLASSES = "segtk_spec_classes"  # set on a model renamed by `classes=` (see saved_spec)
+
+
+def pop_classes(arg: str, syntax: str = "") -> tuple[str, list[str] | None]:
+    """'W.safetensors,classes=a;b' -> ('W.safetensors', ['a', 'b']): the `classes=` option of a
+    spec's argument, taken out for adapters that do not read it themselves."""
+    parts = arg.split(",") if arg else []
+    given = [i for i, p in enumerate(parts) if "=" in p and p.partition("=")[0].strip() == CLASSES_OPTION]
+    if not given:
+        return arg, None
+    hint = "classes=a;b;c names the model's outputs in order, separated by ';'" + (
+        f"; syntax: {syntax}" if syntax else "")
+    if len(given) > 1:
+        raise ModelError(f"classes= is given twice in {arg!r}", hint=hint)
+    names = convert(parts[given[0]].partition("=")[2], list[str], CLASSES_OPTION, sep=";",
+                    error=ModelError, hint=hint)
+    if not names:
+        raise ModelError(f"classes= names no class in {arg!r}", hint=hint)
+    return ",".join(parts[:given[0]] + parts[given[0] + 1:]), names
+
+
+def rename_classes(model: Segmenter, names: list[str], spec: str) -> Segmenter:
+    """`model` with its outputs named `names` (one per class, in order), as `classes=` says."""
+    if len(names) != model.num_classes:
+        raise ModelError(f"model {spec!r}: classes= names {len(names)} classes but the model "
+                         f"predicts {model.num_classes} ({';'.join(model.classes)})",
+                         hint="give one name per class the model predicts, in order")
+    model.classes = list(names)
+    setattr(model, SPEC_CLASSES, list(names))
     return model
+
+
+def saved_spec(model: Segmenter, spec: str) -> str:
+    """The spec a trained `model` saved itself as, with the `classes=` it was loaded with (an
+    adapter that does not read classes= itself cannot save them)."""
+    names = getattr(model, SPEC_CLASSES, None)
+    return f"{spec},{CLASSES_OPTION}={';'.join(names)}" if names else spec
 
 
 @lru_cache(maxsize=4)
@@ -105,11 +152,43 @@ def load_dataset(spec: str, split: str | None = None, limit: int | None = None) 
     return dataset
 
 
-def check_compatible(model: Segmenter, dataset: Dataset) -> None:
-    """A model can only be scored on labels from its own class list."""
+def class_key(name: str) -> str:
+    """How class names are compared: case-insensitive, ignoring spaces, '_', '-' and other
+    punctuation, so 'Traffic_Light', 'traffic light' and 'trafficlight' are one class."""
+    return "".join(c for c in name.casefold() if c.isalnum())
+
+
+def first_difference(model_classes: list[str], data_classes: list[str]) -> int | None:
+    """The first index where two class lists name different classes (see `class_key`)."""
+    for i, (a, b) in enumerate(zip(model_classes, data_classes)):
+        if class_key(a) != class_key(b):
+            return i
+    return None
+
+
+def check_compatible(model: Segmenter, dataset: Dataset, classes_from_data: bool = False) -> None:
+    """A model can only be scored on labels from its own class list: the same number of classes,
+    with the same names in the same order (`class_key`), unless `classes_from_data` says to trust
+    that the model's outputs are the dataset's classes in order."""
     if model.num_classes != len(dataset.classes):
         raise DataError(
             f"model {model.name} predicts {model.num_classes} classes but dataset {dataset.name} "
             f"has {len(dataset.classes)}",
             hint="use a model trained on this dataset's classes (see `segtk models`)",
         )
+    i = None if classes_from_data else first_difference(model.classes, dataset.classes)
+    if i is not None:
+        raise DataError(
+            f"model {model.name} and dataset {dataset.name} name their classes differently, first "
+            f"at index {i}: model {model.classes[i]!r}, dataset {dataset.classes[i]!r} "
+            f"(model: {';'.join(model.classes)}; dataset: {';'.join(dataset.classes)})",
+            hint="if the model's outputs are the dataset's classes in this order, pass "
+                 "--classes-from-data, or name them in the model spec with ,classes=a;b;c "
+                 "(`segtk datasets SPEC` lists a dataset's classes)",
+        )
+
+
+def check_models(specs: Iterable[str], dataset: Dataset, classes_from_data: bool = False) -> None:
+    """Every model of a benchmark against its data, before the benchmark writes anything."""
+    for spec in dict.fromkeys(specs):
+        check_compatible(cached_segmenter(spec), dataset, classes_from_data)

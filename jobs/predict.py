@@ -30,10 +30,12 @@ def predict_dataset(
     out: str | Path | None,
     batch_size: int = 8,
     on_batch: Callable[[int], None] | None = None,
+    classes_from_data: bool = False,
 ) -> dict[str, Any]:
     """Predict every image (batched); write label PNGs and overlays under `out` if given.
-    Refuses a model whose class list differs from the dataset's: its mIoU would be noise."""
-    check_compatible(segmenter, dataset)
+    Refuses a model whose class list differs from the dataset's: its mIoU would be noise
+    (unless `classes_from_data`: see check_compatible)."""
+    check_compatible(segmenter, dataset, classes_from_data)
     acc = ConfusionAccumulator(len(dataset.classes), dataset.ignore_index)
     palette = dataset.palette if dataset.palette is not None else default_palette(len(dataset.classes))
     for batch in same_size_batches(dataset, range(len(dataset)), batch_size):

@@ -60,6 +60,7 @@ from segtk.core.specs import (
     read_spec_file,
     relative_spec,
     resolve_spec,
+    saved_spec,
 )
 
 CHECKPOINTS, SPEC_FILE, DONE = "checkpoints", "model.spec", "checkpoint.json"
@@ -81,11 +82,14 @@ class TrainConfig:
     seed: int = 0
     size: tuple[int, int] | None = None  # (W, H): resize every image first
     crop: tuple[int, int] | None = None  # (W, H): then a random crop per sample and epoch
+    classes_from_data: bool = False  # trust that the model's outputs are the data's classes
 
     def record(self) -> dict[str, Any]:
         out = asdict(self)
         out["size"] = list(self.size) if self.size else None
         out["crop"] = list(self.crop) if self.crop else None
+        if not self.classes_from_data:  # recorded only when set: older run.json files match
+            del out["classes_from_data"]
         return out
 
 
@@ -185,7 +189,7 @@ def save_checkpoint(model: Trainable, optimizer: torch.optim.Optimizer, out: Pat
 
     folder = checkpoint_dir(out, epoch)
     folder.mkdir(parents=True, exist_ok=True)
-    spec = relative_spec(model.save(folder / "model"), out)
+    spec = relative_spec(saved_spec(model, model.save(folder / "model")), out)
     save_safetensors(folder / "state.safetensors", model.state_dict())
     buf = io.BytesIO()
     torch.save(optimizer.state_dict(), buf)
@@ -288,7 +292,7 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False,
     out = Path(out)
     model = require_trainable(load_segmenter(config.model), config.model)
     data = load_dataset(config.data, config.split, config.limit)
-    check_compatible(model, data)
+    check_compatible(model, data, config.classes_from_data)
     augmenter: Augmenter | None = build_augmenter(config.augment)
     params = list(model.parameters())
     if not params:

@@ -33,4 +33,5 @@ def register_segmenters(register) -> None:
                     "from classes= or the MetadataCatalog of cfg.DATASETS.TEST[0]",
         requires=("detectron2",),
         install=INSTALL,
+        reads_classes=True,  # classes= is read by the adapter itself
     ))

@@ -29,4 +29,5 @@ def register_segmenters(register) -> None:
                     "a local folder or a cached repo id, never downloaded unless ',download'",
         requires=("transformers", "scipy"),
         install="pip install transformers==4.57.6 scipy  (or: pip install -e plugins/models/hf)",
+        reads_classes=True,  # classes= is read by the adapter itself
     ))

@@ -30,4 +30,5 @@ def register_segmenters(register) -> None:
                     "meta.dataset_meta, the config's data preprocessor and test Resize honoured",
         requires=("mmengine", "mmseg", "mmcv", "mmcv._ext"),
         install=INSTALL,
+        reads_classes=True,  # classes= is read by the adapter itself
     ))

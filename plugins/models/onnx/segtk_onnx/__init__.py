@@ -28,6 +28,7 @@ def register_segmenters(register) -> None:
                     "normalisation from the file's metadata_props key 'segtk' or the spec",
         requires=("onnxruntime",),
         install="pip install onnxruntime==1.32.0  (or: pip install -e plugins/models/onnx)",
+        reads_classes=True,  # classes= is read by the adapter itself
     ))
 
 

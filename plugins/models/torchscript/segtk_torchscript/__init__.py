@@ -15,4 +15,5 @@ def register_segmenters(register) -> None:
         syntax="torchscript:FILE.pt[,classes=a;b;c][,mean=R;G;B][,std=R;G;B][,bgr][,scale=255][,size=WxH]",
         example="--model torchscript:model.pt",
         description="TorchScript module: images -> logits [B,C,h,w]; metadata from segtk.json inside",
+        reads_classes=True,  # classes= is read by the adapter itself
     ))
