@@ -152,7 +152,7 @@ def corner_oracle(eps: float, dtype: torch.dtype) -> Oracle:
     return Oracle(QueryCounter(Grey(), 50, 2), clean, labels, Proxy(4), eps / 255, [0, 1])
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
 @pytest.mark.parametrize("eps", [1.0, 8.0, 255.0])
 def test_corners_are_where_and_flips_are_patches_bit_for_bit(eps: float, dtype) -> None:
     o = corner_oracle(eps, dtype)

@@ -7,8 +7,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from segtk.core.attack import Oracle, box, project
+from segtk.core.attack import Attack, Oracle, box, project
 from segtk.core.errors import BudgetExceeded, SegtkError
+from segtk.core.metrics import confusion
 from segtk.core.proxy import Proxy
 from segtk.core.segmenter import QueryCounter
 from segtk.testing import RecordingSegmenter, toy_batch
@@ -275,3 +276,72 @@ def test_pinned_candidates_go_as_one_view_only_when_consecutive(owners: list[int
     assert torch.equal(model.batches[0], torch.stack([vs[i].image for i in owners]))
     consecutive = owners == list(range(owners[0], owners[0] + len(owners)))
     assert (model.pointers[0] == vs[owners[0]].image.data_ptr()) == consecutive
+
+
+def test_a_vertex_is_unpinned_unless_asked() -> None:
+    o, model = grey_oracle()
+    up, down = o.vertex(0, torch.ones(1, 1, 1, dtype=torch.bool)), o.vertex(0, torch.zeros(1, 1, 1, dtype=torch.bool))
+    assert not up.pinned and not down.pinned
+    o.score_verified([up, down])  # two corners of one image, both kept
+    assert torch.equal(model.seen[0], o.clean[0] + EPS) and torch.equal(model.seen[1], o.clean[0] - EPS)
+
+
+class FirstOnly:
+    """Queries image 0 `n` times, never image 1: the result of an attack that stopped early."""
+
+    def __init__(self, n: int, first_clean: bool = False) -> None:
+        self.n, self.first_clean = n, first_clean
+
+    def __call__(self, o: Oracle) -> None:
+        if self.first_clean:
+            o.query(o.clean)
+        for k in range(self.n):
+            o.query(project(o.clean[:1] + (k + 1) * EPS / 8, o.clean[:1], EPS), torch.tensor([0]))
+
+
+@pytest.mark.parametrize("ignore", [255, 2])
+def test_images_that_stop_before_a_checkpoint_keep_their_final_state(ignore: int) -> None:
+    """The checkpoints of an image that stopped early (or was never queried) are its final
+    best: its best image, and the confusion of the labels it holds (all zeros if never asked),
+    scored with the proxy's ignore index."""
+    images, labels = toy_batch(2, 6, 7)
+    labels[:, 0] = 2  # ignore pixels when ignore == 2
+    model = RecordingSegmenter()
+    o = Oracle(QueryCounter(model, 10, 2), images, labels, Proxy(4, ignore_index=ignore), EPS,
+               [0, 1], checkpoints=(2, 5))
+    FirstOnly(3)(o)
+    r = o.result()
+    assert r.queries.tolist() == [3, 0]
+    never = confusion(torch.zeros_like(labels[1]), labels[1], 4, ignore)[0]
+    best0 = confusion(model.predict(r.images[:1]), labels[:1], 4, ignore)[0]
+    assert torch.equal(r.checkpoints[5][1], never) and torch.equal(r.checkpoints[2][1], never)
+    assert torch.equal(r.checkpoints[5][0], best0)  # stopped at 3: its final best
+    assert torch.equal(r.checkpoint_images[5][0], r.images[0])
+    assert torch.equal(r.checkpoint_images[5][1], images[1])  # never moved from clean
+
+
+def test_the_clean_answer_is_reused_only_if_every_image_asked_about_its_clean_image() -> None:
+    images, labels = toy_batch(2, 6, 7)
+    for first_clean in (True, False):
+        model = RecordingSegmenter()
+        o = Oracle(QueryCounter(model, 10, 2), images, labels, Proxy(4), EPS, [0, 1])
+        FirstOnly(2, first_clean)(o)
+        clean = o.result().clean_predictions
+        if first_clean:
+            assert clean is not None and torch.equal(clean, RecordingSegmenter().predict(images))
+        else:
+            assert clean is None
+
+
+def test_describe_is_the_docstrings_first_line() -> None:
+    class Documented(Attack):
+        """Noise of one colour.
+
+        More about it."""
+
+        def attack(self, oracle: Oracle) -> None: ...
+
+    class Bare(Attack):
+        def attack(self, oracle: Oracle) -> None: ...
+
+    assert Documented.describe() == "Noise of one colour." and Bare.describe() == ""
