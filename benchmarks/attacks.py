@@ -191,17 +191,19 @@ class BenchResult:
     curves: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
 
-def run_bench(shards: list[Shard], run: RunDir, executor, on_records: Callable[[int], None] | None = None) -> None:
+def run_bench(shards: list[Shard], run: RunDir, executor, on_records: Callable[[int], None] | None = None,
+              classes_from_data: bool = False) -> None:
     """Run the shards not finished yet; append their records as they land. A shard cut short
     is run again whole (its images share batches) but only its missing records are appended:
-    what results.jsonl held stays as it was, and each record is in it once."""
+    what results.jsonl held stays as it was, and each record is in it once. Every model is
+    checked against the data first (check_compatible)."""
     done = {r["key"] for r in _records(run)}
     todo = [s for s in shards if any(s.key(img) not in done for img in s.images)]
     if on_records:
         on_records(sum(s.key(img) in done for s in shards for img in s.images))
-    if todo:
-        first = todo[0]
-        check_compatible(cached_segmenter(first.model), load_dataset(first.data, first.split).subset(limit=1))
+    for model, data, split in dict.fromkeys((s.model, s.data, s.split) for s in todo):
+        check_compatible(cached_segmenter(model), load_dataset(data, split).subset(limit=1),
+                         classes_from_data)
     for records in executor.map(run_shard, todo):
         missing = [rec for rec in records if rec["key"] not in done]
         for rec in missing:

@@ -44,6 +44,9 @@ class SegmenterPlugin:
     requires: tuple[str, ...] = ()
     install: str = ""
     convert: Callable[[str, str], None] | None = None  # `segtk models convert NAME IN OUT`
+    # True: `load` reads a `classes=a;b;c` option itself (e.g. as prompts); False: segtk takes it
+    # out of the spec before `load` and renames the loaded model's classes (count checked)
+    reads_classes: bool = False
 
 
 @dataclass

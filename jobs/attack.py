@@ -121,9 +121,10 @@ def attack_dataset(
     batch_size: int = 1,
     save_images: bool = True,
     on_image: Callable[[dict[str, Any]], None] | None = None,
+    classes_from_data: bool = False,
 ) -> Summary:
     """Attack every image not yet in results.jsonl; return the summary over the whole set."""
-    check_compatible(segmenter, dataset)  # scores against labels of other classes are noise
+    check_compatible(segmenter, dataset, classes_from_data)  # labels of other classes: noise
     done = run.done()
     pending = [i for i, name in enumerate(dataset.names) if name not in done]
     palette = dataset.palette if dataset.palette is not None else default_palette(len(dataset.classes))
