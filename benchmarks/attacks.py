@@ -51,7 +51,7 @@ from segtk.core.specs import cached_segmenter, check_compatible, load_dataset
 from segtk.jobs.attack import evaluate, image_seed, quantise, run_attack
 
 SPEC_SYNTAX = "NAME[:KEY=VALUE[;KEY=VALUE...]]"
-SHARED = ("budget", "eps", "seed")  # set by the bench's own options, never in a spec
+SHARED = ("budget", "eps", "seed", "time_limit")  # set by the bench's own options, not a spec
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,8 @@ def parse_spec(text: str) -> AttackSpec:
         params = parse_pairs([p for p in rest.split(";") if p.strip()], "parameter")
         for key in params:
             if key.replace("-", "_") in SHARED:
-                raise SegtkError(f"{key} is set by --{key} for every spec, not in a spec")
+                flag = "--" + key.replace("_", "-")
+                raise SegtkError(f"{key} is set by {flag} for every spec, not in a spec")
         build("attack", name, params, **defaults)  # reads and validates the values
     except SegtkError as exc:
         raise PluginError(f"bad attack spec {text!r}: {exc.message}", hint=takes) from exc
@@ -89,11 +90,13 @@ def parse_spec(text: str) -> AttackSpec:
     return AttackSpec(label, name, params)
 
 
-def build_spec(label: str, *, budget: int, eps: float, seed: int) -> Attack:
-    """The attack a spec names, with the bench's budget, ε and seed."""
+def build_spec(label: str, *, budget: int, eps: float, seed: int,
+               time_limit: float | None = None) -> Attack:
+    """The attack a spec names, with the bench's budget, ε, seed and time limit."""
     spec = parse_spec(label)
     try:
-        attack = build("attack", spec.name, spec.params, budget=budget, eps=eps, seed=seed)
+        attack = build("attack", spec.name, spec.params, budget=budget, eps=eps, seed=seed,
+                       time_limit=time_limit)
     except SegtkError as exc:
         raise PluginError(f"bad attack spec {label!r} at ε={eps:g}, budget {budget}: {exc.message}",
                           hint=exc.hint) from exc
@@ -120,6 +123,7 @@ class Shard:
     seed: int
     batch_size: int
     sheet_dir: str | None = None  # where repeat 0 leaves its adversarial PNGs for the sheet
+    time_limit: float | None = None  # seconds per run of a batch (--time-limit), None: none
 
     def key(self, image: str) -> str:
         return f"{self.model}|{self.attack}|eps={self.eps!r}|{self.repeat}|{self.budget}|{image}"
@@ -129,7 +133,8 @@ def run_shard(shard: Shard) -> list[dict[str, Any]]:
     """Attack one chunk of images; one record per image (runs in a worker)."""
     model = cached_segmenter(shard.model)
     data = load_dataset(shard.data, shard.split).subset(names=shard.images)
-    attack = build_spec(shard.attack, budget=shard.budget, eps=shard.eps, seed=shard.seed + shard.repeat)
+    attack = build_spec(shard.attack, budget=shard.budget, eps=shard.eps, seed=shard.seed + shard.repeat,
+                        time_limit=shard.time_limit)
     k, ignore = len(data.classes), data.ignore_index
     records = []
     for batch in same_size_batches(data, range(len(data)), shard.batch_size):
@@ -159,13 +164,15 @@ def run_shard(shard: Shard) -> list[dict[str, Any]]:
                                for b, d in decided.items()},
                 "history": [round(v, 6) for v in result.history[i]],  # proxy of float candidates
                 "visibility": visibility(item.image, final[i]),
+                **({"stopped": result.stopped[i]} if result.stopped[i] else {}),
             })
     return records
 
 
 def plan(models: list[str], data: str, split: str | None, attacks: list[str], budgets: list[int],
          repeats: int, images: list[str], chunk: int, eps: float | Sequence[float], seed: int,
-         batch_size: int, sheet_dir: str | None = None) -> list[Shard]:
+         batch_size: int, sheet_dir: str | None = None,
+         time_limit: float | None = None) -> list[Shard]:
     """The shards of a bench: `attacks` are spec labels, `eps` one value or a sweep."""
     budgets = sorted(set(budgets))
     sweep = [float(e) for e in ([eps] if isinstance(eps, int | float) else eps)]
@@ -180,7 +187,7 @@ def plan(models: list[str], data: str, split: str | None, attacks: list[str], bu
                         for start in range(0, len(images), chunk):
                             shards.append(Shard(model, data, split, label, repeat, budget, checkpoints,
                                                 tuple(images[start:start + chunk]), e, seed,
-                                                batch_size, sheet_dir))
+                                                batch_size, sheet_dir, time_limit))
     return shards
 
 

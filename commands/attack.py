@@ -18,8 +18,15 @@ from segtk.commands.options import (
 from segtk.core.params import build_attack
 from segtk.core.runs import RunDir
 from segtk.core.specs import check_compatible, load_dataset, load_segmenter
-from segtk.jobs.attack import attack_dataset
+from segtk.jobs.attack import attack_dataset, run_settings
 from segtk.reports.writer import write_report
+
+time_limit_option = click.option(  # segtk attack and segtk bench attacks
+    "--time-limit", type=click.FloatRange(0, min_open=True), default=None, metavar="SECONDS",
+    help="Wall-clock seconds each image may take (the images of one batch share their clock): "
+         "at its first query after that the attack stops, and the image's record says "
+         "stopped: time. Results then depend on the machine's speed and load, so they are not "
+         "reproducible. Recorded in run.json; --resume needs the same value [default: none].")
 
 
 @click.command()
@@ -33,6 +40,7 @@ from segtk.reports.writer import write_report
               help="Queries per image (the clean query counts).")
 @eps_option
 @click.option("--seed", type=int, default=0, show_default=True)
+@time_limit_option
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True,
               help="Images attacked together (one model call per step).")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
@@ -43,7 +51,7 @@ from segtk.reports.writer import write_report
               help="Attack-specific parameter, e.g. --param exploration=0.3.")
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, budget, eps, seed,
-           batch_size, out, resume, save_images, extra, write_html) -> None:
+           batch_size, out, resume, save_images, extra, write_html, time_limit) -> None:
     """Run a decision-based attack over a dataset and report the mIoU drop.
 
     \b
@@ -52,14 +60,16 @@ def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, 
       segtk attack --plugin dla --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
                    --data camvid:../shared/data/camvid --limit 10 --budget 50 --out runs/dla
       segtk attack --plugin dla --out runs/dla --resume
+      segtk attack --plugin square --budget 1000 --time-limit 60
     """
 
-    attack_obj = build_attack(attack_name, budget=budget, eps=eps, seed=seed, extra=extra)
+    attack_obj = build_attack(attack_name, budget=budget, eps=eps, seed=seed,
+                              time_limit=time_limit, extra=extra)
     model = load_segmenter(model_spec)
     data = load_dataset(data_spec, split, limit)
     check_compatible(model, data, classes_from_data)  # before RunDir writes anything under --out
     out = Path(out or f"runs/attack-{attack_name}")
-    config = {"attack": attack_name, "params": attack_obj.params.__dict__, "model": model_spec,
+    config = {"attack": attack_name, **run_settings(attack_obj.params), "model": model_spec,
               "data": data_spec, "split": split, "limit": limit,
               **({"classes_from_data": True} if classes_from_data else {})}  # older runs lack it
     run = RunDir(out, config, resume, may_differ=("limit",), kind="attack")  # records are per image

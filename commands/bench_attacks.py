@@ -17,6 +17,7 @@ from segtk.benchmarks.attacks import (
     write_contact_sheet,
     write_outputs,
 )
+from segtk.commands.attack import time_limit_option
 from segtk.commands.console import console, progress, table
 from segtk.commands.options import (
     DEMO_MODEL,
@@ -71,6 +72,7 @@ def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[f
               help="L∞ bound on the 0–255 scale (stored images keep whole steps); a comma list "
                    "(4,8,16) sweeps it: one table per ε.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Repeat r uses seed + r.")
+@time_limit_option
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
 @shard_options
 @click.option("--out", type=click.Path(file_okay=False), default="runs/bench-attacks", show_default=True)
@@ -83,7 +85,7 @@ def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[f
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_from_data, repeats, eps,
                   seed, batch_size, chunk, executor, workers, address, out, resume, table_only,
-                  write_html) -> None:
+                  write_html, time_limit) -> None:
     """Attack specs × budgets → dataset mIoU of the stored 8-bit images (mean ± std over
     repeats), CSV/JSON and proxy curves.
 
@@ -105,15 +107,17 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_fr
     budget_list = [int(b) for b in csv_list(budgets)]
     for label in labels:  # a bad spec, value or ε fails before any work
         for e in eps:
-            build_spec(label, budget=max(budget_list), eps=e, seed=seed)
+            build_spec(label, budget=max(budget_list), eps=e, seed=seed, time_limit=time_limit)
     data = load_dataset(data_spec, split, limit)
     if not table_only:  # before run.json is written
         check_models(models_, data, classes_from_data)
     shards = plan(list(models_), data_spec, split, labels, budget_list, repeats, data.names, chunk,
-                  eps, seed, batch_size, sheet_dir=str(Path(out) / "sheet"))
+                  eps, seed, batch_size, sheet_dir=str(Path(out) / "sheet"),
+                  time_limit=time_limit)
     config = {"attacks": labels, "budgets": budget_list, "models": list(models_), "data": data_spec,
               "split": split, "images": data.names, "repeats": repeats, "eps": eps, "seed": seed,
               "limit": limit, "scores": SCORES,
+              **({"time_limit": time_limit} if time_limit is not None else {}),
               **({"classes_from_data": True} if classes_from_data else {})}  # older runs lack it
     if table_only and not (Path(out) / RESULTS_FILE).is_file():
         raise SegtkError(f"{out} holds no benchmark records", hint="run it first, without --table-only")

@@ -15,6 +15,7 @@ whose candidates differ from the last one in a few lines pay for those lines onl
 from __future__ import annotations
 
 import dataclasses
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ import torch
 from segtk.core.errors import AttackError, SegtkError
 from segtk.core.metrics import LabelConfusion, confusion
 from segtk.core.proxy import Proxy
-from segtk.core.segmenter import QueryCounter, Segmenter
+from segtk.core.segmenter import QueryCounter, Segmenter, TimeUp
 
 # Slack for float32 rounding when checking the ε-ball; far below one 8-bit grey level.
 EPS_TOLERANCE = 1e-6
@@ -34,18 +35,24 @@ EPS_TOLERANCE = 1e-6
 
 @dataclass
 class AttackParams:
-    """Knobs every attack shares. `eps` is on the 0–255 scale (8 means 8/255)."""
+    """Knobs every attack shares. `eps` is on the 0–255 scale (8 means 8/255). `time_limit`:
+    wall-clock seconds per run of `Attack.run` (the images attacked together share it), None
+    for none; results that hit it depend on the machine's speed (see QueryCounter)."""
 
     eps: float = 8.0
     budget: int = 50
     seed: int = 0
     proxy: str = "miou"
+    time_limit: float | None = None
 
     def validate(self) -> None:
         if not 0 < self.eps <= 255:
             raise SegtkError(f"eps must be in (0, 255], got {self.eps}", hint="e.g. --eps 8")
         if self.budget < 1:
             raise SegtkError(f"budget must be at least 1, got {self.budget}")
+        if self.time_limit is not None and not 0 < self.time_limit < math.inf:
+            raise SegtkError(f"time limit must be a positive number of seconds, got "
+                             f"{self.time_limit}", hint="e.g. --time-limit 30, or none for no limit")
         if self.proxy not in ("miou", "pacc"):
             raise SegtkError(f"unknown proxy {self.proxy!r}", hint="use miou or pacc")
 
@@ -106,6 +113,8 @@ class AttackResult:
     checkpoints: dict[int, torch.Tensor] = field(default_factory=dict)  # budget -> [B,K,K+1]
     checkpoint_images: dict[int, torch.Tensor] = field(default_factory=dict)  # budget -> [B,3,H,W]
     clean_predictions: torch.Tensor | None = None  # [B,H,W] if every image's clean was queried
+    # per image: "time" if the time limit ended its attack with queries left, else ""
+    stopped: list[str] = field(default_factory=list)
 
 
 class Oracle:
@@ -449,6 +458,7 @@ class Oracle:
             checkpoint_images=self.snapshot_images,
             clean_predictions=(torch.stack(self.clean_labels)  # type: ignore[arg-type]
                                if all(c is not None for c in self.clean_labels) else None),
+            stopped=["time" if self.counter.timed_out and n < self.budget else "" for n in counts],
         )
 
 
@@ -503,12 +513,14 @@ class Attack(ABC):
     ) -> AttackResult:
         """Attack a batch; `seeds` gives each image its own random stream (batch-invariant).
 
-        The proxy scores against the labels' classes (default: the segmenter's).
+        The proxy scores against the labels' classes (default: the segmenter's). With
+        `params.time_limit`, the attack ends at its first query past that many seconds; the
+        result's `stopped` names the images it cut short.
         """
         p = self.params
         b = images.shape[0]
         seeds = seeds if seeds is not None else [p.seed * 1_000_003 + i for i in range(b)]
-        counter = QueryCounter(segmenter, p.budget, b)
+        counter = QueryCounter(segmenter, p.budget, b, p.time_limit)
         proxy = Proxy(
             num_classes if num_classes is not None else segmenter.num_classes,
             ignore_index if ignore_index is not None else segmenter.ignore_index,
@@ -517,6 +529,8 @@ class Attack(ABC):
         oracle = Oracle(counter, images, labels, proxy, p.eps_unit, seeds, checkpoints)
         try:
             self.attack(oracle)
+        except TimeUp:  # its time limit passed: the attack ends at that query
+            pass
         except Exception as exc:
             self._check_untouched(oracle, exc)
             model = counter.failure

@@ -1,13 +1,15 @@
 """The segmenter contract and the query counter that enforces attack budgets.
 
 Attacks only ever see a `QueryCounter`: it is the single place where queries are counted, so
-budgets hold whatever an attack does and reports never trust an attack's own bookkeeping.
+budgets (and time limits) hold whatever an attack does and reports never trust an attack's
+own bookkeeping.
 """
 
 from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from time import monotonic
 
 import torch
 
@@ -69,15 +71,25 @@ def check_prediction(images: torch.Tensor, labels: torch.Tensor, model: str) -> 
     return labels.long()
 
 
+class TimeUp(BaseException):
+    """An attack's time limit has passed: raised at its next query (nothing is charged) and
+    caught by `Attack.run`, which ends the attack there. Not an Exception, so that an attack's
+    own `except Exception` cannot swallow it (like KeyboardInterrupt)."""
+
+
 class QueryCounter:
     """Wraps a segmenter; counts every image sent to it and refuses to pass a budget.
 
     The budget is per source image. A batched call says which source image each row belongs to
     (`owners`), so an attack may query several candidates of one image, or only the images whose
     budget is left, in a single model call.
+
+    With a `time_limit` (seconds), the first query after that much wall-clock time since the
+    counter was made raises `TimeUp` instead: every attack obeys it without its cooperation.
     """
 
-    def __init__(self, segmenter: Segmenter, budget: int, n_images: int) -> None:
+    def __init__(self, segmenter: Segmenter, budget: int, n_images: int,
+                 time_limit: float | None = None) -> None:
         if budget < 1:
             raise ValueError("budget must be at least 1")
         self.segmenter = segmenter
@@ -85,6 +97,8 @@ class QueryCounter:
         self.counts = torch.zeros(n_images, dtype=torch.long)
         self._lock = threading.Lock()
         self.failure: SegtkError | None = None  # what the model raised, if it did (see predict)
+        self.deadline = None if time_limit is None else monotonic() + time_limit
+        self.timed_out = False  # a query was refused because the time was up
 
     @property
     def classes(self) -> list[str]:
@@ -104,6 +118,9 @@ class QueryCounter:
         owners = torch.as_tensor(owners, dtype=torch.long).reshape(-1)
         if owners.numel() != images.shape[0]:
             raise ValueError("owners must name one source image per row")
+        if self.deadline is not None and monotonic() > self.deadline:
+            self.timed_out = True
+            raise TimeUp
         charge = torch.bincount(owners, minlength=self.counts.numel())
         with self._lock:
             after = self.counts + charge

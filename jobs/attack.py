@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from segtk.core import registry
-from segtk.core.attack import Attack, AttackResult
+from segtk.core.attack import Attack, AttackParams, AttackResult
 from segtk.core.data import (
     Dataset,
     Item,
@@ -76,6 +76,15 @@ def run_attack(attack: Attack, segmenter: Segmenter, x: torch.Tensor, y: torch.T
                           f"{exc.hint}; {fix}" if exc.hint else fix) from exc
     except SegtkError as exc:  # the model's (Attack.run blames all else on the attack)
         raise type(exc)(f"{context}: {exc.message}", exc.hint or MODEL_HINT) from exc
+
+
+def run_settings(params: AttackParams) -> dict[str, Any]:
+    """An attack's settings as run.json records them: its parameters, and a time limit under
+    its own key, only when one is set (so runs made before time limits resume unchanged, and a
+    resume with another limit is refused naming it)."""
+    values = dict(params.__dict__)
+    limit = values.pop("time_limit", None)
+    return {"params": values, **({"time_limit": limit} if limit is not None else {})}
 
 
 def evaluate(segmenter: Segmenter, images: torch.Tensor) -> torch.Tensor:
@@ -175,6 +184,7 @@ def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path, save
             "history": [round(v, 6) for v in result.history[i]],
             "clean_confusion": clean_conf.tolist(),
             "adv_confusion": adv_conf.tolist(),
+            **({"stopped": result.stopped[i]} if result.stopped[i] else {}),  # "time"
         }
 
 
