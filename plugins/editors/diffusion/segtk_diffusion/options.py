@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import typing
-import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
@@ -17,14 +17,17 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 
 @dataclass
 class DiffusionOptions:
-    """Every knob of the backend; `from_dict(dict)` fills it (unknown keys warn)."""
+    """Every knob of the backend; `from_dict(dict)` fills it (an unknown key is refused)."""
 
     sd: str | None = None  # text-to-image model (SD 2.1-base in the paper)
     controlnet: str | None = None  # seg ControlNet for `sd` (label-conditioned appearance edits)
+    allow_no_controlnet: bool = False  # run without any ControlNet (ablations only): see README
     inpaint: str | None = None  # SD inpainting model (geometry)
     inpaint_controlnet: str | None = None  # seg ControlNet for `inpaint`; default: `controlnet`
     steps: int = 50  # DDIM steps (inversion and editing alike)
     guidance: float = 7.5  # classifier-free guidance scale
+    energy: bool = True  # Eqs. 5-6 mask-guidance energy on object edits (Table VIII's "Loss")
+    blend: bool = True  # Eq. 7 latent blending outside the mask (Table VIII's "Blend")
     eta: float = 30.0  # Eq. 6 step size on the latent (the paper gives no value)
     energy_until: float = 0.3  # energy guidance in the first 30 % of steps (official: 15 of 50)
     energy_iters: int = 20  # at most this many Eq. 6 updates per step (official max_iter)
@@ -45,17 +48,17 @@ class DiffusionOptions:
     @classmethod
     def from_dict(cls, options: dict[str, Any]) -> DiffusionOptions:
         kinds = typing.get_type_hints(cls)
-        kwargs, unknown = {}, []
+        kwargs = {}
         for key, value in options.items():
             k = key.replace("-", "_")
             if k not in kinds:
-                unknown.append(key)
-            elif value is not None:  # `--param` text read as the field's type (core.params)
+                raise unknown_option(key, list(kinds))
+            if value is not None:  # `--param` text read as the field's type (core.params)
                 kwargs[k] = convert(value, kinds[k], k, error=DataError)
-        if unknown:
-            warnings.warn(f"diffusion backend: ignoring unknown options {sorted(unknown)}",
-                          stacklevel=3)
         opts = cls(**kwargs)
+        for f in fields(cls):  # a Python value must already be a bool (1 is not "on")
+            if kinds[f.name] is bool and not isinstance(getattr(opts, f.name), bool):
+                raise DataError(f"{f.name} must be true or false, got {getattr(opts, f.name)!r}")
         for k in ("steps", "energy_iters", "resolution", "seed"):  # Python values, e.g. 20.0
             setattr(opts, k, int(getattr(opts, k)))
         for k in ("guidance", "eta", "energy_until", "energy_threshold", "feature_injection",
@@ -72,3 +75,12 @@ class DiffusionOptions:
         if opts.dtype not in DTYPES:
             raise DataError(f"dtype must be one of {sorted(DTYPES)}, got {opts.dtype!r}")
         return opts
+
+
+def unknown_option(key: str, known: list[str]) -> DataError:
+    """The error for an option the backend does not have (a typo would silently run the full
+    method, e.g. in an ablation), naming the closest option."""
+    close = difflib.get_close_matches(key.replace("-", "_"), known, n=1)
+    guess = f"did you mean {close[0]}? " if close else ""
+    return DataError(f"diffusion backend: unknown option {key!r}",
+                     hint=f"{guess}options: {', '.join(known)} (plugins/editors/diffusion/README.md)")

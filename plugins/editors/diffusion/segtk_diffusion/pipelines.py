@@ -50,7 +50,9 @@ class Gen4SegBackend(EditBackend):
 
     `Gen4SegBackend(options)` with a dict of `DiffusionOptions` fields (`--param` strings are
     read as their types). Weights load lazily, from local folders or the Hugging Face cache
-    only; a method whose weights were not given raises a ModelError naming the option.
+    only; a method whose weights were not given raises a ModelError naming the option. Without
+    a seg ControlNet the edits are not tied to the label map the benchmark reuses, so the
+    backend refuses to run without one unless `allow_no_controlnet` is set (ablations).
     """
 
     name = "diffusion"
@@ -61,6 +63,8 @@ class Gen4SegBackend(EditBackend):
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = o = DiffusionOptions.from_dict(dict(options or {}))
+        if not (o.controlnet or o.inpaint_controlnet or o.allow_no_controlnet):
+            raise no_controlnet("the diffusion backend")
         self.device = torch.device(o.device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.dtype = DTYPES[o.dtype]
         self.palette = imaging.load_palette(o.palette)
@@ -99,7 +103,9 @@ class Gen4SegBackend(EditBackend):
 
     def _controlnet(self) -> Any:
         if not self.options.controlnet:
-            return None
+            if self.options.allow_no_controlnet:
+                return None
+            raise no_controlnet("diffusion appearance editing and recon (`controlnet`)")
         net = self._cached(("controlnet", self.options.controlnet), lambda: load_controlnet(
             self.options.controlnet, "controlnet", self.device, self.dtype))
         check_pair(net, self._sd().unet, "controlnet", "sd")
@@ -124,7 +130,9 @@ class Gen4SegBackend(EditBackend):
         path, option = (o.inpaint_controlnet, "inpaint_controlnet") if o.inpaint_controlnet \
             else (o.controlnet, "controlnet")
         if not path:
-            return None
+            if o.allow_no_controlnet:
+                return None
+            raise no_controlnet("diffusion geometry editing (`inpaint_controlnet`)")
         net = self._cached(("controlnet", path), lambda: load_controlnet(
             path, option, self.device, self.dtype))
         check_pair(net, self._inpaint().unet, option, "inpaint")
@@ -174,7 +182,8 @@ class Gen4SegBackend(EditBackend):
             blend=imaging.latent_mask(mask, tuple(z0.shape[-2:]), self.device).to(z0.dtype),
             mask=torch.from_numpy(mask.astype(np.float32))[None, None].to(self.device),
             edit_tokens=edit_tok, all_tokens=all_tok,
-            energy=energy and local and o.eta > 0 and o.energy_iters > 0)
+            energy=energy and o.energy and local and o.eta > 0 and o.energy_iters > 0,
+            blending=o.blend and local)
 
         ts, prev = sampler.schedule()
         sampler.stack.controller.reset()
@@ -192,8 +201,10 @@ class Gen4SegBackend(EditBackend):
             "prompt_src": prompt_src,
             "steps": o.steps,
             "guidance": o.guidance,
+            "energy": targets.energy,  # Eqs. 5-6 applied to this edit (object edits only)
+            "blend": targets.blending,  # Eq. 7 applied (a no-op, so False, for image-level edits)
             "eta": o.eta if targets.energy else 0.0,
-            "energy": [energies[0], energies[-1]] if energies else [],
+            "energy_values": [energies[0], energies[-1]] if energies else [],
             "edit_tokens": edit_tok,
             "edit_token_rule": tok_rule,
             "controlnet": sampler.controlnet is not None,
@@ -257,6 +268,17 @@ class Gen4SegBackend(EditBackend):
         w = soft[..., None]
         out_img = np.clip(np.round(w * gen_img + (1 - w) * moved_img), 0, 255).astype(np.uint8)
         return _result(out_img, moved, prompt, meta)
+
+
+def no_controlnet(what: str) -> ModelError:
+    """Refusal to edit without a seg ControlNet: the edited image would not be conditioned on
+    the label map whose reuse is the point of the benchmark (Gen4Seg Sec. III-B3, III-C)."""
+    return ModelError(
+        f"{what} has no ControlNet: its edits would not be conditioned on the label map, so the "
+        "source labels may not fit them",
+        hint="pass --param controlnet=DIR (a segmentation ControlNet of the --sd family); to run "
+             "without one on purpose (the ablations of Gen4Seg Tables VIII-IX) pass --param "
+             "allow_no_controlnet=true")
 
 
 def _result(image: np.ndarray, moved: EditedSample, prompt: str, meta: dict) -> EditedSample:

@@ -7,7 +7,8 @@
   `attention_injection`); for object edits first the mask-guidance energy (Eq. 5) on the
   cross-attention of the edit tokens moves the editing latent by -eta * grad (Eq. 6,
   `energy_step`); after the DDIM step the latent outside the mask is replaced by the source
-  latent at the same noise level (Eq. 7, blending).
+  latent at the same noise level (Eq. 7, blending). Each of the two can be switched off
+  (`EditTargets.energy`, `EditTargets.blending`) for the ablations of Table VIII.
 - `inpaint`: the geometry repaint's denoising with an inpainting UNet (9 input channels).
 """
 
@@ -38,7 +39,8 @@ class Trace:
 @dataclass
 class EditTargets:
     """What the editing loop steers: prompts' embeddings, the ControlNet condition, the blend
-    mask at latent (`blend`) and pixel (`mask`) resolution and the edit tokens (Eq. 5)."""
+    mask at latent (`blend`) and pixel (`mask`) resolution, the edit tokens (Eq. 5), and
+    whether the energy guidance (Eqs. 5-6) and the latent blending (Eq. 7) run at all."""
 
     emb_src: torch.Tensor
     emb_edit: torch.Tensor
@@ -49,6 +51,7 @@ class EditTargets:
     edit_tokens: list[int]
     all_tokens: list[int]
     energy: bool
+    blending: bool = True
 
 
 class Sampler:
@@ -199,7 +202,8 @@ class Sampler:
                 out = out[1:2]
             z_edit = self.ddim(z_edit, self.to_eps(out, z_edit, a_t), a_t, a_prev)
             src_prev = inv[prev[i]]
-            z_edit = m * z_edit + (1 - m) * src_prev  # Eq. 7 (a no-op for image-level edits)
+            if targets.blending:
+                z_edit = m * z_edit + (1 - m) * src_prev  # Eq. 7 (a no-op for image-level edits)
             if trace is not None:
                 trace.edit.append(z_edit.detach().clone())
                 trace.source.append(src_prev.clone())

@@ -153,6 +153,52 @@ def test_blending_keeps_source_latents_outside_the_mask(stack) -> None:
     json.dumps(out.metadata)  # run records must be able to store it
 
 
+def test_blend_off_leaves_the_latents_outside_the_mask_to_the_edit(stack) -> None:
+    """Table VIII without "Blend": the final latent outside the mask is the editing branch's,
+    not the source's, so the decoded image differs there from the blended edit's."""
+    sample = _sample()
+    traces, images, meta = [], [], []
+    for blend in (True, False):
+        backend = get_backend(_options(stack, energy=False, blend=blend))
+        backend.record = True
+        out = backend.appearance(sample, "red", "a photo of a car", "a photo of a red car",
+                                 np.random.default_rng(0))
+        traces.append(backend.last_trace)
+        images.append(out.image)
+        meta.append(out.metadata)
+    m = traces[0].mask
+    on, off = (((t.edit[-1] - t.source[-1]) * (1 - m)).abs().max() for t in traces)
+    assert on == 0  # Eq. 7: outside the mask the last latent is the encoded source
+    assert off > 0  # without it, the edit's own latent stays there
+    assert all(bool(((e - s) * (1 - m)).abs().max() > 0)
+               for e, s in zip(traces[1].edit, traces[1].source))
+    assert (images[0][~sample.mask] != images[1][~sample.mask]).any()
+    assert meta[0]["blend"] is True and meta[1]["blend"] is False
+
+
+def test_energy_off_never_computes_the_energy(stack, monkeypatch) -> None:
+    """Table VIII without "Loss": Eq. 5 is never evaluated (so no gradient step), and the edit
+    equals the one with eta=0, the only way to switch it off before."""
+    from segtk_diffusion import attention
+
+    calls = []
+    real = attention.mask_energy
+    monkeypatch.setattr(attention, "mask_energy", lambda *a, **k: calls.append(1) or real(*a, **k))
+    guided = dict(eta=5e3, energy_threshold=0.0, energy_iters=1, energy_until=1.0)
+    outs, counts = {}, {}
+    for name, extra in [("on", {}), ("off", {"energy": False}), ("eta0", {"eta": 0.0})]:
+        before = len(calls)
+        outs[name] = get_backend(_options(stack, **{**guided, **extra})).appearance(
+            _sample(), "red", "a photo of a car", "a photo of a red car", np.random.default_rng(0))
+        counts[name] = len(calls) - before
+    assert counts == {"on": 3, "off": 0, "eta0": 0}  # one evaluation per guided step when on
+    np.testing.assert_array_equal(outs["off"].image, outs["eta0"].image)
+    assert (outs["on"].image != outs["off"].image).any()  # the guidance does change the edit
+    assert outs["on"].metadata["energy"] is True and len(outs["on"].metadata["energy_values"]) == 2
+    assert outs["off"].metadata["energy"] is False and outs["off"].metadata["energy_values"] == []
+    assert outs["off"].metadata["eta"] == 0.0
+
+
 def test_energy_falls_after_a_guidance_step(stack) -> None:
     backend = get_backend(_options(stack, eta=5e3, energy_threshold=0.0, energy_iters=1,
                                    energy_until=1.0))
@@ -173,7 +219,8 @@ def test_energy_guidance_stops_below_threshold_and_skips_image_level_edits(stack
     s = _sample()
     whole = Sample(s.name, s.image, s.label, np.ones_like(s.mask), s.classes, "", s.prompt)
     out = backend.appearance(whole, "snow", "a photo", "a photo of snow", None)
-    assert backend.last_trace.energy == [] and out.metadata["energy"] == []
+    assert backend.last_trace.energy == [] and out.metadata["energy_values"] == []
+    assert out.metadata["energy"] is False and out.metadata["blend"] is False  # both no-ops
 
 
 def test_same_seed_same_output_and_non_square_sizes(stack) -> None:
@@ -289,29 +336,56 @@ def test_soft_mask_is_dilated_then_smoothed() -> None:
 def test_options_from_cli_strings() -> None:
     from segtk_diffusion.options import DiffusionOptions
 
-    with pytest.warns(UserWarning, match="unknown options"):
-        o = DiffusionOptions.from_dict({"steps": "20", "guidance": "5", "paste-background": "no",
-                                        "sd": None, "fill": "auto"})
+    o = DiffusionOptions.from_dict({"steps": "20", "guidance": "5", "paste-background": "no",
+                                    "sd": None})
     assert (o.steps, o.guidance, o.paste_background, o.sd) == (20, 5.0, False, None)
     assert DiffusionOptions.from_dict({"paste_background": "true"}).paste_background is True
+    assert (o.blend, o.energy, o.allow_no_controlnet) == (True, True, False)  # the paper's method
+    o = DiffusionOptions.from_dict({"blend": "false", "energy": "no", "allow-no-controlnet": "1"})
+    assert (o.blend, o.energy, o.allow_no_controlnet) == (False, False, True)
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"blnd": "false"}, "unknown option 'blnd'"),  # a typo would silently run the full method
+    ({"fill": "auto"}, "unknown option 'fill'"),
+    ({"energy": "maybe"}, "cannot read energy='maybe'"),
+    ({"blend": 0}, "blend must be true or false, got 0"),  # a Python value is not read as text
+])
+def test_unknown_or_unreadable_options_are_refused(options, message) -> None:
+    from segtk.core.errors import DataError
+    from segtk_diffusion.options import DiffusionOptions
+
+    with pytest.raises(DataError) as err:
+        DiffusionOptions.from_dict(options)
+    assert message in err.value.message and "\n" not in str(err.value)
+    if "blnd" in options:
+        assert err.value.hint.startswith("did you mean blend?") and "energy" in err.value.hint
+
+
+def test_an_unknown_option_is_refused_through_an_editor(stack) -> None:
+    from segtk.core.errors import DataError
+
+    with pytest.raises(DataError, match="unknown option 'energie'"):
+        Tint(backend="diffusion", energie="false", **_options(stack))
 
 
 def test_missing_weights_name_the_option(stack, tmp_path) -> None:
     s = _sample()
-    backend = get_backend({"steps": 2, "device": "cpu"})
+    bare = {"allow_no_controlnet": True}  # these checks are about the other weights
+    backend = get_backend({"steps": 2, "device": "cpu", **bare})
     with pytest.raises(ModelError, match=r"--sd PATH"):
         backend.appearance(s, "red", "a car", "a red car", None)
     with pytest.raises(ModelError, match=r"--inpaint PATH"):
         backend.geometry(s, _moved(s), None)
     with pytest.raises(ModelError, match=r"--sd .*lacks .*vae/"):
         (tmp_path / "half" / "unet").mkdir(parents=True)
-        get_backend({"sd": str(tmp_path / "half")}).check("appearance")
+        get_backend({"sd": str(tmp_path / "half"), **bare}).check("appearance")
     with pytest.raises(ModelError, match=r"--controlnet .*no such folder"):
         get_backend({**stack, "controlnet": str(tmp_path / "nope")}).check("appearance")
     with pytest.raises(ModelError, match=r"--sd org/absent.*Hugging Face cache"):
-        get_backend({"sd": "org/absent"}).check("appearance")
+        get_backend({"sd": "org/absent", **bare}).check("appearance")
     with pytest.raises(ModelError, match=r"not 9: not an inpainting model"):
-        get_backend({"inpaint": stack["sd"]}).check("geometry")
+        get_backend({"inpaint": stack["sd"], **bare}).check("geometry")
 
 
 def test_recon_editor_is_registered(monkeypatch) -> None:
@@ -374,3 +448,53 @@ def test_an_editor_with_backend_diffusion_edits_through_this_plugin(stack) -> No
                                    np.random.default_rng(0))
     np.testing.assert_array_equal(out.image, raw.image)
     assert (out.image[~sample.mask] != sample.image[~sample.mask]).any()
+
+
+def test_no_controlnet_is_refused_unless_allowed(stack) -> None:
+    """Without a seg ControlNet the edit is not conditioned on the label map the benchmark
+    reuses: refused, unless allow_no_controlnet says it is meant (an ablation)."""
+    no_cn = {k: v for k, v in _options(stack).items() if k != "controlnet"}
+    with pytest.raises(ModelError, match="the diffusion backend has no ControlNet") as err:
+        get_backend(no_cn)
+    assert "allow_no_controlnet=true" in err.value.hint and "controlnet=DIR" in err.value.hint
+    geometry_only = get_backend({**no_cn, "inpaint_controlnet": stack["controlnet"]})
+    with pytest.raises(ModelError, match="appearance editing and recon .* has no ControlNet"):
+        geometry_only.appearance(_sample(), "red", "a photo of a car", "a photo of a red car",
+                                 None)
+    out = get_backend({**no_cn, "allow_no_controlnet": True}).appearance(
+        _sample(), "red", "a photo of a car", "a photo of a red car", None)
+    assert out.metadata["controlnet"] is False
+
+
+def _cli(*args: str):
+    from click.testing import CliRunner
+
+    from segtk.cli import cli
+
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_edit_and_bench_edits_refuse_diffusion_without_controlnet(stack, tmp_path) -> None:
+    sd = ["--backend", "diffusion", "--limit", "1", "--param", f"sd={stack['sd']}",
+          "--param", "steps=2", "--param", f"resolution={SIZE}", "--param", "device=cpu"]
+    out = tmp_path / "edit"
+    edit = ["edit", "--plugin", "color", "--values", "red", "--out", str(out), *sd]
+    refused = _cli(*edit)
+    assert refused.exit_code != 0 and "has no ControlNet" in refused.output, refused.output
+    assert "allow_no_controlnet=true" in refused.output
+    assert not (out / "manifest.jsonl").exists()
+    bench = tmp_path / "bench"
+    refused = _cli("bench", "edits", "--attributes", "color", "--out", str(bench), *sd)
+    assert refused.exit_code != 0 and "has no ControlNet" in refused.output, refused.output
+    assert not (bench / "edits").exists()  # refused before anything was edited
+
+    # the explicit opt-in runs; the manifest and run.json record the ablation's switches
+    ablation = _cli(*edit, "--param", "allow_no_controlnet=true", "--param", "blend=false",
+                    "--param", "energy=false")
+    assert ablation.exit_code == 0, ablation.output
+    (record,) = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+    applied = {k: record["parameters"][k] for k in ("controlnet", "blend", "energy")}
+    assert applied == {"controlnet": False, "blend": False, "energy": False}
+    params = json.loads((out / "run.json").read_text())["config"]["params"]
+    assert {k: params[k] for k in ("allow_no_controlnet", "blend", "energy")} == \
+        {"allow_no_controlnet": "true", "blend": "false", "energy": "false"}
