@@ -121,3 +121,35 @@ def test_counts_are_integers() -> None:
     counter = QueryCounter(TinySegmenter(), budget=3, n_images=2)
     counter.predict(torch.rand(2, 3, 2, 2))
     assert counter.counts.dtype == torch.long and counter.remaining().dtype == torch.long
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan")])
+def test_one_non_finite_score_is_refused(bad: float) -> None:
+    logits = torch.zeros(1, 3, 2, 2)
+    logits[0, 1, 1, 0] = bad  # every other score finite: one end of the range is
+    with pytest.raises(ModelError, match="^the model returned NaN or infinite scores$"):
+        labels_from_logits(logits)
+
+
+def test_a_wrong_answer_names_what_came_back_and_the_contract() -> None:
+    with pytest.raises(ModelError) as err:
+        check_prediction(torch.rand(2, 3, 4, 5), [[0]], "m")  # type: ignore[arg-type]
+    assert err.value.message == "model m returned labels of shape list, expected (2, 4, 5)"
+    assert err.value.hint == "predict() must return int64 [B,H,W] at the input resolution"
+
+
+def test_whole_float_labels_are_rounded_to_int64() -> None:
+    labels = check_prediction(torch.rand(1, 3, 1, 3), torch.tensor([[[0.0, 1.9999, 3.0]]]), "m")
+    assert labels.dtype == torch.long and labels.tolist() == [[[0, 2, 3]]]
+
+
+def test_a_labels_only_segmenter_says_it_has_no_scores() -> None:
+    class LabelsOnly(Segmenter):
+        name, classes = "plain", ["a"]
+
+        def predict(self, images: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(images.shape[0], *images.shape[2:], dtype=torch.long)
+
+    assert not LabelsOnly().has_logits and TinySegmenter().has_logits
+    with pytest.raises(NotImplementedError, match="^plain gives labels only, no scores$"):
+        LabelsOnly().logits(torch.rand(1, 3, 2, 2))
