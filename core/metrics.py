@@ -53,6 +53,8 @@ class LabelConfusion:
     def __call__(self, pred: torch.Tensor, owners: torch.Tensor | None = None) -> torch.Tensor:
         """[N, K, K+1] for predictions [N,H,W]; row r is scored against labels[owners[r]]."""
         k, n = self.num_classes, pred.shape[0]
+        if n == 0:  # reshape(0, -1) below would be ambiguous
+            return torch.zeros(0, k, k + 1, dtype=torch.long, device=pred.device)
         pred = pred.reshape(n, -1)
         rows = range(n) if owners is None else owners.tolist()
         if pred.shape[1] != self.pixels:
@@ -64,8 +66,6 @@ class LabelConfusion:
         pred = pred.to(self.dtype)  # in range now, so the narrowing cannot wrap
         if self.base.device != pred.device:
             self.base = self.base.to(pred.device)
-        if n == 0:
-            return torch.zeros(0, k, k + 1, dtype=torch.long, device=pred.device)
         counts = [torch.bincount(self.base[owner] + pred[r], minlength=self.WAYS * self.span)
                   .view(self.WAYS, self.span)[:, : self.size].sum(0) for r, owner in enumerate(rows)]
         return (counts[0][None] if n == 1 else torch.stack(counts)).view(n, k, k + 1)

@@ -123,3 +123,47 @@ def test_label_confusion_scores_rows_against_their_owners() -> None:
     got = LabelConfusion(labels, 4)(pred, owners)
     for row, owner in enumerate(owners.tolist()):
         assert torch.equal(got[row], confusion(pred[row], labels[owner], 4)[0])
+
+
+def test_the_accumulator_holds_the_summed_confusion_in_int64() -> None:
+    """Its total is the confusion of all pixels together (exact counts: int64, as a float32
+    would lose pixels past 2^24), whether fed predictions or per-image confusions, with the
+    ignore index it was given; iou() is per class of that total."""
+    g = torch.Generator().manual_seed(3)
+    preds = torch.randint(0, 5, (3, 4, 6), generator=g)
+    labels = torch.randint(0, 4, (3, 4, 6), generator=g)
+    labels[0, 0] = 2  # ignored below
+    by_pred, by_conf = ConfusionAccumulator(4, ignore_index=2), ConfusionAccumulator(4, ignore_index=2)
+    per_image = torch.cat([by_pred.add(preds[:2], labels[:2]), by_pred.add(preds[2:], labels[2:])])
+    by_conf.add_confusion(per_image[:1])
+    by_conf.add_confusion(per_image[1:])
+    whole = confusion(preds.reshape(1, -1), labels.reshape(1, -1), 4, ignore_index=2)[0]
+    for acc in (by_pred, by_conf):
+        assert acc.total.dtype == torch.long and torch.equal(acc.total, whole)
+        assert acc.iou() == pytest.approx(iou_per_class(whole).tolist(), nan_ok=True)
+
+
+def test_ignore_index_255_is_ignored_by_default_even_with_more_classes() -> None:
+    """With 300 classes 255 is a valid class id: only the ignore index leaves it out."""
+    label = torch.tensor([[0, 255, 299]])
+    pred = torch.tensor([[0, 255, 0]])
+    conf = confusion(pred, label, 300)[0]
+    assert int(conf.sum()) == 2 and int(conf[255].sum()) == 0
+    acc = ConfusionAccumulator(300)
+    acc.add(pred[None], label[None])
+    assert torch.equal(acc.total, conf)
+    assert int(confusion(pred, label, 300, ignore_index=-1)[0][255, 255]) == 1
+
+
+def test_shape_errors_name_both_shapes() -> None:
+    from segtk.core.metrics import LabelConfusion
+
+    with pytest.raises(ValueError, match=r"^prediction \(1, 2\) and label \(1, 3\) differ$"):
+        confusion(torch.zeros(1, 2, dtype=torch.long), torch.zeros(1, 3, dtype=torch.long), 2)
+    scorer = LabelConfusion(torch.zeros(1, 2, 3, dtype=torch.long), 2)
+    with pytest.raises(ValueError, match=r"^prediction has 4 pixels, labels 6$"):
+        scorer(torch.zeros(1, 2, 2, dtype=torch.long))
+    empty = scorer(torch.zeros(0, 2, 3, dtype=torch.long))
+    assert empty.shape == (0, 2, 3) and empty.dtype == torch.long
+    with pytest.raises(ValueError, match="^mR needs at least one edited subset$"):
+        mean_robustness([], 0.5)

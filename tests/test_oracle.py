@@ -345,3 +345,11 @@ def test_describe_is_the_docstrings_first_line() -> None:
         def attack(self, oracle: Oracle) -> None: ...
 
     assert Documented.describe() == "Noise of one colour." and Bare.describe() == ""
+
+
+def test_query_each_with_no_budget_left_asks_nothing() -> None:
+    o, model = grey_oracle(budget=1)
+    o.query_each([0, 1], [o.clean[:1], o.clean[1:2]])
+    scores = o.query_each([0, 1], [o.clean[:1], o.clean[1:2]])  # both cut to nothing
+    assert [len(s) for s in scores] == [0, 0] and model.calls == 1
+    assert o.counter.counts.tolist() == [1, 1, 0]
