@@ -35,14 +35,17 @@ def progress() -> Progress:
     )
 
 
-def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Group:
-    """A titled table; text columns left-aligned, numeric ones right-aligned."""
+def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]],
+          fold: bool = False) -> Group:
+    """A titled table; text columns left-aligned, numeric ones right-aligned. With `fold`, a
+    cell too wide for the terminal continues on the next line instead of ending in '…'."""
     rows = [[fmt(v) for v in row] for row in rows]
     t = Table()
     for i, col in enumerate(columns):
         values = [str(r[i]) for r in rows if i < len(r) and str(r[i])]
         numeric = bool(values) and all(_is_number(v) for v in values)
-        t.add_column(col, justify="right" if numeric and i > 0 else "left")
+        t.add_column(col, justify="right" if numeric and i > 0 else "left",
+                     overflow="fold" if fold else "ellipsis")
     for row in rows:
         t.add_row(*row)
     return Group(Text(title, style="bold"), t)

@@ -1,29 +1,70 @@
-"""`segtk models` and `segtk datasets`: the --model and --data syntax of what is installed."""
+"""`segtk models` and `segtk datasets`: the --model and --data syntax of what is installed;
+`segtk models NAME` shows one adapter in full, `segtk datasets SPEC` a dataset's classes."""
 
 from __future__ import annotations
+
+import json
 
 import click
 
 from segtk.commands.console import console, status_text, table
+from segtk.commands.plugins import details, did_you_mean, print_details
 from segtk.core import registry
-from segtk.core.errors import SegtkError
+from segtk.core.errors import PluginError, SegtkError
+from segtk.core.specs import load_dataset
 
 
-@click.group(invoke_without_command=True)
+class ModelsGroup(click.Group):
+    """`segtk models NAME`: a name that is not a subcommand (convert) names an adapter."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, cmd_name) or _adapter_command(cmd_name)
+
+
+@click.group(cls=ModelsGroup, invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
-def models(ctx: click.Context) -> None:
-    """List model adapters and their --model syntax.
+def models(ctx: click.Context, as_json: bool) -> None:
+    """List model adapters and their --model syntax; `segtk models NAME` shows one in full.
 
     \b
     Examples:
       segtk models
+      segtk models espnet                  # full syntax, example, classes= (also --json)
       segtk models convert espnet espnet_camvid.pth espnet_camvid.safetensors
     """
-    if ctx.invoked_subcommand is None:
-        infos = [i for i in registry.plugins() if i.kind == "segmenter"]
-        console.print(table("--model PLUGIN:ARG", ["plugin", "syntax", "example", "status"],
-                            [[i.name, i.obj.syntax if i.obj else "", i.obj.example if i.obj else "",
-                              status_text(i.status)] for i in infos]))
+    if ctx.invoked_subcommand is not None:
+        return
+    infos = [i for i in registry.plugins() if i.kind == "segmenter"]
+    if as_json:
+        click.echo(json.dumps([details(i) for i in infos], indent=2, default=str))
+        return
+    console.print(table("--model PLUGIN:ARG", ["plugin", "syntax", "example", "status"],
+                        [[i.name, i.obj.syntax if i.obj else "", i.obj.example if i.obj else "",
+                          status_text(i.status)] for i in infos], fold=True))
+    console.print("Every adapter also takes classes=a;b;c (its outputs' names, in order). "
+                  "`segtk models NAME` shows one adapter in full.", soft_wrap=True)
+
+
+def _adapter_command(name: str) -> click.Command:
+    """`segtk models NAME [--json]` for the adapter `name` (refused if there is none)."""
+
+    @click.command(name)
+    @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+    def show(as_json: bool) -> None:
+        infos = [i for i in registry.plugins() if i.kind == "segmenter" and i.name == name]
+        if not infos:
+            known = [i.name for i in registry.plugins() if i.kind == "segmenter"]
+            raise PluginError(f"no model adapter named {name!r}{did_you_mean(name, known)}",
+                              hint=f"installed: {', '.join(sorted(known)) or 'none'}; "
+                                   "see `segtk models`")
+        shown = details(infos[0])
+        if as_json:
+            click.echo(json.dumps(shown, indent=2, default=str))
+        else:
+            print_details(shown)
+
+    return show
 
 
 @models.command("convert")
@@ -45,14 +86,40 @@ def models_convert(plugin: str, source: str, target: str) -> None:
 
 
 @click.command()
-def datasets() -> None:
-    """List dataset readers and their --data syntax.
+@click.argument("spec", required=False)
+@click.option("--split", default=None, help="Dataset split (default: the reader's).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def datasets(spec: str | None, split: str | None, as_json: bool) -> None:
+    """List dataset readers and their --data syntax; `segtk datasets SPEC` lists one dataset's
+    classes (index and name), what a model's classes are checked against.
 
     \b
-    Example:
+    Examples:
       segtk datasets
+      segtk datasets demo
+      segtk datasets camvid:../shared/data/camvid --json
     """
+    if spec is not None:
+        _classes(spec, split, as_json)
+        return
     infos = [i for i in registry.plugins() if i.kind == "dataset"]
+    if as_json:
+        click.echo(json.dumps([details(i) for i in infos], indent=2, default=str))
+        return
     console.print(table("--data FORMAT:PATH", ["format", "syntax", "example", "status"],
                         [[i.name, i.obj.syntax if i.obj else "", i.obj.example if i.obj else "",
-                          status_text(i.status)] for i in infos]))
+                          status_text(i.status)] for i in infos], fold=True))
+    console.print("`segtk datasets SPEC` lists a dataset's classes.", soft_wrap=True)
+
+
+def _classes(spec: str, split: str | None, as_json: bool) -> None:
+    """A dataset's classes, in label-id order, and its ignore index."""
+    data = load_dataset(spec, split)
+    if as_json:
+        click.echo(json.dumps({"dataset": data.name, "spec": spec, "split": split,
+                               "images": len(data), "ignore_index": data.ignore_index,
+                               "classes": list(data.classes)}, indent=2))
+        return
+    console.print(table(f"{data.name}: {len(data.classes)} classes, {len(data)} images, "
+                        f"label {data.ignore_index} = ignore", ["index", "name"],
+                        list(enumerate(data.classes)), fold=True))

@@ -1,14 +1,25 @@
-"""`segtk plugins`: what is installed, broken, missing a dependency or in conflict."""
+"""`segtk plugins`: what is installed, broken, missing a dependency or in conflict; `segtk
+plugins show NAME`: one plugin's kind, distribution, parameters and an example."""
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import json
+from collections.abc import Iterable
+from typing import Any
 
 import click
 
+from segtk.commands.attack import attack as attack_command
 from segtk.commands.console import console, status_text, table
+from segtk.commands.edit import edit as edit_command
 from segtk.commands.scaffold import new
 from segtk.core import registry
+from segtk.core.attack import AttackParams
+from segtk.core.errors import PluginError
+from segtk.core.params import declared, param_docs, type_name
+from segtk.core.registry import PluginInfo
 
 
 @click.group(invoke_without_command=True)
@@ -21,6 +32,7 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
     Examples:
       segtk plugins
       segtk plugins --json
+      segtk plugins show dla               # kind, parameters (type, default, meaning), example
       segtk plugins new attack my-noise    # scaffold a plugin (docs/write-a-plugin.md)
     """
     if ctx.invoked_subcommand is not None:
@@ -43,4 +55,179 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
     ))
 
 
+@plugins.command("show")
+@click.argument("name")
+@click.option("--kind", type=click.Choice(list(registry.KINDS) + ["command"]), default=None,
+              help="Only the plugin of this kind (a name may be, e.g., a model and a dataset).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Machine-readable: a list with one object per plugin of that name.")
+def show(name: str, kind: str | None, as_json: bool) -> None:
+    """One plugin: kind, distribution, version, status, parameters (name, type, default,
+    meaning) and an example command.
+
+    \b
+    Examples:
+      segtk plugins show dla
+      segtk plugins show square --json
+      segtk plugins show demo --kind dataset
+    """
+    infos = [i for i in registry.plugins() if i.name == name and kind in (None, i.kind)]
+    if not infos:
+        what = f"{kind} plugin" if kind else "plugin"
+        known = [i.name for i in registry.plugins() if kind in (None, i.kind)]
+        raise PluginError(f"no {what} named {name!r}{did_you_mean(name, known)}",
+                          hint="`segtk plugins` lists every installed plugin")
+    shown = [details(i) for i in infos]
+    if as_json:
+        click.echo(json.dumps(shown, indent=2, default=str))
+        return
+    for i, d in enumerate(shown):
+        if i:
+            console.print()
+        print_details(d)
+
+
 plugins.add_command(new)  # segtk plugins new KIND NAME
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """' (did you mean 'dla'?)' for a mistyped name, '' when nothing is close."""
+    close = difflib.get_close_matches(name, sorted(set(known)), n=3)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
+# how a parameter of each class kind is set, and the command whose options set the shared ones
+SET_WITH = {"attack": "--param {key}=VALUE", "editor": "--param {key}=VALUE",
+            "filter": "--filter-param {name}.{key}=VALUE", "augmenter": "--augment {name}:{key}=VALUE",
+            "edit-backend": "--param {key}=VALUE"}
+OPTIONS_OF = {"attack": attack_command, "editor": edit_command}
+
+
+def details(info: PluginInfo) -> dict[str, Any]:
+    """What `segtk plugins show` prints about one registration (its --json object)."""
+    out: dict[str, Any] = {"name": info.name, "kind": info.kind, "distribution": info.distribution,
+                           "version": info.version, "status": info.status}
+    if info.error or info.conflict:
+        out["error"] = info.error or info.conflict
+    if info.missing:
+        out.update(missing=info.missing, install=info.install)
+    obj = info.obj
+    if info.kind in ("segmenter", "dataset") and obj is not None:
+        out.update(description=obj.description, syntax=obj.syntax, example=obj.example)
+        if info.kind == "segmenter":
+            out["classes"] = ("classes=a;b;c: read by the adapter" if obj.reads_classes else
+                              "classes=a;b;c: read by segtk (renames the outputs; count checked)")
+        out["examples"] = spec_examples(info.kind, obj.example)
+        return out
+    if info.kind == "command":
+        out.update(description=(getattr(obj, "help", "") or "").strip().split("\n")[0],
+                   examples=[f"segtk {info.name} --help"])
+        return out
+    if not isinstance(obj, type):
+        return out
+    out["description"] = describe_class(obj)
+    out["parameters"] = parameters(info)
+    out["examples"] = examples(info, out["parameters"])
+    return out
+
+
+def spec_examples(kind: str, example: str) -> list[str]:
+    """Commands using a model or dataset plugin, from its registered `--model X` / `--data X`."""
+    if kind == "dataset":
+        spec = example.removeprefix("--data").strip()
+        return [f"segtk predict {example}", f"segtk datasets {spec}"]
+    out = [f"segtk predict {example}", f"segtk attack --plugin dla {example}"]
+    if "classes=" not in example:
+        spec = example.removeprefix("--model").strip()
+        joined = spec + ("," if ":" in spec.removeprefix("http://").removeprefix("https://") else ":")
+        out.append(f"segtk predict --model {joined}classes=a;b;c --data folder:DATA")
+    return out
+
+
+def describe_class(cls: type) -> str:
+    """A plugin class's `description`, else its docstring's first line."""
+    text = getattr(cls, "description", "") or (cls.__doc__ or "").strip()
+    return text.strip().split("\n")[0]
+
+
+def parameters(info: PluginInfo) -> list[dict[str, Any]]:
+    """Each declared parameter: name, type, default, one-line meaning, how to set it."""
+    cls = info.obj
+    docs = param_docs(cls)
+    options = {p.name: p for p in OPTIONS_OF[info.kind].params} if info.kind in OPTIONS_OF else {}
+    pattern = SET_WITH.get(info.kind, "")
+    rows = []
+    for key, (kind, default) in declared(cls).params.items():
+        option = options.get(key)
+        if option is not None and isinstance(option, click.Option):  # a shared setting
+            set_with, doc = option.opts[0], docs.get(key) or (option.help or "").split(". ")[0]
+        else:
+            set_with, doc = pattern.format(key=key, name=info.name), docs.get(key, "")
+        rows.append({"name": key, "type": type_name(kind), "default": _plain(default),
+                     "doc": doc.rstrip("."), "set_with": set_with})
+    return rows
+
+
+def _plain(value: Any) -> Any:
+    """A default as JSON holds it (tuples as lists, paths as text)."""
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def examples(info: PluginInfo, params: list[dict[str, Any]]) -> list[str]:
+    """Commands that use the plugin with one of its own parameters (at its default)."""
+    shared = {f.name for f in dataclasses.fields(AttackParams)}
+    own = [p for p in params if p["name"] not in shared and "VALUE" in p["set_with"]]
+    first = own[0] if own else None
+    value = "VALUE" if first is None or first["default"] is None else _shown(first["default"])
+    name = info.name
+    key = f"{first['name']}={value}" if first else ""
+    if info.kind == "attack":
+        return [f"segtk attack --plugin {name} --budget 50" + (f" --param {key}" if key else ""),
+                f"segtk bench attacks --attacks '{name}" + (f":{key}'" if key else "'")]
+    if info.kind == "editor":
+        return [f"segtk edit --plugin {name}" + (f" --param {key}" if key else "")]
+    if info.kind == "filter":
+        return [f"segtk edit --plugin color --filter {name}" + (f" --filter-param {name}.{key}" if key else "")]
+    if info.kind == "augmenter":
+        return [f"segtk train --model demo --data demo --split '' --augment {name}"
+                + (f":{key}" if key else "") + f" --out runs/train-{name}"]
+    if info.kind == "edit-backend":
+        return [f"segtk edit --plugin color --backend {name}"]
+    if info.kind == "prompt-writer":
+        return [f"segtk edit --plugin color --prompt-writer {name} --prompt-model MODEL_DIR"]
+    return []
+
+
+def print_details(d: dict[str, Any]) -> None:
+    """`details` as text: nothing cut at any width (long cells fold, lines wrap softly)."""
+    version = f" {d['version']}" if d["version"] else ""
+    console.print(f"[bold]{d['name']}[/] ({d['kind']})", soft_wrap=True)
+    lines = [("distribution", f"{d['distribution']}{version}"), ("status", d["status"])]
+    for key in ("error", "install", "description", "syntax", "classes"):
+        if d.get(key):
+            lines.append((key, d[key]))
+    if d.get("missing"):
+        lines.append(("missing", ", ".join(d["missing"])))
+    for key, value in lines:
+        console.print(f"  {key}: ", end="", soft_wrap=True)
+        console.print(value, markup=False, soft_wrap=True, highlight=False)
+    if "parameters" in d:
+        if d["parameters"]:
+            console.print(table("parameters", ["name", "type", "default", "set with", "meaning"],
+                                [[p["name"], p["type"], _shown(p["default"]), p["set_with"], p["doc"]]
+                                 for p in d["parameters"]], fold=True))
+        else:
+            console.print("  parameters: none")
+    for line in d.get("examples", []):
+        console.print("  example: ", end="", soft_wrap=True)
+        console.print(line, markup=False, soft_wrap=True, highlight=False)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return ";".join(map(str, value))
+    return "none" if value is None else str(value)

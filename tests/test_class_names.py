@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-import segtk_demo
 from click.testing import CliRunner
 
+import segtk_demo
 from segtk.cli import cli
 from segtk.core.data import Dataset
 from segtk.core.errors import DataError, ModelError
