@@ -1,0 +1,308 @@
+"""Mutation testing of the modules that carry segtk's guarantees (driver of bench/mutation.sh).
+
+mutmut (pinned in the `test` extra) changes one small thing at a time in a module (`<` for
+`<=`, a constant, a dropped argument), runs the tests that cover the changed function, and
+counts a mutant as killed when a test fails. A surviving mutant is a change no test noticed:
+either a missing test, or an equivalent mutant (the program means the same), which
+bench/mutation-equivalent.txt lists with the reason.
+
+mutmut wants the package below its working folder, but segtk's root *is* the package
+(package-dir "." -> segtk), so each group is laid out in a scratch folder as segtk/ (and
+segtk_http/ for the server's limits) next to the tests it runs; the checkout is never written.
+Tests that run segtk in a subprocess would not see the mutants, so groups list in-process tests
+only, and only fast ones, so that every group fits this 2-core machine.
+
+    python bench/mutation.py [--quick] [--rev REV] [--jobs N] [GROUP ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = ["__init__.py", "cli.py", "core", "jobs", "benchmarks", "reports", "datasets", "commands",
+           "testing"]
+HTTP = "plugins/models/http/segtk_http"
+EQUIVALENT = REPO / "bench" / "mutation-equivalent.txt"
+# A test failed (or, for a timeout, ran 30x past the tests' time: e.g. hypothesis shrinking a
+# failure, or an endless loop). Timeouts are also counted apart.
+KILLED = {"killed", "caught by type check", "timeout", "segfault"}
+
+
+@dataclass(frozen=True)
+class Group:
+    """One module (`path` inside the staged tree), optionally only some of its functions
+    (mutmut's mangled names: x_func, xǁClassǁmethod), and the tests that guard it."""
+
+    path: str
+    tests: tuple[str, ...]
+    functions: tuple[str, ...] = ()
+    what: str = ""
+
+    @property
+    def module(self) -> str:
+        return self.path.removesuffix(".py").replace("/", ".")
+
+    def patterns(self) -> list[str]:
+        """mutmut name patterns selecting the mutants of this group."""
+        return [f"{self.module}.{f}__mutmut_*" for f in self.functions] or [f"{self.module}.*"]
+
+
+ORACLE_TESTS = ("tests/test_oracle.py", "tests/test_query_counter.py", "tests/test_fast_paths.py",
+                "tests/test_attack_containment.py", "tests/test_time_limit.py")
+GROUPS = {
+    "oracle": Group(
+        "segtk/core/attack.py",
+        ORACLE_TESTS + (
+            "tests/test_attack_job.py", "tests/test_suites.py",
+            "tests/test_bench_attacks.py::test_smaller_budgets_read_off_one_run_equal_separate_runs",
+            "plugins/attacks/dla/tests", "plugins/attacks/colour-stripes/tests"),
+        what="the oracle: ε-ball and [0,1], verified images, best-so-far, checkpoints, Attack.run"),
+    "counter": Group("segtk/core/segmenter.py", ORACLE_TESTS + ("tests/test_attack_job.py",),
+                     what="the query counter and the check of a model's answer"),
+    "metrics": Group("segtk/core/metrics.py",
+                     ("tests/test_metrics.py", "tests/test_fast_paths.py", "tests/test_oracle.py"),
+                     what="confusion, IoU, mIoU, pixel accuracy, mR, dataset accumulation"),
+    "quantise": Group(
+        "segtk/jobs/attack.py",
+        ("tests/test_attack_job.py", "tests/test_fast_paths.py",
+         "tests/test_bench_attacks.py::test_the_table_scores_the_stored_8bit_images_not_the_float_candidates"),
+        functions=("x_image_seed", "x_quantise", "x_evaluate", "xǁSummaryǁtable", "x_summarise",
+                   "x_attack_dataset", "x__attack_batch", "x__num"),
+        what="quantising to 8 bits, scoring the stored image, per-image records, the summary"),
+    "runs": Group("segtk/core/runs.py",
+                  ("tests/test_runs.py", "tests/test_runs_faults.py", "tests/test_attack_job.py"),
+                  what="run folders: whole-line appends, strict resume, the lock, run.json"),
+    "bench": Group(
+        "segtk/benchmarks/attacks.py",
+        ("tests/test_bench_attacks.py::test_the_table_is_the_mean_and_population_std_of_the_repeats_dataset_miou",
+         "tests/test_bench_attacks.py::test_a_repeat_missing_images_is_left_out_of_the_table",
+         "tests/test_bench_attacks.py::test_a_resume_appends_only_the_missing_records",
+         "tests/test_bench_attacks.py::test_the_table_scores_the_stored_8bit_images_not_the_float_candidates",
+         "tests/test_bench_attack_specs.py", "tests/test_runs_faults.py::test_bench_tables_are_strict_json"),
+        functions=("x_run_bench", "x__records", "x_curve_label", "x_aggregate", "x__row",
+                   "x__visibility", "x__mean_curve"),
+        what="the bench table: complete repeats, mean ± population std, visibility, curves, resume"),
+    "limits": Group("segtk_http/limits.py", ("plugins/models/http/tests/test_limits.py",),
+                    what="the server's limits: sizes from headers, batch and request totals"),
+}
+QUICK = {  # the oracle's bounds and the query counter: a few minutes
+    "oracle": Group(GROUPS["oracle"].path, ORACLE_TESTS,
+                    functions=("x_project", "x_box", "xǁOracleǁquery", "xǁOracleǁquery_each",
+                               "xǁOracleǁverify", "xǁOracleǁ_check_bounds",
+                               "xǁOracleǁ_check_verified", "xǁOracleǁscore_verified",
+                               "xǁOracleǁpatch", "xǁOracleǁflip", "xǁOracleǁ_corner"),
+                    what="the oracle's bounds (quick)"),
+    "counter": Group(GROUPS["counter"].path, ORACLE_TESTS,
+                     functions=("xǁQueryCounterǁ__init__", "xǁQueryCounterǁremaining",
+                                "xǁQueryCounterǁpredict"),
+                     what="the query counter (quick)"),
+}
+
+
+def stage(root: Path, group: Group, rev: str | None) -> None:
+    """The staged tree: segtk/ (and segtk_http/), the group's tests, a pyproject for mutmut."""
+    files = _tracked(rev, PACKAGE + [HTTP, "tests"] + sorted({_test_dir(t) for t in group.tests}))
+    for name in files:
+        target = root / _staged_name(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if rev is None:
+            if (REPO / name).is_file():
+                shutil.copy2(REPO / name, target)
+        else:
+            target.write_bytes(subprocess.run(["git", "show", f"{rev}:{name}"], cwd=REPO, check=True,
+                                              capture_output=True).stdout)
+    source = group.path.split("/")[0]
+    test_dirs = sorted({_test_dir(t) for t in group.tests if not t.startswith("tests/")})
+    (root / "pyproject.toml").write_text(f"""[tool.mutmut]
+source_paths = ["{source}"]
+only_mutate = ["{group.path}"]
+also_copy = {json.dumps(test_dirs)}
+pytest_add_cli_args = ["-p", "no:cacheprovider", "--import-mode=importlib"]
+pytest_add_cli_args_test_selection = {json.dumps(list(group.tests))}
+use_git_change_detection = false
+timeout_multiplier = 30.0
+
+[tool.pytest.ini_options]
+filterwarnings = ["ignore:`torch.jit:DeprecationWarning"]
+""")
+
+
+def _tracked(rev: str | None, paths: list[str]) -> list[str]:
+    """Tracked files under `paths` (at `rev`, or in the work tree: tracked plus new ones)."""
+    if rev is not None:
+        cmd = ["git", "ls-tree", "-r", "--name-only", rev, "--", *paths]
+    else:
+        cmd = ["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", *paths]
+    out = subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "__pycache__" not in line]
+
+
+def _test_dir(test: str) -> str:
+    path = test.split("::")[0]
+    return path if path.endswith("/tests") else str(Path(path).parent)
+
+
+def _staged_name(name: str) -> str:
+    if name.startswith(HTTP + "/"):
+        return "segtk_http/" + name[len(HTTP) + 1:]
+    if name.startswith(("tests/", "plugins/")):
+        return name
+    return "segtk/" + name
+
+
+def run_group(name: str, group: Group, root: Path, jobs: int) -> dict:
+    """Run mutmut on one group; its counts and each surviving mutant's diff."""
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    stage(root, group, ARGS.rev)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    start = time.monotonic()
+    log = root / "mutmut.log"
+    with open(log, "w") as fh:
+        run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs),
+                              *group.patterns()], cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    seconds = time.monotonic() - start
+    if run.returncode != 0:
+        tail = log.read_text(errors="replace")[-3000:]
+        raise SystemExit(f"mutmut failed on group {name} (exit {run.returncode}); see {log}:\n{tail}")
+    statuses = _statuses(root, group)
+    equivalent = load_equivalent()
+    survivors, equivalents = [], []
+    left = sorted((m for m, status in statuses.items() if status not in KILLED), key=_natural)
+    diffs = _diffs(root, group, left)
+    for mutant in left:
+        reason = equivalent.get((_function(mutant), _changed_lines(diffs[mutant])))
+        (equivalents if reason else survivors).append(
+            {"mutant": mutant, "status": statuses[mutant], "diff": diffs[mutant],
+             **({"why": reason} if reason else {})})
+    killed = sum(status in KILLED for status in statuses.values())
+    timeouts = sum(status == "timeout" for status in statuses.values())
+    return {"group": name, "module": group.module, "what": group.what, "mutants": len(statuses),
+            "killed": killed, "timeouts": timeouts, "equivalent": len(equivalents), "survived": len(survivors),
+            "seconds": round(seconds), "survivors": survivors, "equivalents": equivalents}
+
+
+def _statuses(root: Path, group: Group) -> dict[str, str]:
+    """Each selected mutant's status, as `mutmut results --all true` prints it."""
+    from fnmatch import fnmatch
+
+    out = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=root,
+                         check=True, capture_output=True, text=True).stdout
+    pairs = (line.strip().rsplit(": ", 1) for line in out.splitlines() if ": " in line)
+    return {k: v for k, v in pairs if any(fnmatch(k, p) for p in group.patterns())}
+
+
+DIFFS = """
+import json, sys
+from pathlib import Path
+from mutmut.__main__ import get_diff_for_mutant
+for name in json.loads(sys.stdin.read()):
+    print(json.dumps([name, get_diff_for_mutant(name, path=Path(sys.argv[1]))]))
+"""
+
+
+def _diffs(root: Path, group: Group, mutants: list[str]) -> dict[str, str]:
+    """The changed lines of each mutant (`mutmut show`'s diff, in one process for all)."""
+    out = subprocess.run([sys.executable, "-c", DIFFS, group.path], cwd=root, check=True,
+                         input=json.dumps(mutants), capture_output=True, text=True).stdout
+    diffs = dict(json.loads(line) for line in out.splitlines() if line.startswith("["))
+    return {m: "\n".join(line for line in diffs[m].splitlines()
+                         if line[:1] in "+-" and not line.startswith(("+++", "---")))
+            for m in mutants}
+
+
+def _function(mutant: str) -> str:
+    return mutant.rsplit("__mutmut_", 1)[0]
+
+
+def _changed_lines(diff: str) -> tuple[str, ...]:
+    return tuple(line[0] + " " + line[1:].strip() for line in diff.splitlines())
+
+
+def _natural(name: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def load_equivalent() -> dict[tuple[str, tuple[str, ...]], str]:
+    """bench/mutation-equivalent.txt: blocks of a function name, its changed lines (- and +, as
+    `mutmut show` prints them) and `why: ...`, separated by blank lines; matched by content, so
+    an entry survives renumbering of the mutants."""
+    entries: dict[tuple[str, tuple[str, ...]], str] = {}
+    if not EQUIVALENT.exists():
+        return entries
+    for block in EQUIVALENT.read_text().split("\n\n"):
+        lines = [line for line in block.splitlines() if line and not line.startswith("#")]
+        if not lines:
+            continue
+        why = [line for line in lines if line.startswith("why:")]
+        changed = tuple(line[0] + " " + line[1:].strip() for line in lines[1:] if line[:1] in "+-")
+        if not why or not changed:
+            raise SystemExit(f"{EQUIVALENT}: an entry needs a function, changed lines and why:\n{block}")
+        entries[(lines[0].strip(), changed)] = why[0][4:].strip()
+    return entries
+
+
+def report(results: list[dict]) -> str:
+    lines = ["| group | module | mutants | killed (timeouts) | survived | equivalent | "
+             "killed % of non-equivalent | time |", "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        score = 100 * r["killed"] / max(r["mutants"] - r["equivalent"], 1)
+        lines.append(f"| {r['group']} | `{r['module']}` | {r['mutants']} | {r['killed']} "
+                     f"({r['timeouts']}) | {r['survived']} | {r['equivalent']} | {score:.1f} | "
+                     f"{r['seconds']} s |")
+    total = {k: sum(r[k] for r in results)
+             for k in ("mutants", "killed", "timeouts", "survived", "equivalent")}
+    score = 100 * total["killed"] / max(total["mutants"] - total["equivalent"], 1)
+    lines.append(f"| all | | {total['mutants']} | {total['killed']} ({total['timeouts']}) | "
+                 f"{total['survived']} | {total['equivalent']} | {score:.1f} | "
+                 f"{sum(r['seconds'] for r in results)} s |")
+    for r in results:
+        for s in r["survivors"]:
+            lines += ["", f"SURVIVED {s['mutant']} ({s['status']})", s["diff"]]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    global ARGS
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("groups", nargs="*", help=f"some of {', '.join(GROUPS)} (default: all)")
+    parser.add_argument("--quick", action="store_true", help="the oracle's bounds and the counter")
+    parser.add_argument("--rev", help="stage this commit instead of the work tree")
+    parser.add_argument("--jobs", type=int, default=int(os.environ.get("MUTATION_JOBS", "2")))
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("MUTATION_DIR", "/tmp/segtk-mutation")))
+    ARGS = parser.parse_args()
+    groups = QUICK if ARGS.quick else GROUPS
+    unknown = [g for g in ARGS.groups if g not in groups]
+    if unknown:
+        parser.error(f"unknown group {unknown[0]!r}: choose from {', '.join(groups)}")
+    results = []
+    for name in ARGS.groups or list(groups):
+        print(f"== {name}: {groups[name].what}", flush=True)
+        results.append(run_group(name, groups[name], ARGS.out / name, ARGS.jobs))
+        r = results[-1]
+        print(f"   {r['mutants']} mutants, {r['killed']} killed, {r['survived']} survived, "
+              f"{r['equivalent']} equivalent ({r['seconds']} s)", flush=True)
+    ARGS.out.mkdir(parents=True, exist_ok=True)
+    (ARGS.out / "summary.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
+    text = report(results)
+    (ARGS.out / "summary.md").write_text(text + "\n")
+    print(text)
+    print(f"\nsummary: {ARGS.out / 'summary.md'} and summary.json")
+    return 1 if any(r["survived"] for r in results) else 0
+
+
+ARGS: argparse.Namespace
+
+if __name__ == "__main__":
+    sys.exit(main())
