@@ -35,9 +35,15 @@ EPS_TOLERANCE = 1e-6
 
 @dataclass
 class AttackParams:
-    """Knobs every attack shares. `eps` is on the 0–255 scale (8 means 8/255). `time_limit`:
-    wall-clock seconds per run of `Attack.run` (the images attacked together share it), None
-    for none; results that hit it depend on the machine's speed (see QueryCounter)."""
+    """Knobs every attack shares; one `name: meaning` entry each (`segtk plugins show` prints it).
+
+    eps: L∞ bound on the 0–255 scale (8 means 8/255).
+    budget: model queries per image, the clean image's query included.
+    seed: the run's seed; each image's random stream derives from it and the image's name.
+    proxy: the per-image score the attack drives down: miou or pacc (pixel accuracy).
+    time_limit: wall-clock seconds per run of `Attack.run` (the images attacked together share
+        it), None for none; results that hit it depend on the machine's speed (see QueryCounter).
+    """
 
     eps: float = 8.0
     budget: int = 50

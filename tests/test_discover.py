@@ -132,6 +132,12 @@ def test_plugins_show_lists_every_parameter_as_the_dataclass_declares_it(params_
                                                                  else str(p["default"]))]
 
 
+@pytest.mark.parametrize("name", sorted(i.name for i in registry.plugins() if i.kind == "attack"))
+def test_every_parameter_of_a_built_in_attack_has_a_meaning(name) -> None:
+    (shown,) = json.loads(invoke("plugins", "show", name, "--kind", "attack", "--json").output)
+    assert shown["parameters"] and all(p["doc"] for p in shown["parameters"]), shown["parameters"]
+
+
 def test_plugins_show_json_shapes() -> None:
     (dla,) = json.loads(invoke("plugins", "show", "dla", "--json").output)
     assert set(dla) == {"name", "kind", "distribution", "version", "status", "description",
