@@ -154,6 +154,9 @@ def test_plugins_show_json_shapes() -> None:
     assert [m["name"] for m in listing] == [i.name for i in registry.plugins() if i.kind == "segmenter"]
     assert all(m["syntax"] == registry.segmenter_plugin(m["name"]).syntax
                for m in listing if m["status"] == "ok")
+    readers = json.loads(invoke("datasets", "--json").output)
+    assert [(d["name"], d["kind"], d["syntax"]) for d in readers] == [
+        (i.name, "dataset", i.obj.syntax) for i in registry.plugins() if i.kind == "dataset"]
 
 
 def test_datasets_spec_lists_the_classes(tmp_path: Path) -> None:
