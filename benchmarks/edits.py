@@ -64,6 +64,7 @@ from segtk.jobs.edit import (
     build_editor,
     build_filter,
     edit_dataset,
+    object_things,
     parse_filter_params,
     run_config,
 )
@@ -133,13 +134,17 @@ def build_subsets(data_spec: str, split: str | None, limit: int | None, attribut
                   editor_params: dict[str, str] | None = None,
                   on_subset: Callable[[str, Any], None] | None = None, pick: str = "one",
                   object_centric: bool = True, prompt_writer: PromptWriter | None = None,
-                  prompt_config: dict[str, str] | None = None) -> list[Subset]:
+                  prompt_config: dict[str, str] | None = None, min_area: float = DEFAULT_MIN_AREA,
+                  objects: str = "largest", things_only: bool = False) -> list[Subset]:
     """Edit (or reuse) each attribute's subsets (see the module doc); return Original,
     [Original-object,] [Recon,] and the subsets. Each subset's `kind` is its editor's; the
     backend's reference editor (if any) builds the Recon subset. `prompt_writer` writes the
     prompts of editors that declare prompt templates (`prompt_config`: what their run.json
-    records about it, see jobs.edit.prompt_settings)."""
+    records about it, see jobs.edit.prompt_settings). `min_area`, `objects` and `things_only`
+    choose the salient object as `segtk edit` does (jobs.edit.EditConfig)."""
     data = load_dataset(data_spec, split, limit)
+    selection = EditConfig((), min_area=min_area, objects=objects, things_only=things_only)
+    things = object_things(data, selection)  # none to pick: refused before anything is edited
     opts = parse_filter_params(list(filters), list(filter_params))
     reference = reference_editor(backend)
     plan_ = [(attr, attr) for attr in attributes] + ([(RECON, reference)] if reference else [])
@@ -157,7 +162,8 @@ def build_subsets(data_spec: str, split: str | None, limit: int | None, attribut
         for subset, subset_vals in subset_values(attr, editor, list(dict.fromkeys(vals))):
             path = out / "edits" / subset
             settings = EditConfig(subset_vals, seed=seed, sheet_rows=6, filters=flts,
-                                  prompt_writer=writer, pick=pick, object_centric=object_centric)
+                                  prompt_writer=writer, pick=pick, object_centric=object_centric,
+                                  min_area=min_area, objects=objects, things_only=things_only)
             # the config `segtk edit` records for the same settings: either resumes the other's
             extra = dict(prompt_config or {}) if writer is not None else {}
             run = EditRun(path, run_config(editor, plugin, backend, data_spec, split, limit,
@@ -175,7 +181,8 @@ def build_subsets(data_spec: str, split: str | None, limit: int | None, attribut
     geo_sources = sorted({n.split("__")[0] for _, _, edited, kind in built
                           if kind == "geometry" for n in edited})
     if geo_sources:  # the geometry reference: source images scored on their object's pixels
-        masks = object_masks(data, geo_sources, out / "edits" / ORIGINAL_OBJECT / "masks")
+        masks = object_masks(data, geo_sources, out / "edits" / ORIGINAL_OBJECT / "masks",
+                             min_area, objects, things)
         subsets.append(Subset(ORIGINAL_OBJECT, data_spec, split,
                               tuple(s for s in data.names if s in set(geo_sources)), True, masks))
     for subset, path, edited, kind in built:
@@ -186,16 +193,20 @@ def build_subsets(data_spec: str, split: str | None, limit: int | None, attribut
     return subsets
 
 
-def object_masks(data: Dataset, sources: Sequence[str], folder: Path) -> str:
-    """The salient-object masks of the source images (as the object editors pick them, with the
-    default --min-area/--exclude), written as PNGs; images without an object get none."""
+def object_masks(data: Dataset, sources: Sequence[str], folder: Path,
+                 min_area: float = DEFAULT_MIN_AREA, objects: str = "largest",
+                 things: Sequence[str] | None = None) -> str:
+    """The salient-object masks of the source images (as the object editors pick them: the
+    same `min_area`, `objects` rule and `things`, the default --exclude), written as PNGs;
+    images without an object get none."""
     index = {n: i for i, n in enumerate(data.names)}
     for name in sources:
         if (folder / f"{name}.png").exists():
             continue
         item = data[index[name]]
         prepared = prepare_sample(name, item.image, item.label, data.classes, "object",
-                                  DEFAULT_MIN_AREA, None, None, data.ignore_index)
+                                  min_area, None, None, data.ignore_index, objects=objects,
+                                  things=things)
         mask = getattr(prepared, "mask", None)
         if mask is not None:
             write_png(folder / f"{name}.png", mask.astype(np.uint8) * 255)

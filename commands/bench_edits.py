@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -24,6 +25,7 @@ from segtk.core.editkit import CLASSICAL
 from segtk.core.errors import SegtkError
 from segtk.core.params import parse_pairs
 from segtk.core.runs import RunDir
+from segtk.core.samples import DEFAULT_MIN_AREA, OBJECT_RULES
 from segtk.core.specs import check_models, load_dataset, split_spec
 from segtk.jobs.edit import PICKS, load_prompt_writer, prompt_settings
 from segtk.jobs.executors import make_executor
@@ -43,6 +45,19 @@ def split_models(value: str) -> list[str]:
         else:
             specs.append(part)
     return specs
+
+
+def selection_config(min_area: float, objects: str, things_only: bool) -> dict[str, Any]:
+    """How the salient object was chosen, for run.json: only what differs from the defaults,
+    so that runs from before these options resume."""
+    config: dict[str, Any] = {}
+    if min_area != DEFAULT_MIN_AREA:
+        config["min_area"] = min_area
+    if objects != "largest":
+        config["objects"] = objects
+    if things_only:
+        config["things_only"] = True
+    return config
 
 
 def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
@@ -75,6 +90,12 @@ def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
 @click.option("--object-centric/--all-images", default=True, show_default=True,
               help="Every subset (style, weather and Recon too) only on images with a salient "
                    "object, as Gen4Seg §IV-A, so all subsets share their images.")
+@click.option("--min-area", type=click.FloatRange(0, 1), default=DEFAULT_MIN_AREA,
+              show_default=True, help="Smallest salient object, as a share of the image.")
+@click.option("--objects", type=click.Choice(OBJECT_RULES), default="largest", show_default=True,
+              help="largest region, or the first usable instance ranked by area (see segtk edit).")
+@click.option("--things-only", is_flag=True,
+              help="Only the dataset's thing classes may be the object (COCO-EA; see segtk edit).")
 @prompt_options
 @click.option("--backend", default=CLASSICAL, show_default=True, metavar="NAME",
               help="classical, or an edit-backend plugin (see `segtk plugins`); a backend with "
@@ -93,7 +114,7 @@ def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
 @click.option("--resume", is_flag=True, help="Keep finished results in OUT and run the rest.")
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def bench_edits(models_, data_spec, split, limit, classes_from_data, attributes, values, pick,
-                object_centric,
+                object_centric, min_area, objects, things_only,
                 prompt_model, prompt_writer_name, backend, extra, filters, filter_params, seed,
                 batch_size, chunk, executor, workers, address, out, resume, write_html) -> None:
     """Edited subsets × models → mIoU per subset, RmIoU and mR (Gen4Seg Tab. II/III).
@@ -133,13 +154,15 @@ def bench_edits(models_, data_spec, split, limit, classes_from_data, attributes,
     prompts = prompt_settings(prompt_writer_name, prompt_model)
     subsets = build_subsets(data_spec, split, limit, attrs, out_dir, backend, parse_values(values),
                             csv_list(filters), filter_params, seed, parse_pairs(extra, "--param"),
-                            said, pick, object_centric, writer, prompts)
+                            said, pick, object_centric, writer, prompts, min_area, objects,
+                            things_only)
     shards = plan(models, subsets, chunk, batch_size)
     config = {"models": models, "data": data_spec, "split": split, "limit": limit,
               "attributes": attrs, "backend": backend, "values": parse_values(values),
               "filters": csv_list(filters), "filter_params": list(filter_params), "seed": seed,
               "pick": pick, "object_centric": object_centric, **prompts,
-              **({"classes_from_data": True} if classes_from_data else {})}  # older runs lack it
+              **({"classes_from_data": True} if classes_from_data else {}),  # older runs lack it
+              **selection_config(min_area, objects, things_only)}
     run = RunDir(out_dir, config, resume, kind="bench-edits")
     with progress() as bar:
         task = bar.add_task(f"{len(shards)} shards", total=sum(len(s.images) for s in shards),

@@ -17,7 +17,7 @@ from segtk.commands.options import (
 from segtk.core.editkit import CLASSICAL, backend_class
 from segtk.core.errors import SegtkError
 from segtk.core.params import parse_pairs
-from segtk.core.samples import DEFAULT_EXCLUDE, DEFAULT_MIN_AREA, SKIP_REASONS
+from segtk.core.samples import DEFAULT_EXCLUDE, DEFAULT_MIN_AREA, OBJECT_RULES, SKIP_REASONS
 from segtk.core.specs import load_dataset
 from segtk.jobs.edit import (
     PICKS,
@@ -28,6 +28,7 @@ from segtk.jobs.edit import (
     edit_dataset,
     load_prompt_writer,
     no_edits,
+    object_things,
     parse_filter_params,
     prompt_settings,
     run_config,
@@ -66,6 +67,13 @@ BACKEND_HELP = ("classical = the editor's own CPU code; any other NAME is an edi
                    f"[default: {','.join(DEFAULT_EXCLUDE)}]; \"\" for none.")
 @click.option("--classes", "only", default=None,
               help="Only these classes may be the object (overrides --exclude), e.g. car,pedestrian.")
+@click.option("--objects", type=click.Choice(OBJECT_RULES), default="largest", show_default=True,
+              help="largest = the largest single-class region, the image skipped if its mask is "
+                   "unusable; ranked = every instance (connected region) ranked by area, the "
+                   "first usable one (Gen4Seg ranks objects by area).")
+@click.option("--things-only", is_flag=True,
+              help="Only the dataset's thing classes (countable objects, e.g. CamVid: car, "
+                   "pedestrian, bicyclist) may be the object, as COCO-EA edits COCO things only.")
 @click.option("--param", "extra", multiple=True, metavar="KEY=VALUE",
               help="Editor parameter (see the plugin's README), e.g. --param strength=0.7; with "
                    "--backend diffusion, other keys go to the diffusion backend, e.g. "
@@ -83,12 +91,14 @@ BACKEND_HELP = ("classical = the editor's own CPU code; any other NAME is an edi
 @prompt_options
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def edit(editor_name, values, backend, data_spec, split, limit, out, variants, pick,
-         object_centric, seed, resume, min_area, exclude, only, extra, sheet_rows, save_sources,
-         filter_names, filter_params, prompt_model, prompt_writer_name, write_html) -> None:
+         object_centric, seed, resume, min_area, exclude, only, objects, things_only, extra,
+         sheet_rows, save_sources, filter_names, filter_params, prompt_model, prompt_writer_name,
+         write_html) -> None:
     """Edit an attribute of labelled images into a new dataset whose labels stay valid.
 
     Object edits (color, material, size, position) change the largest single-class region that
-    covers at least --min-area of the image; image edits (style, weather) change the whole
+    covers at least --min-area of the image (--objects ranked: the largest usable one;
+    --things-only: of a thing class); image edits (style, weather) change the whole
     image. Appearance edits keep the label exactly; geometry edits move the label with the
     object and label the uncovered area ignore. Images without such an object are skipped and
     counted. Read the result back with --data edited:OUT.
@@ -131,7 +141,9 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, p
             err_console.print(f"[yellow]warning:[/] {name!r} is not a class of {data.name}")
     out = Path(out or f"runs/edit-{editor_name}")
     settings = EditConfig(value_list, variants, seed, min_area, exclude_list, only_list,
-                          save_sources, sheet_rows, filters, prompt_writer, pick, object_centric)
+                          save_sources, sheet_rows, filters, prompt_writer, pick, object_centric,
+                          objects, things_only)
+    object_things(data, settings)  # no thing class to pick: say so before OUT is made
     per_image = 1 if pick == "one" else len(value_list)
     run = EditRun(out, run_config(editor, editor_name, backend, data_spec, split, limit, settings,
                                   filter_opts, **prompt_settings(prompt_writer_name, prompt_model)),

@@ -182,6 +182,9 @@ class Dataset:
     ignore_index: int = 255
     palette: np.ndarray | None = None  # [K,3] colours for overlays
     extra: dict = field(default_factory=dict)
+    # The "thing" classes (countable objects, COCO-Stuff's sense) among `classes`, as the
+    # format defines them; None where it does not (`segtk edit --things-only` needs them).
+    things: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.pairs)
@@ -206,7 +209,8 @@ class Dataset:
             pairs = [p for p in pairs if p[0] in wanted]
         if limit is not None:
             pairs = pairs[:limit]
-        return Dataset(self.name, self.classes, pairs, self.ignore_index, self.palette, self.extra)
+        return Dataset(self.name, self.classes, pairs, self.ignore_index, self.palette, self.extra,
+                       self.things)
 
 
 def check_item(item: Item, num_classes: int, ignore_index: int) -> None:

@@ -6,6 +6,15 @@ sample needs it to cover at least `min_area` of the image (0.2 by default, the p
 Image-level edits (style, weather) edit the whole image: the mask is all True and no object is
 needed (the caption still names what is in the picture).
 
+Two options follow Gen4Seg §IV-A more closely (both off by default, so nothing changes unless
+asked): `things` restricts the object to thing classes (countable objects: COCO-EA edits COCO
+thing classes only; a dataset reader declares its things, `Dataset.things`), and
+`objects="ranked"` ranks every instance (a 4-connected single-class region) by area, largest
+first, as the paper ranks objects, and takes the first whose mask is usable, where `"largest"`
+(the default) skips the image when the largest region's mask is not (too thin or ragged, or
+covering nearly the whole image). The paper names no other ranking criterion (its "minimal
+occlusion" is a manual cleaning step), so none is invented here.
+
 Excluded by default (`DEFAULT_EXCLUDE`, matched case-insensitively against class names):
 "background"-like classes (background, void, unlabelled, other) and the two big surfaces that
 are not objects, sky and road. Pass `exclude=()` to allow every class, or `classes=[...]` to
@@ -39,6 +48,7 @@ SKIP_REASONS = {
 }
 
 SCENE_CAPTION = "a photo of a scene with {things}"
+OBJECT_RULES = ("largest", "ranked")
 
 
 @dataclass
@@ -71,6 +81,42 @@ def allowed_classes(classes: Sequence[str], exclude: Sequence[str] | None = None
     return [i for i, n in enumerate(names) if n not in banned]
 
 
+def thing_classes(classes: Sequence[str], allowed: Sequence[int], things: Sequence[str]) -> list[int]:
+    """The `allowed` class ids whose name is among `things` (case-insensitive)."""
+    wanted = {t.strip().lower() for t in things}
+    return [i for i in allowed if classes[i].strip().lower() in wanted]
+
+
+@dataclass
+class Instance:
+    """One 4-connected region of one class: `mask()` is `regions == index`."""
+
+    class_id: int
+    area: int
+    regions: np.ndarray  # the class's connected-component labels (shared by its instances)
+    index: int
+
+    def mask(self) -> np.ndarray:
+        return self.regions == self.index
+
+
+def ranked_instances(label: np.ndarray, class_ids: Sequence[int],
+                     min_pixels: int = 1) -> list[Instance]:
+    """Every 4-connected single-class region of `class_ids` with at least `min_pixels`, largest
+    first; ties go to the lower class id, then to the region found first (row-major), so the
+    first is `largest_region`'s."""
+    found = []
+    present = set(np.unique(label).tolist())
+    for c in sorted(class_ids):
+        if c not in present:
+            continue
+        regions, _ = ndimage.label(label == c)
+        areas = np.bincount(regions.ravel())
+        found += [Instance(c, int(areas[k]), regions, k) for k in range(1, len(areas))
+                  if areas[k] >= max(min_pixels, 1)]
+    return sorted(found, key=lambda i: (-i.area, i.class_id, i.index))
+
+
 def largest_region(label: np.ndarray, class_ids: Sequence[int]) -> tuple[int, np.ndarray | None]:
     """(class id, bool mask) of the largest 4-connected single-class region; (-1, None) if none.
     Ties go to the lower class id, then to the region found first (row-major)."""
@@ -90,6 +136,46 @@ def largest_region(label: np.ndarray, class_ids: Sequence[int]) -> tuple[int, np
     return best_cls, best_mask
 
 
+def mask_problem(mask: np.ndarray, name: str, min_area: float,
+                 max_area: float) -> Skip | None:
+    """Why `mask` (an object of class `name`) cannot be the edited object, or None."""
+    area = float(mask.mean())
+    if area < min_area:
+        return Skip("tiny-object", f"largest region ({name}) covers {area:.1%} < {min_area:.0%}")
+    if area > max_area:
+        return Skip("bad-mask", f"{name} covers {area:.1%} of the image: nothing around it")
+    interior = mask[1:-1, 1:-1] & mask[:-2, 1:-1] & mask[2:, 1:-1] & mask[1:-1, :-2] & mask[1:-1, 2:]
+    if interior.sum() < 0.1 * mask.sum():
+        return Skip("bad-mask", f"{name} region is thin or ragged (no interior)")
+    return None
+
+
+def pick_object(label: np.ndarray, classes: Sequence[str], class_ids: Sequence[int],
+                objects: str, min_area: float, max_area: float) -> tuple[int, np.ndarray] | Skip:
+    """(class id, mask) of the object to edit by rule `objects` (see the module doc), or why
+    there is none: the largest region's problem, for either rule."""
+    if objects not in OBJECT_RULES:
+        raise ValueError(f"objects={objects!r} is not one of {', '.join(OBJECT_RULES)}")
+    if objects == "largest":
+        cls, mask = largest_region(label, class_ids)
+        candidates = [] if mask is None else [(cls, mask)]
+    else:  # only instances of at least min_area can pass
+        ranked = ranked_instances(label, class_ids, int(np.ceil(min_area * label.size)))
+        candidates = [(i.class_id, i.mask()) for i in ranked]
+        if not candidates:  # say why the largest one fails, as "largest" does
+            cls, mask = largest_region(label, class_ids)
+            candidates = [] if mask is None else [(cls, mask)]
+    if not candidates:
+        return Skip("no-object", "no pixel of an allowed class")
+    problems = []
+    for cls, mask in candidates:
+        problem = mask_problem(mask, classes[cls], min_area, max_area)
+        if problem is None:
+            return cls, mask
+        problems.append(problem)
+    return problems[0]
+
+
 def prepare_sample(
     name: str,
     image: np.ndarray,
@@ -101,8 +187,12 @@ def prepare_sample(
     only: Sequence[str] | None = None,
     ignore_index: int = 255,
     max_area: float = 0.95,
+    objects: str = "largest",
+    things: Sequence[str] | None = None,
 ) -> Sample | Skip:
-    """A Sample (image, label, object mask, class, caption) or a Skip with its reason."""
+    """A Sample (image, label, object mask, class, caption) or a Skip with its reason.
+    `things`: only these classes (thing classes) may be the object, within `exclude`/`only`;
+    `objects`: "largest" region or first usable of the "ranked" instances."""
     if image.ndim != 3 or label.shape != image.shape[:2]:
         return Skip("bad-mask", f"label {label.shape} does not match image {image.shape[:2]}")
     label = label.astype(np.int64, copy=False)
@@ -110,17 +200,12 @@ def prepare_sample(
         whole = np.ones(label.shape, dtype=bool)
         return Sample(name, image, label, whole, list(classes), "",
                       scene_caption(label, classes, ignore_index), ignore_index)
-    cls, mask = largest_region(label, allowed_classes(classes, exclude, only))
-    if mask is None:
-        return Skip("no-object", "no pixel of an allowed class")
-    area = float(mask.mean())
-    if area < min_area:
-        return Skip("tiny-object", f"largest region ({classes[cls]}) covers {area:.1%} "
-                                   f"< {min_area:.0%}")
-    if area > max_area:
-        return Skip("bad-mask", f"{classes[cls]} covers {area:.1%} of the image: nothing around it")
-    interior = mask[1:-1, 1:-1] & mask[:-2, 1:-1] & mask[2:, 1:-1] & mask[1:-1, :-2] & mask[1:-1, 2:]
-    if interior.sum() < 0.1 * mask.sum():
-        return Skip("bad-mask", f"{classes[cls]} region is thin or ragged (no interior)")
+    allowed = allowed_classes(classes, exclude, only)
+    if things is not None:
+        allowed = thing_classes(classes, allowed, things)
+    picked = pick_object(label, classes, allowed, objects, min_area, max_area)
+    if isinstance(picked, Skip):
+        return picked
+    cls, mask = picked
     return Sample(name, image, label, mask, list(classes), classes[cls], caption(classes[cls]),
                   ignore_index)

@@ -35,6 +35,8 @@ CITYSCAPES_CLASSES = [
     "vegetation", "terrain", "sky", "person", "rider", "car", "truck", "bus", "train",
     "motorcycle", "bicycle",
 ]  # fmt: skip
+# Things: the classes Cityscapes annotates per instance (its "human" and "vehicle" groups).
+CITYSCAPES_THINGS = ["person", "rider", "car", "truck", "bus", "train", "motorcycle", "bicycle"]
 CITYSCAPES_PALETTE = np.array(
     [[128, 64, 128], [244, 35, 232], [70, 70, 70], [102, 102, 156], [190, 153, 153],
      [153, 153, 153], [250, 170, 30], [220, 220, 0], [107, 142, 35], [152, 251, 152],
@@ -119,6 +121,7 @@ def load_cityscapes(arg: str, split: str | None) -> Dataset:
         pairs,
         palette=CITYSCAPES_PALETTE,
         extra={"root": str(root), "layout": layout},
+        things=list(CITYSCAPES_THINGS),
     )
 
 
@@ -208,6 +211,7 @@ def _voc(root: Path, split: str, pairs, layout: str) -> Dataset:
         pairs,
         palette=VOC_PALETTE[: len(VOC_CLASSES)],
         extra={"root": str(root), "layout": layout},
+        things=VOC_CLASSES[1:],  # the 20 object classes: everything but background
     )
 
 
@@ -233,6 +237,15 @@ ADE20K_CLASSES = [
     "sconce", "vase", "traffic light", "tray", "ashcan", "fan", "pier", "crt screen", "plate",
     "monitor", "bulletin board", "shower", "radiator", "glass", "clock", "flag",
 ]  # fmt: skip
+# Things: the 100 of the 150 classes the ADE20K panoptic benchmark treats as countable objects
+# (its "isthing" flags, as in Mask2Former's ADE20K panoptic registration), by class index.
+ADE20K_THING_IDS = (
+    7, 8, 10, 12, 14, 15, 18, 19, 20, 22, 23, 24, 27, 30, 31, 32, 33, 35, 36, 37, 38, 39, 41, 42,
+    43, 44, 45, 47, 49, 50, 53, 55, 56, 57, 58, 62, 64, 65, 66, 67, 69, 70, 71, 72, 73, 74, 75, 76,
+    78, 80, 81, 82, 83, 85, 86, 87, 88, 89, 90, 92, 93, 95, 97, 98, 102, 103, 104, 107, 108, 110,
+    111, 112, 115, 116, 118, 119, 120, 121, 123, 124, 125, 126, 127, 129, 130, 132, 133, 134, 135,
+    136, 137, 138, 139, 142, 143, 144, 146, 147, 148, 149,
+)  # fmt: skip
 ADE20K_SPLITS = {"val": "validation", "train": "training"}  # short names accepted for --split
 
 
@@ -278,4 +291,5 @@ def load_ade20k(arg: str, split: str | None) -> Dataset:
         pairs,
         palette=default_palette(len(ADE20K_CLASSES)),
         extra={"root": str(root), "layout": layout},
+        things=[ADE20K_CLASSES[i] for i in ADE20K_THING_IDS],
     )

@@ -33,6 +33,10 @@ CAMVID_CLASSES = [
     "sky", "building", "pole", "road", "pavement", "tree",
     "signsymbol", "fence", "car", "pedestrian", "bicyclist",
 ]  # fmt: skip
+# Things: the countable objects (COCO-Stuff's sense), the classes whose Cityscapes
+# counterparts (person, rider, car, bicycle) are annotated per instance. Pole, sign and fence
+# are not (stuff there), nor are building, tree or fence in COCO-Stuff.
+CAMVID_THINGS = ["car", "pedestrian", "bicyclist"]
 CAMVID_PALETTE = np.array(
     [[128, 128, 128], [128, 0, 0], [192, 192, 128], [128, 64, 128], [0, 0, 192], [128, 128, 0],
      [192, 128, 128], [64, 64, 128], [64, 0, 128], [64, 64, 0], [0, 128, 192]],
@@ -219,5 +223,6 @@ def load_camvid(arg: str, split: str | None) -> Dataset:
     image_dir = root / split
     pairs = pair_folders(image_dir, _dir(root / f"{split}annot", f"{split}annot", hint), label)
     return Dataset(
-        f"camvid-{split}", CAMVID_CLASSES, require_images(pairs, image_dir), palette=CAMVID_PALETTE
+        f"camvid-{split}", CAMVID_CLASSES, require_images(pairs, image_dir), palette=CAMVID_PALETTE,
+        things=list(CAMVID_THINGS),
     )

@@ -48,7 +48,14 @@ from segtk.core.errors import DataError, PluginError, SegtkError, naming
 from segtk.core.filtering import Filter
 from segtk.core.params import build, parse_pairs
 from segtk.core.render import overlay
-from segtk.core.samples import DEFAULT_MIN_AREA, Skip, prepare_sample
+from segtk.core.samples import (
+    DEFAULT_MIN_AREA,
+    OBJECT_RULES,
+    Skip,
+    allowed_classes,
+    prepare_sample,
+    thing_classes,
+)
 from segtk.jobs.attack import image_seed
 
 RUN_FILE, MANIFEST, SKIPPED = "run.json", "manifest.jsonl", "skipped.jsonl"
@@ -131,6 +138,10 @@ def run_config(editor: Editor, plugin: str, backend: str, data: str, split: str 
         "params": editor.parameters(), "save_sources": settings.save_sources}
     if settings.pick != "all" and len(settings.values) > 1:  # one value: the same edits
         config["pick"] = settings.pick
+    if settings.objects != "largest":  # recorded only when set, so older runs resume
+        config["objects"] = settings.objects
+    if settings.things_only:
+        config["things_only"] = True
     if settings.object_centric and editor.level != "object":  # object edits are anyway
         config["object_centric"] = True
     if settings.filters:
@@ -207,9 +218,11 @@ class EditConfig:
     values on every image, or "one" value drawn per image (`picked_value`); which object is
     edited (`min_area`, `exclude`, `only`: see core.samples.prepare_sample); `object_centric`:
     image-level edits too only on images with such an object (Gen4Seg §IV-A selects those for
-    every appearance subset, so all subsets and Recon share their images); what is written
-    (`save_sources`, `sheet_rows` of the contact sheet, 0 = none); the noise `filters`; and a
-    `prompt_writer` that writes the edit prompts instead of the editor's templates."""
+    every appearance subset, so all subsets and Recon share their images); `objects`: the
+    largest region, or the first usable of the instances "ranked" by area, and `things_only`:
+    only the dataset's thing classes (`Dataset.things`) may be the object (COCO-EA); what is
+    written (`save_sources`, `sheet_rows` of the contact sheet, 0 = none); the noise `filters`;
+    and a `prompt_writer` that writes the edit prompts instead of the editor's templates."""
 
     values: Sequence[str]
     variants: int = 1
@@ -223,12 +236,35 @@ class EditConfig:
     prompt_writer: PromptWriter | None = None
     pick: str = "all"
     object_centric: bool = False
+    objects: str = "largest"
+    things_only: bool = False
 
     def __post_init__(self) -> None:
         if self.pick not in PICKS:
             raise SegtkError(f"pick={self.pick!r} is unknown",
                              hint="pick all (every value on every image) or one (one value "
                                   "drawn per image)")
+        if self.objects not in OBJECT_RULES:
+            raise SegtkError(f"objects={self.objects!r} is unknown",
+                             hint="objects largest (the largest region) or ranked (the first "
+                                  "usable instance, largest first)")
+
+
+def object_things(dataset: Dataset, config: EditConfig) -> list[str] | None:
+    """The classes the object may come from with `things_only` (the dataset's things, within
+    --classes/--exclude), None without it; an error where there are none to pick."""
+    if not config.things_only:
+        return None
+    if not dataset.things:
+        raise SegtkError(f"--things-only: {dataset.name} declares no thing classes",
+                         hint="name the object classes with --classes instead (e.g. "
+                              "--classes car,pedestrian)")
+    allowed = allowed_classes(dataset.classes, config.exclude, config.only)
+    if not thing_classes(dataset.classes, allowed, dataset.things):
+        raise SegtkError(f"--things-only: no thing class of {dataset.name} is allowed by "
+                         "--classes/--exclude",
+                         hint=f"its things: {', '.join(dataset.things)}")
+    return list(dataset.things)
 
 
 def edit_dataset(editor: Editor, dataset: Dataset, run: EditRun, config: EditConfig,
@@ -255,6 +291,7 @@ def edit_dataset(editor: Editor, dataset: Dataset, run: EditRun, config: EditCon
                              hint="use --prompt-model with editors that declare prompt "
                                   "templates (see their README)")
         editor.prompt_writer = prompt_writer
+    things = object_things(dataset, config)
     filters = sorted(config.filters, key=lambda f: 0 if f.stage == "sample" else 1)
     for flt in filters:
         if hasattr(flt, "prepare"):
@@ -293,11 +330,13 @@ def edit_dataset(editor: Editor, dataset: Dataset, run: EditRun, config: EditCon
             item = dataset[index]
             prepared: Sample | Skip = prepare_sample(
                 source, item.image, item.label, dataset.classes, level, config.min_area,
-                config.exclude, config.only, dataset.ignore_index)
+                config.exclude, config.only, dataset.ignore_index, objects=config.objects,
+                things=things)
             if config.object_centric and level != "object" and not isinstance(prepared, Skip):
                 salient = prepare_sample(source, item.image, item.label, dataset.classes,
                                          "object", config.min_area, config.exclude,
-                                         config.only, dataset.ignore_index)
+                                         config.only, dataset.ignore_index,
+                                         objects=config.objects, things=things)
                 if isinstance(salient, Skip):  # not an object-centric image (§IV-A)
                     prepared = salient
         except DataError as exc:

@@ -33,8 +33,12 @@ def _generate(seed: int) -> Item:
     return Item(scene_name(seed), image, label)
 
 
+THINGS = ("car", "person")  # the countable objects (as Cityscapes annotates them per instance)
+
+
 def _dataset(pairs: list, extra: dict) -> Dataset:
-    return Dataset("demo", list(CLASSES), pairs, IGNORE_INDEX, PALETTE.copy(), extra)
+    return Dataset("demo", list(CLASSES), pairs, IGNORE_INDEX, PALETTE.copy(), extra,
+                   list(THINGS))
 
 
 def shipped(root: Path = DATA_DIR) -> Dataset:
