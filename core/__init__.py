@@ -2,10 +2,11 @@
 
 Everything a plugin builds on is exported here: the contracts (Attack, Segmenter, Editor, Filter,
 Augmenter, EditBackend, PromptWriter, DatasetPlugin), the query counter and oracle that make
-budgets and ε exact, the proxy and metrics, data types and I/O, the editing kit, parameter
-parsing, the hook markers and the registry. Plugins import only `segtk.core` and
-`segtk.testing` (tests/test_architecture.py enforces it); jobs, benchmarks, reports, dataset
-readers and commands live in sibling packages that build on this one.
+budgets and ε exact, the PGD loop of white-box attacks, the proxy and metrics, data types and
+I/O, the editing kit, parameter parsing, the hook markers and the registry. Plugins import
+only `segtk.core` and `segtk.testing` (tests/test_architecture.py enforces it); jobs,
+benchmarks, reports, dataset readers and commands live in sibling packages that build on this
+one.
 """
 
 from segtk.core.attack import (
@@ -13,6 +14,7 @@ from segtk.core.attack import (
     Attack,
     AttackParams,
     AttackResult,
+    Gradient,
     Oracle,
     Verified,
     project,
@@ -68,6 +70,7 @@ from segtk.core.render import colourise, overlay, voc_colormap
 from segtk.core.runs import RunDir
 from segtk.core.segmenter import QueryCounter, Segmenter, check_prediction, labels_from_logits
 from segtk.core.specs import load_dataset, load_segmenter
+from segtk.core.whitebox import GradientAttack, PGDParams, pixel_cross_entropy
 
 __all__ = [
     "EPS_TOLERANCE",
@@ -88,10 +91,13 @@ __all__ = [
     "Filter",
     "FilterResult",
     "GeometryEditor",
+    "Gradient",
+    "GradientAttack",
     "Item",
     "ModelError",
     "ModuleTrainable",
     "Oracle",
+    "PGDParams",
     "PluginError",
     "Preprocessing",
     "PromptWriter",
@@ -128,6 +134,7 @@ __all__ = [
     "overlay",
     "parse_pairs",
     "pixel_accuracy",
+    "pixel_cross_entropy",
     "project",
     "read_image",
     "read_label",

@@ -10,6 +10,11 @@ The forward pass should be the only real cost of a query, so the oracle also off
 ways in with the same guarantee: `query_each` projects (one pass) instead of checking, and
 verified images (`verify`, `vertex`, `patch`, `flip`, `pin`, `score_verified`) let an attack
 whose candidates differ from the last one in a few lines pay for those lines only.
+
+White-box attacks (`Attack.white_box = True`) get one more door, `Oracle.loss_and_grad`: the
+gradient of their loss of the model's logits, under the same checks, one query per candidate
+for the forward and backward pass together. Only they may use it, and only on a segmenter that
+offers `differentiable_logits`; the run refuses anything else before its first query.
 """
 
 from __future__ import annotations
@@ -107,6 +112,19 @@ class Answer(NamedTuple):
     labels: torch.Tensor  # [N,H,W] the model's decision
 
 
+class Gradient(NamedTuple):
+    """What one forward and backward pass tells a white-box attack (`Oracle.loss_and_grad`)."""
+
+    scores: torch.Tensor  # [N] proxy per candidate, as a query would score it
+    labels: torch.Tensor  # [N,H,W] the argmax of the logits
+    loss: torch.Tensor  # [N] the attack's loss per candidate (detached)
+    grad: torch.Tensor  # [N,3,H,W] d loss / d candidate
+
+
+# loss(logits [N,C,H,W] with their graph, target labels [N,H,W]) -> one loss per candidate [N]
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
 @dataclass
 class AttackResult:
     """What an attack produced for a batch; counts come from the QueryCounter."""
@@ -141,8 +159,10 @@ class Oracle:
         eps_unit: float,
         seeds: list[int],
         checkpoints: tuple[int, ...] = (),
+        white_box: bool = False,
     ) -> None:
         self.counter = counter
+        self.white_box = white_box  # may the attack use loss_and_grad?
         self.clean = clean  # the caller's tensors, for the attack to read
         self.labels = labels
         self._given = clean, labels
@@ -212,6 +232,37 @@ class Oracle:
         scores = self.proxy.score(conf)
         self._record(images, owners, labels, scores, conf)
         return Answer(scores, labels)
+
+    def loss_and_grad(self, images: torch.Tensor, loss: LossFn,
+                      owners: torch.Tensor | None = None) -> Gradient:
+        """One forward and backward pass per candidate, one query each (a white-box attack's
+        iteration): `loss(logits, targets)` of the model's logits against the ground-truth
+        labels of each row's source image, and its gradient w.r.t. the candidates. Checked,
+        charged and recorded (best candidate, history) exactly like `query`."""
+        if not self.white_box:
+            raise SegtkError("a decision-based attack asked for gradients (Oracle.loss_and_grad)",
+                             hint="set white_box = True on the attack class if it is white-box: "
+                                  "it then runs only on models that give gradients")
+        if owners is None:
+            owners = torch.arange(images.shape[0])
+        owners = torch.as_tensor(owners, dtype=torch.long).reshape(-1)
+        self._check_bounds(images, owners)
+        x = images.detach().clone().requires_grad_(True)
+        with torch.enable_grad():
+            logits = self.counter.gradient_logits(x, owners)
+            values = loss(logits, self._labels[owners])
+            if not isinstance(values, torch.Tensor) or values.shape != (len(owners),):
+                got = tuple(values.shape) if isinstance(values, torch.Tensor) else type(values)
+                raise SegtkError(f"the loss must give one value per candidate, shape "
+                                 f"({len(owners)},), got {got}")
+            (grad,) = torch.autograd.grad(values.sum(), x, allow_unused=True)
+        labels = logits.detach().max(dim=1).indices  # finite: checked by the counter
+        conf = self.confusion(labels, owners)
+        scores = self.proxy.score(conf)
+        x = x.detach()
+        self._record(x, owners, labels, scores, conf)
+        grad = torch.zeros_like(x) if grad is None else grad  # a loss that ignores the image
+        return Gradient(scores, labels, values.detach(), grad)
 
     def query_each(self, images: list[int], candidates: list[torch.Tensor]) -> list[torch.Tensor]:
         """One model call for several images' candidates ([n_i,3,H,W] each).
@@ -486,11 +537,15 @@ class Attack(ABC):
     Subclasses set `name`, `Params` (a dataclass extending AttackParams) and implement
     `attack(oracle)`. `anytime` says whether the first b queries of a run with budget T are the
     same as a run with budget b; if so, one benchmark run serves every smaller budget.
+    `white_box = True` declares a white-box attack: it may ask the oracle for gradients
+    (`Oracle.loss_and_grad`, one query per forward and backward pass), runs only on segmenters
+    that give them, and is listed and tabled apart from the decision-based attacks.
     """
 
     name: ClassVar[str] = "attack"
     Params: ClassVar[type[AttackParams]] = AttackParams
     anytime: ClassVar[bool] = True
+    white_box: ClassVar[bool] = False
 
     def __init__(self, params: AttackParams | None = None, **overrides: Any) -> None:
         params = params if params is not None else self.Params()
@@ -524,6 +579,7 @@ class Attack(ABC):
         result's `stopped` names the images it cut short.
         """
         p = self.params
+        check_gradients(type(self), segmenter)
         b = images.shape[0]
         seeds = seeds if seeds is not None else [p.seed * 1_000_003 + i for i in range(b)]
         counter = QueryCounter(segmenter, p.budget, b, p.time_limit)
@@ -532,7 +588,8 @@ class Attack(ABC):
             ignore_index if ignore_index is not None else segmenter.ignore_index,
             p.proxy,
         )
-        oracle = Oracle(counter, images, labels, proxy, p.eps_unit, seeds, checkpoints)
+        oracle = Oracle(counter, images, labels, proxy, p.eps_unit, seeds, checkpoints,
+                        white_box=self.white_box)
         try:
             self.attack(oracle)
         except TimeUp:  # its time limit passed: the attack ends at that query
@@ -567,6 +624,16 @@ class Attack(ABC):
             return AttackError(f"attack {self.name!r} {what}", exc.hint, what)
         what = f"raised {type(exc).__name__}: {exc}"
         return AttackError(f"attack {self.name!r} {what}", what=what)
+
+
+def check_gradients(attack: type[Attack], segmenter: Segmenter) -> None:
+    """Refuse a white-box attack on a segmenter that gives no gradients, before any query."""
+    if attack.white_box and not segmenter.has_gradients:
+        raise SegtkError(
+            f"attack {attack.name!r} is white-box: it needs the gradients of the model's logits, "
+            f"and model {segmenter.name!r} gives none",
+            hint="use a decision-based attack (`segtk plugins` marks the white-box ones), or a "
+                 "model adapter that implements Segmenter.differentiable_logits")
 
 
 def _caused_by(exc: BaseException, cause: BaseException) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from time import monotonic
 
 import torch
@@ -46,6 +47,17 @@ class Segmenter(ABC):
         """Per-pixel class scores [B,C,H,W], for tools that need them (pixel filters)."""
         raise NotImplementedError(f"{self.name} gives labels only, no scores")
 
+    @property
+    def has_gradients(self) -> bool:
+        """Whether the adapter offers `differentiable_logits` (white-box attacks need it)."""
+        return type(self).differentiable_logits is not Segmenter.differentiable_logits
+
+    def differentiable_logits(self, images: torch.Tensor) -> torch.Tensor:
+        """`logits(images)` with autograd's graph back to `images`, the model as `predict`
+        runs it (eval mode: BatchNorm on running statistics): what white-box attacks
+        differentiate. `logits` may run under inference mode for speed; this must not."""
+        raise NotImplementedError(f"{self.name} gives no gradients")
+
 
 def labels_from_logits(logits: torch.Tensor) -> torch.Tensor:
     """Argmax over channels, refusing NaN/inf scores instead of silently predicting class 0."""
@@ -69,6 +81,23 @@ def check_prediction(images: torch.Tensor, labels: torch.Tensor, model: str) -> 
             raise ModelError(f"model {model} returned NaN labels")
         labels = labels.round()
     return labels.long()
+
+
+def check_gradient_logits(images: torch.Tensor, logits: torch.Tensor, model: str) -> torch.Tensor:
+    """Validate `differentiable_logits`: [B,C,H,W] at the images' size, finite, and with a
+    graph back to the images (a detached answer would give a white-box attack no gradient)."""
+    b, _, h, w = images.shape
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 4 or \
+            (logits.shape[0], *logits.shape[2:]) != (b, h, w):
+        got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ModelError(f"model {model} returned logits of shape {got}, expected ({b}, C, {h}, {w})",
+                         hint="differentiable_logits() must return [B,C,H,W] at the input resolution")
+    if images.requires_grad and not logits.requires_grad:
+        raise ModelError(f"model {model} returned logits without a gradient path to the images",
+                         hint="differentiable_logits() must not run under torch.no_grad, "
+                              "inference_mode or detach()")
+    labels_from_logits(logits.detach())  # refuses NaN and infinite scores
+    return logits
 
 
 class TimeUp(BaseException):
@@ -113,6 +142,23 @@ class QueryCounter:
 
     def predict(self, images: torch.Tensor, owners: torch.Tensor | None = None) -> torch.Tensor:
         """Predict `images`; row k is charged to source image `owners[k]` (default: k)."""
+        self._charge(images, owners)
+        if images.shape[0] == 0:
+            return torch.empty(0, *images.shape[2:], dtype=torch.long)
+        return self._blamed(lambda: check_prediction(images, self.segmenter.predict(images),
+                                                     self.segmenter.name))
+
+    def gradient_logits(self, images: torch.Tensor, owners: torch.Tensor | None = None) -> torch.Tensor:
+        """The segmenter's `differentiable_logits` of `images` (their graph kept), charged
+        like `predict`: one query per row. A white-box attack's forward and backward pass
+        through the model is one query of its budget."""
+        self._charge(images, owners)
+        return self._blamed(lambda: check_gradient_logits(
+            images, self.segmenter.differentiable_logits(images), self.segmenter.name))
+
+    def _charge(self, images: torch.Tensor, owners: torch.Tensor | None) -> None:
+        """Charge each row to its source image, or refuse: past the deadline (TimeUp) or the
+        budget (BudgetExceeded), charging nothing."""
         if owners is None:
             owners = torch.arange(images.shape[0])
         owners = torch.as_tensor(owners, dtype=torch.long).reshape(-1)
@@ -131,14 +177,15 @@ class QueryCounter:
                     hint="the attack must stop querying an image once its budget is spent",
                 )
             self.counts = after
-        if images.shape[0] == 0:
-            return torch.empty(0, *images.shape[2:], dtype=torch.long)
+
+    def _blamed(self, ask: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """`ask()`, keeping what the model raised in `failure`, so that Attack.run can tell the
+        model's failures from the attack's own."""
         try:
-            return check_prediction(images, self.segmenter.predict(images), self.segmenter.name)
+            return ask()
         except SegtkError as exc:
             self.failure = exc
             raise
         except Exception as exc:
-            # Kept, so that Attack.run can tell the model's failures from the attack's own.
             self.failure = ModelError(f"the model raised {type(exc).__name__}: {exc}")
             raise self.failure from exc

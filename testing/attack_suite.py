@@ -8,7 +8,9 @@ invariance, anytime prefixes and progress against a small deterministic segmente
         params = {"some_knob": 3}      # optional overrides
 
 The ε-ball and [0,1] are checked on every candidate that reaches the model, here, not only by
-the oracle: a wrong oracle must not hide an attack that leaves the ball.
+the oracle: a wrong oracle must not hide an attack that leaves the ball. White-box attacks
+(`white_box = True`) run through the same checks: their forward and backward passes are
+queries, and the small segmenter gives gradients.
 """
 
 from __future__ import annotations
@@ -39,20 +41,28 @@ def every_query_checked(clean: torch.Tensor, eps: float) -> Iterator[list[str]]:
     checked = [0]
     limit = eps / 255 + EPS_TOLERANCE
 
+    def check(images: torch.Tensor, owners: torch.Tensor | None) -> None:
+        rows = torch.arange(images.shape[0]) if owners is None else \
+            torch.as_tensor(owners, dtype=torch.long).reshape(-1)
+        x = images.detach().cpu()
+        gap = (x - clean[rows]).abs().flatten(1).amax(1) if x.numel() else torch.zeros(0)
+        in_box = ((x >= 0) & (x <= 1)).flatten(1).all(1)
+        for row, owner in enumerate(rows.tolist()):
+            if not (bool(gap[row] <= limit) and bool(in_box[row])):  # NaN fails too
+                violations.append(f"a candidate of image {owner} reached the model with "
+                                  f"L∞ = {float(gap[row]) * 255:.3f}/255 (ε = {eps:g}), values "
+                                  f"in [{float(x[row].min()):.4f}, {float(x[row].max()):.4f}]")
+        checked[0] += len(rows)
+
     class Checked(QueryCounter):
         def predict(self, images: torch.Tensor, owners: torch.Tensor | None = None) -> torch.Tensor:
-            rows = torch.arange(images.shape[0]) if owners is None else \
-                torch.as_tensor(owners, dtype=torch.long).reshape(-1)
-            x = images.detach().cpu()
-            gap = (x - clean[rows]).abs().flatten(1).amax(1) if x.numel() else torch.zeros(0)
-            in_box = ((x >= 0) & (x <= 1)).flatten(1).all(1)
-            for row, owner in enumerate(rows.tolist()):
-                if not (bool(gap[row] <= limit) and bool(in_box[row])):  # NaN fails too
-                    violations.append(f"a candidate of image {owner} reached the model with "
-                                      f"L∞ = {float(gap[row]) * 255:.3f}/255 (ε = {eps:g}), values "
-                                      f"in [{float(x[row].min()):.4f}, {float(x[row].max()):.4f}]")
-            checked[0] += len(rows)
+            check(images, owners)
             return super().predict(images, owners)
+
+        def gradient_logits(self, images: torch.Tensor,
+                            owners: torch.Tensor | None = None) -> torch.Tensor:
+            check(images, owners)  # a white-box attack's forward and backward passes
+            return super().gradient_logits(images, owners)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(attack_module, "QueryCounter", Checked)

@@ -113,6 +113,16 @@ class DemoSegmenter(Segmenter, ModuleTrainable):
     def predict(self, images: torch.Tensor) -> torch.Tensor:
         return labels_from_logits(self.logits(images))
 
+    def differentiable_logits(self, images: torch.Tensor) -> torch.Tensor:
+        """`logits` with the graph back to `images` (eval mode, one image per forward, like
+        `logits`): for white-box attacks."""
+        images = images.to(self.device, torch.float32)
+        if images.dim() != 4 or images.shape[1] != 3:
+            raise ModelError(f"demo expects images [B,3,H,W], got {tuple(images.shape)}")
+        if images.shape[0] == 0:
+            return images.new_zeros(0, len(self.classes), *images.shape[2:])
+        return torch.cat([padded_logits(self.net, x[None]) for x in images])
+
     # --- Trainable (segtk train) ---------------------------------------------------------------
 
     @property

@@ -116,6 +116,14 @@ class ESPNetSegmenter(Segmenter, ModuleTrainable):
             chunks = [self._forward(part) for part in images.split(self.batch_size)]
         return chunks[0] if len(chunks) == 1 else torch.cat(chunks)
 
+    def differentiable_logits(self, images: torch.Tensor) -> torch.Tensor:
+        """`logits` with the graph back to `images`, in eval mode: for white-box attacks."""
+        _check(images, self.name)
+        if images.shape[0] == 0:
+            return torch.empty(0, self.num_outputs, *images.shape[2:], device=self.device)
+        chunks = [self._forward(part) for part in images.split(self.batch_size)]
+        return chunks[0] if len(chunks) == 1 else torch.cat(chunks)
+
     def predict(self, images: torch.Tensor) -> torch.Tensor:
         _check(images, self.name)
         if images.shape[0] == 0:
