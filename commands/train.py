@@ -12,7 +12,19 @@ from segtk.commands.console import console, progress, table
 from segtk.commands.options import classes_from_data_option, csv_list, limit_option
 from segtk.core.editkit import CLASSICAL
 from segtk.core.errors import SegtkError
+from segtk.core.specs import preferred_split
 from segtk.jobs.train import TrainConfig, parse_size, train
+
+TRAIN_SPLIT_HELP = ("Training split [default: train where the data has splits, else all of it]; "
+                    "'' for none.")
+
+
+def chosen_split(data_spec: str, split: str | None, preferred: str) -> str | None:
+    """--split as given ('' = none) or, when not given, `preferred` where the data has splits and
+    none where it has none: a default the user did not type must not fail on the demo data."""
+    if split is None:
+        return preferred_split(data_spec, preferred)
+    return split or None
 
 
 def training_options(command):
@@ -55,7 +67,7 @@ class StepBar:
 @click.command("train")
 @click.option("--model", "model_spec", required=True, help="Start model spec (see `segtk models`).")
 @click.option("--data", "data_spec", required=True, help="Training data spec FORMAT:PATH.")
-@click.option("--split", default="train", show_default=True, help="Training split.")
+@click.option("--split", default=None, help=TRAIN_SPLIT_HELP)
 @limit_option
 @click.option("--augment", default="baseline", show_default=True, metavar="NAME[:k=v,...]",
               help="Augmenter plugin (see `segtk plugins`); baseline = none.")
@@ -76,13 +88,14 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
       segtk train --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
           --data camvid:../shared/data/camvid --augment cutmix --epochs 2 \\
           --crop 240x180 --out runs/train-cutmix
-      segtk train --model demo --data demo --split '' --augment augmix:severity=3 --out runs/t
+      segtk train --model demo --data demo --augment augmix:severity=3 --out runs/t
       segtk train ... --augment edits:dir=runs/edit-color,p=0.5 --out runs/train-edits
       segtk train ... --out runs/train-cutmix --resume --epochs 3
       segtk predict --model runs/train-cutmix/model.spec --data camvid:../shared/data/camvid
     """
 
-    config = TrainConfig(model_spec, data_spec, split or None, limit, augment, epochs, batch_size,
+    split = chosen_split(data_spec, split, "train")
+    config = TrainConfig(model_spec, data_spec, split, limit, augment, epochs, batch_size,
                          lr, weight_decay, seed, parse_size(size, "--size"),
                          parse_size(crop, "--crop"), classes_from_data)
     with progress() as bar:
@@ -97,13 +110,15 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
 @click.command("augment")
 @click.option("--model", "model_spec", required=True, help="Start model spec (every row trains from it).")
 @click.option("--data", "data_spec", required=True, help="Training data spec FORMAT:PATH.")
-@click.option("--split", default="train", show_default=True, help="Training split.")
+@click.option("--split", default=None, help=TRAIN_SPLIT_HELP)
 @limit_option
 @click.option("--augment", "augments", default="baseline,cutout,cutmix,augmix", show_default=True,
               help="Augmentations, one model each; separate with '+' when a spec has commas "
                    "(e.g. 'baseline+cutmix+edits:dir=A;B,p=0.5').")
 @click.option("--eval-data", default=None, help="Evaluation data spec [default: --data].")
-@click.option("--eval-split", default="val", show_default=True)
+@click.option("--eval-split", default=None,
+              help="Evaluation split [default: val where the data has splits, else all of it]; "
+                   "'' for none.")
 @click.option("--eval-limit", type=click.IntRange(min=1), default=None,
               help="Use only the first N evaluation images.")
 @click.option("--attributes", default="color,material,style,weather", show_default=True,
@@ -127,7 +142,7 @@ def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval
 
     \b
     Examples:
-      segtk bench augment --model demo --data demo --split '' --eval-split '' \\
+      segtk bench augment --model demo --data demo \\
           --augment baseline,cutmix --attributes color,weather --crop 96x64 --out runs/ba
       segtk bench augment --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
           --data camvid:../shared/data/camvid --crop 240x180 --epochs 2 \\
@@ -139,11 +154,13 @@ def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval
     attrs = csv_list(attributes)
     if not attrs:
         raise SegtkError("--attributes must name at least one editor", hint="e.g. --attributes color,weather")
-    training = TrainConfig(model_spec, data_spec, split or None, limit, "baseline", epochs,
+    split = chosen_split(data_spec, split, "train")
+    eval_split = chosen_split(eval_data or data_spec, eval_split, "val")
+    training = TrainConfig(model_spec, data_spec, split, limit, "baseline", epochs,
                            batch_size, lr, weight_decay, seed, parse_size(size, "--size"),
                            parse_size(crop, "--crop"), classes_from_data)
     bench = AugmentBench(training, tuple(s for s in specs if s), tuple(attrs), eval_data,
-                         eval_split or None, eval_limit, parse_values(values), backend)
+                         eval_split, eval_limit, parse_values(values), backend)
 
     def said(attr, summary) -> None:
         d = summary.as_dict()

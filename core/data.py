@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
-from segtk.core.errors import DataError
+from segtk.core.errors import DataError, NoSplits
 from segtk.core.png import encode_png
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
@@ -287,11 +287,11 @@ def check_flat_split(root: Path | str, split: str | None, accepted: Sequence[str
     if split is None or split in accepted:
         return
     if not accepted:
-        raise DataError(
+        raise NoSplits(
             f"{root}: unknown split {split!r}: {fmt} datasets have no splits",
             hint=f"drop --split, or point --data at the split's own {fmt} folder",
         )
-    raise DataError(
+    raise NoSplits(
         f"{root}: unknown split {split!r}: this {fmt} folder has no split subfolders",
         hint=f"drop --split (the folder is read as split {accepted[0]!r}) "
         f"or point PATH at a full {fmt} tree",

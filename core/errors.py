@@ -22,6 +22,11 @@ class DataError(SegtkError):
     """A dataset, image or label that cannot be used as it is."""
 
 
+class NoSplits(DataError):
+    """A --split for a dataset that has no splits (a format without them, or a flat folder):
+    commands whose default split is only a preference fall back to the whole dataset."""
+
+
 class ModelError(SegtkError):
     """A segmenter that cannot be loaded or that misbehaved (raised, wrong shape, NaN)."""
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from segtk.core import registry
 from segtk.core.data import Dataset
-from segtk.core.errors import DataError, ModelError, SegtkError
+from segtk.core.errors import DataError, ModelError, NoSplits, SegtkError
 from segtk.core.params import convert
 from segtk.core.segmenter import Segmenter
 
@@ -150,6 +150,18 @@ def load_dataset(spec: str, split: str | None = None, limit: int | None = None) 
     if len(dataset) == 0:
         raise DataError(f"dataset {spec!r} has no images", hint=f"expected layout: {plugin.syntax}")
     return dataset
+
+
+def preferred_split(spec: str, split: str) -> str | None:
+    """`split` where the dataset `spec` has splits, None (the whole dataset) where it has none:
+    the default of an option such as `segtk train --split`, which prefers a split the user did
+    not ask for and so must not fail on a dataset without splits (demo, folder, flat folders).
+    Any other problem (no such split among several, a missing folder) is raised as it is."""
+    try:
+        load_dataset(spec, split, 1)
+    except NoSplits:
+        return None
+    return split
 
 
 def class_key(name: str) -> str:

@@ -1,0 +1,59 @@
+"""What a new user meets first: defaults that do not fail on the demo data, `--quiet` for
+scripts, `predict` printing a table or JSON, one list separator per option, the light install
+(requirements-light.txt) and `segtk plugins` naming what to install for a missing plugin."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from segtk.cli import cli
+from segtk.core.data import write_png
+from segtk.core.errors import DataError
+from segtk.core.specs import preferred_split
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def run_config(out: Path) -> dict:
+    return json.loads((out / "run.json").read_text())["config"]
+
+
+# --- the training split: train where the data has splits, else all of it ----------------------
+
+
+def camvid(root: Path, splits: tuple[str, ...]) -> str:
+    """A one-image CamVid (SegNet layout) with the given splits."""
+    for split in splits:
+        write_png(root / split / "a.png", np.zeros((4, 4, 3), np.uint8))
+        write_png(root / f"{split}annot" / "a.png", np.zeros((4, 4), np.uint8))
+    return f"camvid:{root}"
+
+
+def test_train_without_split_on_data_without_splits_trains_on_all_of_it(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = invoke("train", "--model", "demo", "--data", "demo", "--limit", "2",
+                    "--batch-size", "2", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert run_config(out)["split"] is None
+
+
+def test_a_split_the_user_typed_is_still_checked() -> None:
+    result = invoke("train", "--model", "demo", "--data", "demo", "--split", "train",
+                    "--out", "unused")
+    assert result.exit_code == 1
+    assert "unknown split 'train'" in result.output and "drop --split" in result.output
+
+
+def test_preferred_split_is_taken_where_the_data_has_splits(tmp_path: Path) -> None:
+    assert preferred_split(camvid(tmp_path / "both", ("train", "val")), "train") == "train"
+    assert preferred_split("demo", "train") is None
+    with pytest.raises(DataError, match=r"unknown split 'train'.*available: val") as exc:
+        preferred_split(camvid(tmp_path / "val-only", ("val",)), "train")
+    assert "pass --split" in (exc.value.hint or "")
