@@ -5,6 +5,7 @@ scripts, `predict` printing a table or JSON, one list separator per option, the 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -57,3 +58,21 @@ def test_preferred_split_is_taken_where_the_data_has_splits(tmp_path: Path) -> N
     with pytest.raises(DataError, match=r"unknown split 'train'.*available: val") as exc:
         preferred_split(camvid(tmp_path / "val-only", ("val",)), "train")
     assert "pass --split" in (exc.value.hint or "")
+
+
+# --- segtk edit --filter surrogate: the error says what to add, and what it says works --------
+
+
+def test_surrogate_without_a_model_says_what_to_add_and_the_advice_runs(tmp_path: Path) -> None:
+    command = ["edit", "--plugin", "material", "--filter", "surrogate", "--limit", "1",
+               "--sheet-rows", "0", "--out", str(tmp_path / "edit")]
+    result = invoke(*command)
+    assert result.exit_code == 1
+    text = " ".join(result.output.split())
+    assert "add --filter-param surrogate.model=SPEC" in text
+    advice = re.search(r"(--filter-param surrogate\.model=\S+) on the demo data", text)
+    assert advice, text
+    fixed = invoke(*command, *advice.group(1).split(" ", 1))
+    assert fixed.exit_code == 0, fixed.output
+    used = run_config(tmp_path / "edit")["filters"]["surrogate"]["model"]
+    assert f"surrogate.model={used}" == advice.group(1).split(" ", 1)[1]

@@ -78,9 +78,14 @@ class SurrogateFilter(Filter):
     def __init__(self, model: str | Segmenter | None = None, alpha: float | str = 2.0,
                  mode: str = "upper", margin: float | str = 1.25) -> None:
         if model is None or model == "":
-            raise PluginError("filter surrogate needs a model with logits",
-                              hint="pass --filter-param surrogate.model=SPEC, e.g. "
-                                   "surrogate.model=espnet:camvid=PATH.safetensors")
+            # No default: the surrogate must not be the model that is scored on the edits
+            # (its own errors would be filtered away), and segtk edit does not know that model.
+            raise PluginError("filter surrogate needs a surrogate model: add --filter-param "
+                              "surrogate.model=SPEC",
+                              hint="SPEC is a segmenter with logits for the data's classes, other "
+                                   "than the model you will score, e.g. --filter-param "
+                                   "surrogate.model=demo on the demo data or --filter-param "
+                                   "surrogate.model=espnet:camvid=PATH.safetensors on CamVid")
         if mode not in MODES:
             raise PluginError(f"filter surrogate: mode {mode!r} is not one of {', '.join(MODES)}",
                               hint="upper (default: loss > alpha*l_g), paper (also < l_g/alpha) "
