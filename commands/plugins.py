@@ -42,7 +42,7 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
         {"name": i.name, "kind": i.kind, "distribution": i.distribution, "version": i.version,
          "status": i.status, "missing": ", ".join(i.missing), "install": i.install,
          "error": i.error or i.conflict,
-         "hook": i.hook}
+         "hook": i.hook, **({"white_box": True} if white_box(i) else {})}
         for i in infos
     ]
     if as_json:
@@ -50,7 +50,8 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
         return
     console.print(table(
         "segtk plugins", ["name", "kind", "distribution", "version", "status", "missing / error"],
-        [[r["name"], r["kind"], r["distribution"], r["version"], status_text(r["status"]),
+        [[r["name"], r["kind"] + (" (white-box)" if r.get("white_box") else ""), r["distribution"],
+          r["version"], status_text(r["status"]),
           r["error"] or (f"{r['missing']} ({r['install']})" if r["missing"] else "")] for r in rows],
     ))
 
@@ -90,6 +91,16 @@ def show(name: str, kind: str | None, as_json: bool) -> None:
 plugins.add_command(new)  # segtk plugins new KIND NAME
 
 
+WHITE_BOX = ("reads the gradients of the model's logits (budget: forward and backward passes "
+             "per image); runs only on models whose adapter gives them; tabled apart from the "
+             "decision-based attacks")
+
+
+def white_box(info: PluginInfo) -> bool:
+    """A white-box attack (`Attack.white_box`): marked wherever attacks are listed."""
+    return info.kind == "attack" and bool(getattr(info.obj, "white_box", False))
+
+
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """' (did you mean 'dla'?)' for a mistyped name, '' when nothing is close."""
     close = difflib.get_close_matches(name, sorted(set(known)), n=3)
@@ -126,6 +137,8 @@ def details(info: PluginInfo) -> dict[str, Any]:
     if not isinstance(obj, type):
         return out
     out["description"] = describe_class(obj)
+    if white_box(info):
+        out["white_box"] = WHITE_BOX
     out["parameters"] = parameters(info)
     out["examples"] = examples(info, out["parameters"])
     return out
@@ -207,9 +220,9 @@ def print_details(d: dict[str, Any]) -> None:
     version = f" {d['version']}" if d["version"] else ""
     console.print(f"[bold]{d['name']}[/] ({d['kind']})", soft_wrap=True)
     lines = [("distribution", f"{d['distribution']}{version}"), ("status", d["status"])]
-    for key in ("error", "install", "description", "syntax", "classes"):
+    for key in ("error", "install", "description", "white_box", "syntax", "classes"):
         if d.get(key):
-            lines.append((key, d[key]))
+            lines.append((key.replace("_", "-"), d[key]))
     if d.get("missing"):
         lines.append(("missing", ", ".join(d["missing"])))
     for key, value in lines:
