@@ -12,6 +12,11 @@ Every table number is a dataset mIoU of the stored 8-bit images: at each budget 
 candidate is quantised exactly as `segtk attack` stores it (jobs.attack.quantise) and the model
 is evaluated on that image (uncounted, like `segtk attack`'s evaluation pass). The histories
 and curves are the oracle's proxy of the float candidates.
+
+White-box attacks (`Attack.white_box`: gradients of the logits, budget = forward and backward
+passes) are recorded and tabled as such (`white_box` in records, rows and table.csv) and never
+ranked with the decision-based ones; `white_box_gaps` measures each decision-based attack
+against the best white-box result at the same model, ε and budget.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from PIL import Image, ImageDraw
 
 from segtk.benchmarks.visibility import visibility
 from segtk.core import registry
-from segtk.core.attack import Attack
+from segtk.core.attack import Attack, check_gradients
 from segtk.core.data import (
     atomic_write_bytes,
     atomic_write_json,
@@ -165,6 +170,7 @@ def run_shard(shard: Shard) -> list[dict[str, Any]]:
                 "history": [round(v, 6) for v in result.history[i]],  # proxy of float candidates
                 "visibility": visibility(item.image, final[i]),
                 **({"stopped": result.stopped[i]} if result.stopped[i] else {}),
+                **({"white_box": True} if attack.white_box else {}),  # older records: none
             })
     return records
 
@@ -203,7 +209,8 @@ def run_bench(shards: list[Shard], run: RunDir, executor, on_records: Callable[[
     """Run the shards not finished yet; append their records as they land. A shard cut short
     is run again whole (its images share batches) but only its missing records are appended:
     what results.jsonl held stays as it was, and each record is in it once. Every model is
-    checked against the data first (check_compatible)."""
+    checked against the data first (check_compatible), and against each white-box attack
+    (check_gradients)."""
     done = {r["key"] for r in _records(run)}
     todo = [s for s in shards if any(s.key(img) not in done for img in s.images)]
     if on_records:
@@ -211,12 +218,20 @@ def run_bench(shards: list[Shard], run: RunDir, executor, on_records: Callable[[
     for model, data, split in dict.fromkeys((s.model, s.data, s.split) for s in todo):
         check_compatible(cached_segmenter(model), load_dataset(data, split).subset(limit=1),
                          classes_from_data)
+    check_white_box([s.model for s in todo], [s.attack for s in todo])
     for records in executor.map(run_shard, todo):
         missing = [rec for rec in records if rec["key"] not in done]
         for rec in missing:
             run.append(rec)
         if on_records:
             on_records(len(missing))
+
+
+def check_white_box(models: Iterable[str], labels: Iterable[str]) -> None:
+    """Refuse a white-box attack spec on a model that gives no gradients, before any work."""
+    for model in dict.fromkeys(models):
+        for label in dict.fromkeys(labels):
+            check_gradients(registry.attack(label.partition(":")[0].strip()), cached_segmenter(model))
 
 
 def _records(run: RunDir) -> Iterable[dict[str, Any]]:
@@ -240,6 +255,7 @@ def aggregate(records: Iterable[dict[str, Any]], shards: list[Shard]) -> BenchRe
     seen_by: dict[tuple[str, str, float], list[dict[str, float]]] = defaultdict(list)
     max_budget: dict[tuple[str, str, float], int] = {}
     images: dict[str, set[str]] = defaultdict(set)
+    white_box: set[tuple[str, str, float]] = set()
     for s in shards:
         run = (s.model, s.attack, s.eps)
         max_budget[run] = max(s.budget, max_budget.get(run, 0))
@@ -250,6 +266,8 @@ def aggregate(records: Iterable[dict[str, Any]], shards: list[Shard]) -> BenchRe
         if (*run, rec["run_budget"]) not in wanted:
             continue
         clean[rec["model"]][rec["image"]] = torch.tensor(rec["clean_confusion"])
+        if rec.get("white_box"):
+            white_box.add(run)
         for b, conf in rec["confusions"].items():
             by_run[(*run, int(b), rec["repeat"])][rec["image"]] = torch.tensor(conf)
         if rec["run_budget"] == max_budget[run]:
@@ -273,18 +291,19 @@ def aggregate(records: Iterable[dict[str, Any]], shards: list[Shard]) -> BenchRe
                                   and len(by_run[key]) == len(images[model]))
                     totals = [sum(by_run[(*run, b, r)].values()) for r in reps]
                     if totals:
-                        row = _row(model, name, eps, b, totals, len(images[model]))
+                        row = _row(model, name, eps, b, totals, len(images[model]),
+                                   run in white_box)
                         if b == budgets[-1]:
                             row.update(_visibility(seen_by[run]))
                         result.rows.append(row)
                 if histories[run]:
-                    label = curve_label(name, eps, sweep)
+                    label = curve_label(name, eps, sweep) + (" (white-box)" if run in white_box else "")
                     result.curves.setdefault(model, {})[label] = _mean_curve(histories[run])
     return result
 
 
 def _row(model: str, attack: str, eps: float | None, budget: int, totals: list[torch.Tensor],
-         images: int) -> dict[str, Any]:
+         images: int, white_box: bool = False) -> dict[str, Any]:
     mious = [100 * float(mean_iou(t)) for t in totals]
     paccs = [100 * float(pixel_accuracy(t)) for t in totals]
     return {
@@ -293,7 +312,23 @@ def _row(model: str, attack: str, eps: float | None, budget: int, totals: list[t
         "miou_mean": statistics.fmean(mious),
         "miou_std": statistics.pstdev(mious) if len(mious) > 1 else 0.0,
         "pacc_mean": statistics.fmean(paccs),
+        "white_box": white_box,
     }
+
+
+def white_box_gaps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per decision-based row: how many mIoU points it is above the best white-box row of the
+    same model, ε and budget (`gap`, and that row's attack as `reference`). Empty when the
+    rows hold no white-box result."""
+    best: dict[tuple, dict[str, Any]] = {}
+    for r in rows:
+        key = (r["model"], r.get("eps"), r["budget"])
+        if r.get("white_box") and (key not in best or r["miou_mean"] < best[key]["miou_mean"]):
+            best[key] = r
+    return [{"model": r["model"], "attack": r["attack"], "eps": r.get("eps"), "budget": r["budget"],
+             "gap": r["miou_mean"] - ref["miou_mean"], "reference": ref["attack"]}
+            for r in rows if r["attack"] != "clean" and not r.get("white_box")
+            and (ref := best.get((r["model"], r.get("eps"), r["budget"]))) is not None]
 
 
 def _visibility(values: list[dict[str, float]]) -> dict[str, float]:
@@ -321,7 +356,7 @@ def _mean_curve(histories: list[list[float]]) -> list[float]:
 def write_outputs(result: BenchResult, out: Path) -> list[Path]:
     """table.csv, table.json, curves.json and curves.png (proxy vs. queries, like the paper)."""
     cols = ["model", "attack", "eps", "budget", "miou_mean", "miou_std", "pacc_mean", "images",
-            "repeats", "psnr", "ssim", "changed_pct", "delta_e", "delta_chroma"]
+            "repeats", "psnr", "ssim", "changed_pct", "delta_e", "delta_chroma", "white_box"]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
@@ -344,9 +379,10 @@ def plot_curves(curves: dict[str, dict[str, list[float]]], path: Path) -> None:
     fig, axes = plt.subplots(1, max(len(curves), 1), figsize=(6 * max(len(curves), 1), 4.2), squeeze=False)
     for ax, (model, by_attack) in zip(axes[0], curves.items()):
         for name, curve in by_attack.items():
-            ax.plot(range(1, len(curve) + 1), curve, label=name, lw=2 if name == "dla" else 1.2)
+            ax.plot(range(1, len(curve) + 1), curve, label=name, lw=2 if name == "dla" else 1.2,
+                    ls="--" if name.endswith("(white-box)") else "-")
         ax.set_title(model, fontsize=9)
-        ax.set_xlabel("queries")
+        ax.set_xlabel("queries (white-box: forward and backward passes)")
         ax.set_ylabel("mean per-image mIoU % (proxy, float candidates)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)

@@ -15,6 +15,7 @@ from segtk.commands.options import (
     model_option,
     split_option,
 )
+from segtk.core.attack import check_gradients
 from segtk.core.params import build_attack
 from segtk.core.runs import RunDir
 from segtk.core.specs import check_compatible, load_dataset, load_segmenter
@@ -68,6 +69,7 @@ def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, 
     model = load_segmenter(model_spec)
     data = load_dataset(data_spec, split, limit)
     check_compatible(model, data, classes_from_data)  # before RunDir writes anything under --out
+    check_gradients(type(attack_obj), model)  # a white-box attack needs a model's gradients
     out = Path(out or f"runs/attack-{attack_name}")
     config = {"attack": attack_name, **run_settings(attack_obj.params), "model": model_spec,
               "data": data_spec, "split": split, "limit": limit,

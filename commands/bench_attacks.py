@@ -11,9 +11,11 @@ from segtk.benchmarks.attacks import (
     SPEC_SYNTAX,
     aggregate,
     build_spec,
+    check_white_box,
     parse_spec,
     plan,
     run_bench,
+    white_box_gaps,
     write_contact_sheet,
     write_outputs,
 )
@@ -111,6 +113,7 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_fr
     data = load_dataset(data_spec, split, limit)
     if not table_only:  # before run.json is written
         check_models(models_, data, classes_from_data)
+        check_white_box(models_, labels)  # a white-box spec on a model without gradients
     shards = plan(list(models_), data_spec, split, labels, budget_list, repeats, data.names, chunk,
                   eps, seed, batch_size, sheet_dir=str(Path(out) / "sheet"),
                   time_limit=time_limit)
@@ -145,29 +148,65 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_fr
 
 def _print_tables(rows: list[dict], models: list[str], sweep: list[float], cols: list[int],
                   repeats: int) -> None:
-    """One mIoU table per model and ε (clean in each), then the visibility table."""
+    """One mIoU table per model and ε (clean in each) for the decision-based attacks; where the
+    run has white-box attacks, their own table and each decision-based attack's gap to the
+    best of them; then the visibility table."""
+    gaps = white_box_gaps(rows)
     for model in models:
         mine = [r for r in rows if r["model"] == model]
         clean = next((r for r in mine if r["attack"] == "clean"), None)
         for eps in sweep:
-            cells: dict[str, dict[int, str]] = {}
+            here = [r for r in mine if r["attack"] != "clean" and r.get("eps") == eps]
+            cells = _cells([r for r in here if not r.get("white_box")], repeats)
             if clean is not None:
-                cells["clean"] = {b: f"{clean['miou_mean']:.2f} ± 0.00" for b in cols}
-            for r in (r for r in mine if r["attack"] != "clean" and r.get("eps") == eps):
-                text = f"{r['miou_mean']:.2f} ± {r['miou_std']:.2f}"
-                if r["repeats"] < repeats:
-                    text += f" ({r['repeats']} of {repeats} repeats finished)"
-                cells.setdefault(r["attack"], {})[r["budget"]] = text
+                cells = {"clean": {b: f"{clean['miou_mean']:.2f} ± 0.00" for b in cols}, **cells}
             console.print(table(f"{model} — dataset mIoU % of the stored 8-bit images "
                                 f"(mean ± std over {repeats} repeats), ε={eps:g}",
                                 ["attack"] + [f"{b} queries" for b in cols],
                                 [[name] + [row.get(b, "") for b in cols] for name, row in cells.items()]))
+            white = _cells([r for r in here if r.get("white_box")], repeats)
+            if white:
+                console.print(table(f"{model} — white-box reference attacks (gradients of the "
+                                    f"logits; budget = forward and backward passes), ε={eps:g}",
+                                    ["white-box attack"] + [f"{b} passes" for b in cols],
+                                    [[name] + [row.get(b, "") for b in cols]
+                                     for name, row in white.items()]))
+                _print_gaps([g for g in gaps if g["model"] == model and g["eps"] == eps], cols,
+                            model, eps)
     vis = [r for r in rows if "ssim" in r]
     if vis:
         several = len(sweep) > 1
         console.print(table(f"visibility at {max(cols)} queries (stored 8-bit images)",
                             ["model", "attack", *(["ε"] if several else []), "PSNR dB", "SSIM",
                              "changed pixels %", "ΔE OKLab", "Δ chroma"],
-                            [[r["model"], r["attack"], *([f"{r['eps']:g}"] if several else []),
+                            [[r["model"], _label(r), *([f"{r['eps']:g}"] if several else []),
                               r["psnr"], f"{r['ssim']:.4f}", r["changed_pct"], r.get("delta_e", ""),
                               r.get("delta_chroma", "")] for r in vis]))
+
+
+def _label(row: dict) -> str:
+    return row["attack"] + (" (white-box)" if row.get("white_box") else "")
+
+
+def _cells(rows: list[dict], repeats: int) -> dict[str, dict[int, str]]:
+    """attack -> budget -> 'mean ± std' (and how many repeats finished, if not all)."""
+    cells: dict[str, dict[int, str]] = {}
+    for r in rows:
+        text = f"{r['miou_mean']:.2f} ± {r['miou_std']:.2f}"
+        if r["repeats"] < repeats:
+            text += f" ({r['repeats']} of {repeats} repeats finished)"
+        cells.setdefault(r["attack"], {})[r["budget"]] = text
+    return cells
+
+
+def _print_gaps(gaps: list[dict], cols: list[int], model: str, eps: float) -> None:
+    """Each decision-based attack's gap to the best white-box attack at the same budget."""
+    if not gaps:
+        return
+    by_attack: dict[str, dict[int, str]] = {}
+    for g in gaps:
+        by_attack.setdefault(g["attack"], {})[g["budget"]] = f"{g['gap']:+.2f} ({g['reference']})"
+    console.print(table(f"{model} — gap to white-box: mIoU points above the best white-box "
+                        f"attack at the same budget, ε={eps:g}",
+                        ["decision-based attack"] + [f"{b} queries" for b in cols],
+                        [[name] + [row.get(b, "") for b in cols] for name, row in by_attack.items()]))

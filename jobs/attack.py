@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from segtk.core import registry
-from segtk.core.attack import Attack, AttackParams, AttackResult
+from segtk.core.attack import Attack, AttackParams, AttackResult, check_gradients
 from segtk.core.data import (
     Dataset,
     Item,
@@ -134,6 +134,7 @@ def attack_dataset(
 ) -> Summary:
     """Attack every image not yet in results.jsonl; return the summary over the whole set."""
     check_compatible(segmenter, dataset, classes_from_data)  # labels of other classes: noise
+    check_gradients(type(attack), segmenter)  # a white-box attack on a labels-only model
     done = run.done()
     pending = [i for i, name in enumerate(dataset.names) if name not in done]
     palette = dataset.palette if dataset.palette is not None else default_palette(len(dataset.classes))

@@ -1,5 +1,7 @@
 """Report context of an attack benchmark (`segtk bench attacks`): the attack × budget table
-(mean ± std of the stored 8-bit images; one table per model and ε) and the proxy curves."""
+(mean ± std of the stored 8-bit images; one table per model and ε) and the proxy curves.
+White-box attacks are tagged, listed after the decision-based ones and never marked the
+strongest; each decision-based attack's gap to the best of them has its own table."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from segtk.benchmarks.attacks import Shard, aggregate, curve_label
+from segtk.benchmarks.attacks import Shard, aggregate, curve_label, white_box_gaps
 from segtk.core.errors import SegtkError
 from segtk.core.runs import RESULTS_FILE, read_results
 from segtk.reports.common import (
@@ -38,23 +40,31 @@ def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
     repeats, images = config.get("repeats"), len(config.get("images") or [])
     budgets = sorted({r["budget"] for r in result.rows if r["attack"] != "clean"})
     tables = []
+    gaps = white_box_gaps(result.rows)
     for model in dict.fromkeys(r["model"] for r in result.rows):
         mine = [r for r in result.rows if r["model"] == model]
         clean = next((r for r in mine if r["attack"] == "clean"), None)
         for eps in sweep:
             rows = [r for r in mine if r["attack"] != "clean" and r.get("eps") == eps]
-            best = {b: min((r["miou_mean"] for r in rows if r["budget"] == b), default=None)
-                    for b in budgets}
+            rows.sort(key=lambda r: bool(r.get("white_box")))  # white-box rows last (stable)
+            best = {b: min((r["miou_mean"] for r in rows if r["budget"] == b
+                            and not r.get("white_box")), default=None) for b in budgets}
             by_attack: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
             for r in rows:
-                by_attack[r["attack"]][r["budget"]] = dict(r, best=r["miou_mean"] == best[r["budget"]])
+                strongest = not r.get("white_box") and r["miou_mean"] == best[r["budget"]]
+                by_attack[r["attack"]][r["budget"]] = dict(r, best=strongest)
                 if (repeats and r["repeats"] < repeats) or (images and r["images"] < images):
                     _note(notes, f"{model} / {r['attack']} (ε={eps:g}) at {r['budget']} queries is "
                                  f"incomplete: {r['repeats']} of {repeats} repeats, {r['images']} of "
                                  f"{images} images (continue with --resume).", "warn")
             title = model if len(sweep) == 1 else f"{model}, ε={eps:g}"
+            gap_cells: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+            for g in gaps:
+                if g["model"] == model and g["eps"] == eps:
+                    gap_cells[g["attack"]][g["budget"]] = g
             tables.append({"model": title, "source": model, "eps": eps, "clean": clean,
-                           "attacks": dict(by_attack)})
+                           "attacks": dict(by_attack), "gaps": dict(gap_cells),
+                           "white_box": sorted({r["attack"] for r in rows if r.get("white_box")})})
 
     histories = _bench_histories(records, sweep)
     for t in tables:
@@ -65,7 +75,8 @@ def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
             if not runs:
                 continue
             s = _spread(runs)
-            series.append(Series(name, s["mean"], SERIES_COLOURS[i % len(SERIES_COLOURS)],
+            shown = name + (" (white-box)" if name in t["white_box"] else "")
+            series.append(Series(shown, s["mean"], SERIES_COLOURS[i % len(SERIES_COLOURS)],
                                  bands=((s["q25"], s["q75"]),), width=2.6 if name == "dla" else 1.6))
         t["chart"] = line_chart(series, xlabel="queries", ylabel="best proxy so far (%)",
                                 width=600, height=340) if series else ""
