@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from segtk.commands.console import console, pct, progress, table
+from segtk.commands.console import console, pct, progress, quiet_option, result_line, table
 from segtk.commands.options import (
     classes_from_data_option,
     data_option,
@@ -50,6 +50,7 @@ time_limit_option = click.option(  # segtk attack and segtk bench attacks
 @click.option("--save-images/--no-save-images", default=True, show_default=True)
 @click.option("--param", "extra", multiple=True, metavar="KEY=VALUE",
               help="Attack-specific parameter, e.g. --param exploration=0.3.")
+@quiet_option
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, budget, eps, seed,
            batch_size, out, resume, save_images, extra, write_html, time_limit) -> None:
@@ -93,6 +94,6 @@ def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, 
         ["mean queries", "", t["mean_queries"]],
         ["max L∞ (0–255)", "", t["max_linf"]],
     ]))
-    console.print(f"results: {out / 'results.jsonl'}")
+    result_line(f"results: {out / 'results.jsonl'}")
     if write_html:
-        console.print(f"report: {write_report(out)}")
+        result_line(f"report: {write_report(out)}")

@@ -20,7 +20,7 @@ from segtk.benchmarks.attacks import (
     write_outputs,
 )
 from segtk.commands.attack import time_limit_option
-from segtk.commands.console import console, progress, table
+from segtk.commands.console import console, progress, quiet_option, result_line, table
 from segtk.commands.options import (
     DEMO_MODEL,
     classes_from_data_option,
@@ -84,6 +84,7 @@ def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[f
 @click.option("--table-only", is_flag=True,
               help="Run nothing: print and write the table of the complete repeats OUT holds "
                    "(e.g. while another process is still running it).")
+@quiet_option
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_from_data, repeats, eps,
                   seed, batch_size, chunk, executor, workers, address, out, resume, table_only,
@@ -138,12 +139,12 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_fr
     console.print("Table: the stored 8-bit images at each budget; curves.png/curves.json: the "
                   "oracle's proxy of the float candidates.", soft_wrap=True)
     for path in write_outputs(result, Path(out)):
-        console.print(f"wrote {path}")
+        result_line(f"wrote {path}")
     sheet = write_contact_sheet(Path(out), data, labels, max(budget_list), max(eps))
     if sheet:
-        console.print(f"wrote {sheet}" + (f" (ε={max(eps):g})" if len(eps) > 1 else ""))
+        result_line(f"wrote {sheet}", f" (ε={max(eps):g})" if len(eps) > 1 else "")
     if write_html:
-        console.print(f"report: {write_report(out)}")
+        result_line(f"report: {write_report(out)}")
 
 
 def _print_tables(rows: list[dict], models: list[str], sweep: list[float], cols: list[int],

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from segtk.benchmarks.edits import aggregate, build_subsets, plan, run_bench, write_outputs
-from segtk.commands.console import console, progress, table
+from segtk.commands.console import console, progress, quiet_option, result_line, table
 from segtk.commands.options import (
     DEMO_MODEL,
     classes_from_data_option,
@@ -112,6 +112,7 @@ def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
 @click.option("--out", type=click.Path(file_okay=False), default="runs/bench-edits",
               show_default=True)
 @click.option("--resume", is_flag=True, help="Keep finished results in OUT and run the rest.")
+@quiet_option
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def bench_edits(models_, data_spec, split, limit, classes_from_data, attributes, values, pick,
                 object_centric, min_area, objects, things_only,
@@ -180,6 +181,6 @@ def bench_edits(models_, data_spec, split, limit, classes_from_data, attributes,
                         [[g["model"], g["group"], g["reference"], f"{g['reference_miou']:.2f}",
                           f"{g['rmiou']:.2f}", f"{g['mr']:.3f}"] for g in result["groups"]]))
     for path in write_outputs(result, out_dir):
-        console.print(f"wrote {path}")
+        result_line(f"wrote {path}")
     if write_html:
-        console.print(f"report: {write_report(out_dir)}")
+        result_line(f"report: {write_report(out_dir)}")

@@ -1,10 +1,12 @@
-"""Rich output shared by the CLI commands: progress bars, tables, error lines."""
+"""Rich output shared by the CLI commands: progress bars, tables, error lines, and --quiet
+(what scripts want: no progress bar, no table; errors, warnings and the result lines only)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import click
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.progress import (
@@ -18,8 +20,30 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-console = Console()
-err_console = Console(stderr=True)
+console = Console()  # tables and chatter: silenced by --quiet
+err_console = Console(stderr=True)  # errors and warnings: always shown
+
+
+def set_quiet(quiet: bool) -> None:
+    """Silence (or not) the progress bars and everything printed on `console`."""
+    console.quiet = quiet
+
+
+def _quiet(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    set_quiet(value)
+    ctx.call_on_close(lambda: set_quiet(False))  # for this command only (tests run many)
+
+
+quiet_option = click.option(
+    "--quiet", "-q", is_flag=True, expose_value=False, is_eager=True, callback=_quiet,
+    help="For scripts: no progress bar and no table; only errors, warnings and the result "
+         "lines (the paths written, one per line; JSON where --json asks for it).")
+
+
+def result_line(line: str, note: str = "") -> None:
+    """A result line (what a command wrote), printed even with --quiet; the `note` for people
+    follows it only without --quiet. Plain text: a long path is never wrapped."""
+    click.echo(line if console.quiet else line + note)
 
 
 def progress() -> Progress:
@@ -32,6 +56,7 @@ def progress() -> Progress:
         TextColumn("{task.fields[status]}"),
         console=err_console,
         transient=False,
+        disable=console.quiet,
     )
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from segtk.commands.console import console, err_console, progress, table
+from segtk.commands.console import console, err_console, progress, quiet_option, result_line, table
 from segtk.commands.options import (
     csv_list,
     data_option,
@@ -89,6 +89,7 @@ BACKEND_HELP = ("classical = the editor's own CPU code; any other NAME is an edi
               help="Filter option, e.g. --filter-param surrogate.model=espnet:camvid=PATH, "
                    "--filter-param clip.model=DIR.")
 @prompt_options
+@quiet_option
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def edit(editor_name, values, backend, data_spec, split, limit, out, variants, pick,
          object_centric, seed, resume, min_area, exclude, only, objects, things_only, extra,
@@ -167,10 +168,10 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, p
         console.print(f"  {reason}: {SKIP_REASONS.get(reason, '')}")
     if not summary.edited:
         raise no_edits(summary, out)
-    console.print(f"edited dataset: {out}  (read it with --data edited:{out})")
+    result_line(f"edited dataset: {out}", f"  (read it with --data edited:{out})")
     if save_sources and summary.edited:
-        console.print(f"originals: {out / 'source'}  (--data folder:{out / 'source'})")
+        result_line(f"originals: {out / 'source'}", f"  (--data folder:{out / 'source'})")
     if (out / "contact_sheet.png").exists():
-        console.print(f"contact sheet: {out / 'contact_sheet.png'}")
+        result_line(f"contact sheet: {out / 'contact_sheet.png'}")
     if write_html:
-        console.print(f"report: {write_report(out)}")
+        result_line(f"report: {write_report(out)}")

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from segtk.commands.console import console, pct, progress, table
+from segtk.commands.console import console, pct, progress, quiet_option, table
 from segtk.commands.options import (
     classes_from_data_option,
     data_option,
@@ -26,14 +26,19 @@ from segtk.jobs.predict import predict_dataset
 @classes_from_data_option
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Write labels/overlays here.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
-def predict(model_spec, data_spec, split, limit, classes_from_data, out, batch_size) -> None:
-    """Predict a dataset; print dataset mIoU and pixel accuracy.
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the result as one JSON line instead of the table.")
+@quiet_option
+def predict(model_spec, data_spec, split, limit, classes_from_data, out, batch_size,
+            as_json) -> None:
+    """Predict a dataset; print dataset mIoU and pixel accuracy (a table, or JSON).
 
     \b
     Examples:
       segtk predict
       segtk predict --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
                     --data camvid:../shared/data/camvid --out runs/predict
+      segtk predict --json --quiet          # one JSON line, nothing else
     """
 
     model = load_segmenter(model_spec)
@@ -43,7 +48,9 @@ def predict(model_spec, data_spec, split, limit, classes_from_data, out, batch_s
         task = bar.add_task("predict", total=len(data), status="")
         summary = predict_dataset(model, data, out, batch_size, lambda n: bar.advance(task, n),
                                   classes_from_data=classes_from_data)
+    if as_json:
+        click.echo(json.dumps({k: v for k, v in summary.items() if k != "iou"}))
+        return
     console.print(table(f"{model_spec} on {data_spec}", ["", "value"], [
         ["images", summary["images"]], ["mIoU %", pct(summary["miou"])],
         ["pixel acc %", pct(summary["pacc"])]]))
-    click.echo(json.dumps({k: v for k, v in summary.items() if k != "iou"}))

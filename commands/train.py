@@ -8,7 +8,7 @@ import click
 
 from segtk.benchmarks.augment import AugmentBench, columns, run, table_rows, write_outputs
 from segtk.commands.bench_edits import parse_values
-from segtk.commands.console import console, progress, table
+from segtk.commands.console import console, progress, quiet_option, result_line, table
 from segtk.commands.options import classes_from_data_option, csv_list, limit_option
 from segtk.core.editkit import CLASSICAL
 from segtk.core.errors import SegtkError
@@ -75,6 +75,7 @@ class StepBar:
 @click.option("--out", type=click.Path(file_okay=False), required=True,
               help="Run folder: checkpoints, results.jsonl, model.spec.")
 @click.option("--resume", is_flag=True, help="Continue the run in OUT from its last checkpoint.")
+@quiet_option
 def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_size, lr,
                   weight_decay, seed, size, crop, classes_from_data, out, resume) -> None:
     """Fine-tune a model with one augmentation; print the model spec it wrote.
@@ -103,8 +104,8 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
     rows = [(r.epoch, r.loss, r.steps, r.seconds) for r in results]
     console.print(table(f"segtk train --augment {augment}", ["epoch", "loss", "steps", "seconds"], rows))
     if results:
-        console.print(f"model: {results[-1].spec}  (or --model {Path(out) / 'model.spec'}, "
-                      "which follows the run folder when it is moved)", soft_wrap=True)
+        result_line(f"model: {results[-1].spec}", f"  (or --model {Path(out) / 'model.spec'}, "
+                    "which follows the run folder when it is moved)")
 
 
 @click.command("augment")
@@ -131,6 +132,7 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
 @click.option("--out", type=click.Path(file_okay=False), default="runs/bench-augment",
               show_default=True)
 @click.option("--resume", is_flag=True, help="Keep finished training runs and scores in OUT.")
+@quiet_option
 def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval_split,
                   eval_limit, attributes, values, backend, epochs, batch_size, lr, weight_decay,
                   seed, size, crop, classes_from_data, out, resume) -> None:
@@ -184,4 +186,4 @@ def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval
     console.print(table("mIoU % per subset, mR = RmIoU / mIoU(reference) (Gen4Seg Tab. IV)",
                         columns(result), table_rows(result)))
     for path in write_outputs(result, Path(out)):
-        console.print(f"wrote {path}")
+        result_line(f"wrote {path}")

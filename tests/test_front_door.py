@@ -76,3 +76,54 @@ def test_surrogate_without_a_model_says_what_to_add_and_the_advice_runs(tmp_path
     assert fixed.exit_code == 0, fixed.output
     used = run_config(tmp_path / "edit")["filters"]["surrogate"]["model"]
     assert f"surrogate.model={used}" == advice.group(1).split(" ", 1)[1]
+
+
+# --- --quiet: no progress bar, no table; only the result lines --------------------------------
+
+RESULT_LINE = re.compile(r"(results|report|edited dataset|originals|contact sheet|model): \S+"
+                         r"|wrote \S+")
+QUIET_RUNS = {
+    "attack": ["attack", "--plugin", "dla", "--budget", "3", "--limit", "1"],
+    "bench attacks": ["bench", "attacks", "--attacks", "random", "--budgets", "2",
+                      "--repeats", "1", "--limit", "1", "--executor", "inline"],
+    "edit": ["edit", "--plugin", "color", "--values", "red", "--limit", "2"],
+    "bench edits": ["bench", "edits", "--attributes", "color", "--values", "color=red",
+                    "--limit", "2", "--executor", "inline"],
+    "train": ["train", "--model", "demo", "--data", "demo", "--limit", "2"],
+    "bench augment": ["bench", "augment", "--model", "demo", "--data", "demo", "--augment",
+                      "baseline", "--attributes", "color", "--values", "color=red", "--limit", "2",
+                      "--eval-limit", "2"],
+}
+
+
+@pytest.mark.parametrize("command", list(QUIET_RUNS))
+def test_quiet_prints_only_the_result_lines(command: str, tmp_path: Path) -> None:
+    result = invoke(*QUIET_RUNS[command], "--out", str(tmp_path / "out"), "--quiet")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""  # no progress bar
+    lines = result.stdout.splitlines()
+    assert lines and all(RESULT_LINE.fullmatch(line) for line in lines), result.stdout
+    for line in lines:  # each names a file or folder the run wrote (a model spec: its weights)
+        value = line.removeprefix("wrote ").split(": ", 1)[-1]
+        assert Path(value.split(":", 1)[1] if line.startswith("model: ") else value).exists()
+
+
+def test_without_quiet_the_same_run_shows_its_table_and_progress(tmp_path: Path) -> None:
+    result = invoke(*QUIET_RUNS["attack"], "--out", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    assert "dataset mIoU" in result.stdout and "dla" in result.stderr
+    assert not all(RESULT_LINE.fullmatch(line) for line in result.stdout.splitlines())
+
+
+# --- predict: a table, or with --json one JSON line --------------------------------------------
+
+
+def test_predict_prints_a_table_or_json_never_both() -> None:
+    table = invoke("predict", "--limit", "2")
+    assert table.exit_code == 0, table.output
+    assert "mIoU %" in table.stdout and "{" not in table.stdout
+    as_json = invoke("predict", "--limit", "2", "--json", "--quiet")
+    assert as_json.exit_code == 0, as_json.output
+    assert as_json.stderr == "" and len(as_json.stdout.splitlines()) == 1
+    summary = json.loads(as_json.stdout)
+    assert summary["images"] == 2 and f"{100 * summary['miou']:.2f}" in table.stdout
