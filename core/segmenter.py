@@ -49,8 +49,10 @@ class Segmenter(ABC):
 
     @property
     def has_gradients(self) -> bool:
-        """Whether the adapter offers `differentiable_logits` (white-box attacks need it)."""
-        return type(self).differentiable_logits is not Segmenter.differentiable_logits
+        """Whether the adapter offers `differentiable_logits` (white-box attacks need it): the
+        logits with a graph, so a model without `logits` has none either."""
+        return self.has_logits and \
+            type(self).differentiable_logits is not Segmenter.differentiable_logits
 
     def differentiable_logits(self, images: torch.Tensor) -> torch.Tensor:
         """`logits(images)` with autograd's graph back to `images`, the model as `predict`

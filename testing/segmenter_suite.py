@@ -10,7 +10,8 @@ few small images.
 Checks: declared classes and ignore index; `predict` gives int64 [B,H,W] at the input size with
 ids in range, leaves its input alone, answers the same twice and the same for an image alone
 as inside a batch; where the model has `logits`, they are finite [B,C,H,W] whose argmax is
-`predict`. `make()` runs once per check: cache a heavy model yourself (e.g. functools.cache).
+`predict`; where it gives gradients (`differentiable_logits`, for white-box attacks), they are
+those logits with a graph back to the images. `make()` runs once per check: cache a heavy model yourself (e.g. functools.cache).
 """
 
 from __future__ import annotations
@@ -112,3 +113,17 @@ class SegmenterSuite:
             assert bool(torch.isfinite(scores).all()), "logits contain NaN or inf"
             assert torch.equal(labels_from_logits(scores).cpu(), model.predict(images).cpu()), \
                 "predict is not the argmax of logits"
+
+    def test_differentiable_logits_are_the_logits_with_a_graph(self) -> None:
+        model = self.make()
+        if not model.has_gradients:
+            pytest.skip(f"{model.name} gives no gradients (no differentiable_logits)")
+        for height, width in self.sizes:
+            images = self.images(height, width, seed=4).requires_grad_(True)
+            scores = model.differentiable_logits(images)
+            assert scores.requires_grad, "differentiable_logits gave scores without a graph"
+            assert torch.allclose(scores.detach().cpu(), model.logits(images.detach()).cpu(),
+                                  rtol=1e-4, atol=1e-4), "differentiable_logits differ from logits"
+            (grad,) = torch.autograd.grad(scores[:, 0].sum(), images)
+            assert bool(torch.isfinite(grad).all()) and bool(grad.abs().sum() > 0), \
+                "the scores' gradient w.r.t. the images is zero or not finite"
