@@ -49,7 +49,8 @@ time_limit_option = click.option(  # segtk attack and segtk bench attacks
 @click.option("--resume", is_flag=True, help="Skip images already in OUT/results.jsonl.")
 @click.option("--save-images/--no-save-images", default=True, show_default=True)
 @click.option("--param", "extra", multiple=True, metavar="KEY=VALUE",
-              help="Attack-specific parameter, e.g. --param exploration=0.3.")
+              help="Attack-specific parameter (repeat for several), e.g. --param "
+                   "exploration=0.3.")
 @quiet_option
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, budget, eps, seed,

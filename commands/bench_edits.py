@@ -81,8 +81,9 @@ def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
               show_default=True,
               help="Comma-separated editors: one edited subset each (size and position: one per level).")
 @click.option("--values", "values", multiple=True, metavar="ATTR=V1,V2",
-              help="Values of one attribute [default: all the editor's values], e.g. "
-                   "--values color=red,blue --values size=0.2.")
+              help="Values of one attribute, comma-separated [default: all the editor's "
+                   "values]; repeat for another attribute, e.g. --values color=red,blue "
+                   "--values size=0.2.")
 @click.option("--pick", type=click.Choice(PICKS), default="one", show_default=True,
               help="one = one value drawn per image into the attribute's subset (Gen4Seg's "
                    "random candidate prompt); all = every value on every image. Levels "
@@ -102,10 +103,12 @@ def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
                    "a reference editor (diffusion: recon) also builds and scores that subset, "
                    "the appearance mR reference.")
 @click.option("--param", "extra", multiple=True, metavar="KEY=VALUE",
-              help="Editor/backend parameter for every attribute, e.g. --param sd=DIR.")
+              help="Editor/backend parameter for every attribute (repeat for several), e.g. "
+                   "--param sd=DIR.")
 @click.option("--filters", default="", help="Comma-separated noise filters (clip, surrogate).")
 @click.option("--filter-param", "filter_params", multiple=True, metavar="NAME.KEY=VALUE",
-              help="Filter option, e.g. surrogate.model=espnet:camvid=PATH.")
+              help="Filter option (repeat for several), e.g. "
+                   "surrogate.model=espnet:camvid=PATH.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=4, show_default=True)
 @shard_options

@@ -66,7 +66,8 @@ BACKEND_HELP = ("classical = the editor's own CPU code; any other NAME is an edi
               help="Classes never picked as the object, comma-separated "
                    f"[default: {','.join(DEFAULT_EXCLUDE)}]; \"\" for none.")
 @click.option("--classes", "only", default=None,
-              help="Only these classes may be the object (overrides --exclude), e.g. car,pedestrian.")
+              help="Only these classes may be the object (overrides --exclude), "
+                   "comma-separated, e.g. car,pedestrian.")
 @click.option("--objects", type=click.Choice(OBJECT_RULES), default="largest", show_default=True,
               help="largest = the largest single-class region, the image skipped if its mask is "
                    "unusable; ranked = every instance (connected region) ranked by area, the "
@@ -75,7 +76,8 @@ BACKEND_HELP = ("classical = the editor's own CPU code; any other NAME is an edi
               help="Only the dataset's thing classes (countable objects, e.g. CamVid: car, "
                    "pedestrian, bicyclist) may be the object, as COCO-EA edits COCO things only.")
 @click.option("--param", "extra", multiple=True, metavar="KEY=VALUE",
-              help="Editor parameter (see the plugin's README), e.g. --param strength=0.7; with "
+              help="Editor parameter (see the plugin's README; repeat for several), e.g. "
+                   "--param strength=0.7; with "
                    "--backend diffusion, other keys go to the diffusion backend, e.g. "
                    "--param sd=PATH.")
 @click.option("--sheet-rows", type=click.IntRange(min=0), default=12, show_default=True,
@@ -86,8 +88,8 @@ BACKEND_HELP = ("classical = the editor's own CPU code; any other NAME is an edi
               help="Noise filter applied to each edit (repeatable), e.g. clip (drops samples), "
                    "surrogate (sets unreliable pixels to ignore).")
 @click.option("--filter-param", "filter_params", multiple=True, metavar="NAME.KEY=VALUE",
-              help="Filter option, e.g. --filter-param surrogate.model=espnet:camvid=PATH, "
-                   "--filter-param clip.model=DIR.")
+              help="Filter option (repeat for several), e.g. --filter-param "
+                   "surrogate.model=espnet:camvid=PATH --filter-param clip.model=DIR.")
 @prompt_options
 @quiet_option
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")

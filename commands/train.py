@@ -27,6 +27,23 @@ def chosen_split(data_spec: str, split: str | None, preferred: str) -> str | Non
     return split or None
 
 
+def split_augments(value: str) -> list[str]:
+    """'baseline,cutmix:alpha=1,p=0.5' -> ['baseline', 'cutmix:alpha=1,p=0.5']: one separator,
+    the comma; a KEY=VALUE part (an '=' before any ':') continues the spec before it, since an
+    augmenter's name never holds an '='."""
+    specs: list[str] = []
+    for part in csv_list(value):
+        name = part.partition(":")[0]
+        if specs and "=" in name:
+            specs[-1] += "," + part
+        elif "+" in name:
+            raise SegtkError(f"--augment {value!r}: separate the augmentations with ','",
+                             hint="e.g. --augment baseline,cutmix:alpha=1,p=0.5,augmix")
+        else:
+            specs.append(part)
+    return specs
+
+
 def training_options(command):
     """The options `segtk train` and `segtk bench augment` share."""
     for option in reversed([
@@ -69,8 +86,9 @@ class StepBar:
 @click.option("--data", "data_spec", required=True, help="Training data spec FORMAT:PATH.")
 @click.option("--split", default=None, help=TRAIN_SPLIT_HELP)
 @limit_option
-@click.option("--augment", default="baseline", show_default=True, metavar="NAME[:k=v,...]",
-              help="Augmenter plugin (see `segtk plugins`); baseline = none.")
+@click.option("--augment", default="baseline", show_default=True, metavar="NAME[:KEY=VALUE,...]",
+              help="Augmenter plugin (see `segtk plugins`), its parameters comma-separated and "
+                   "a list value's items ';'-separated; baseline = none.")
 @training_options
 @click.option("--out", type=click.Path(file_okay=False), required=True,
               help="Run folder: checkpoints, results.jsonl, model.spec.")
@@ -114,8 +132,10 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
 @click.option("--split", default=None, help=TRAIN_SPLIT_HELP)
 @limit_option
 @click.option("--augment", "augments", default="baseline,cutout,cutmix,augmix", show_default=True,
-              help="Augmentations, one model each; separate with '+' when a spec has commas "
-                   "(e.g. 'baseline+cutmix+edits:dir=A;B,p=0.5').")
+              metavar="SPEC[,SPEC...]",
+              help="Augmentations, comma-separated, one model each; a KEY=VALUE after a comma is "
+                   "the parameter of the augmentation before it, and a list value takes ';' "
+                   "(e.g. 'baseline,cutmix:alpha=1,p=0.5,edits:dir=A;B').")
 @click.option("--eval-data", default=None, help="Evaluation data spec [default: --data].")
 @click.option("--eval-split", default=None,
               help="Evaluation split [default: val where the data has splits, else all of it]; "
@@ -123,9 +143,10 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
 @click.option("--eval-limit", type=click.IntRange(min=1), default=None,
               help="Use only the first N evaluation images.")
 @click.option("--attributes", default="color,material,style,weather", show_default=True,
-              help="Editors making the edited evaluation subsets.")
+              help="Editors making the edited evaluation subsets, comma-separated.")
 @click.option("--values", "values", multiple=True, metavar="ATTR=V1,V2",
-              help="Values of one attribute, e.g. --values color=red,blue.")
+              help="Values of one attribute, comma-separated; repeat the option for another "
+                   "attribute, e.g. --values color=red,blue --values style=sketch.")
 @click.option("--backend", default=CLASSICAL, show_default=True, metavar="NAME",
               help="classical, or an edit-backend plugin (see `segtk plugins`).")
 @training_options
@@ -148,11 +169,11 @@ def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval
           --augment baseline,cutmix --attributes color,weather --crop 96x64 --out runs/ba
       segtk bench augment --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
           --data camvid:../shared/data/camvid --crop 240x180 --epochs 2 \\
-          --augment 'baseline+cutmix+augmix+edits:dir=runs/train-edits/color;runs/train-edits/style' \\
+          --augment 'baseline,cutmix,augmix,edits:dir=runs/train-edits/color;runs/train-edits/style' \\
           --values color=red,blue --values style=painting,sketch --out runs/bench-augment
     """
 
-    specs = [a.strip() for a in augments.split("+")] if "+" in augments else csv_list(augments)
+    specs = split_augments(augments)
     attrs = csv_list(attributes)
     if not attrs:
         raise SegtkError("--attributes must name at least one editor", hint="e.g. --attributes color,weather")

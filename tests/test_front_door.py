@@ -8,11 +8,13 @@ import json
 import re
 from pathlib import Path
 
+import click
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from segtk.cli import cli
+from segtk.commands.train import split_augments
 from segtk.core.data import write_png
 from segtk.core.errors import DataError
 from segtk.core.specs import preferred_split
@@ -127,3 +129,59 @@ def test_predict_prints_a_table_or_json_never_both() -> None:
     assert as_json.stderr == "" and len(as_json.stdout.splitlines()) == 1
     summary = json.loads(as_json.stdout)
     assert summary["images"] == 2 and f"{100 * summary['miou']:.2f}" in table.stdout
+
+
+# --- list options: one separator each, said in --help -----------------------------------------
+
+# segtk's options that take a comma-separated list (the repeatable ones are found by themselves)
+COMMA_LISTS = {
+    "bench attacks": ["--attacks", "--budgets", "--eps"],
+    "bench edits": ["--models", "--attributes", "--filters"],
+    "bench augment": ["--augment", "--attributes"],
+    "edit": ["--values", "--exclude", "--classes"],
+}
+
+
+def own_commands(group: click.Group, path: str = ""):
+    """(name, command) of every segtk command (plugins' commands are theirs to document)."""
+    for name, command in group.commands.items():
+        full = f"{path} {name}".strip()
+        if isinstance(command, click.Group):
+            yield from own_commands(command, full)
+        elif (command.callback.__module__ or "").startswith("segtk.commands"):
+            yield full, command
+
+
+def options(command: click.Command) -> dict[str, click.Option]:
+    return {p.opts[0]: p for p in command.params if isinstance(p, click.Option)}
+
+
+def test_every_repeatable_option_says_so_in_its_help() -> None:
+    unsaid = [f"{name} {opt}" for name, command in own_commands(cli)
+              for opt, p in options(command).items()
+              if p.multiple and "repeat" not in (p.help or "").lower()]
+    assert not unsaid
+
+
+def test_every_comma_list_option_says_so_in_its_help() -> None:
+    commands = dict(own_commands(cli))
+    unsaid = [f"{name} {opt}" for name, opts in COMMA_LISTS.items() for opt in opts
+              if "comma" not in (options(commands[name])[opt].help or "").lower()]
+    assert not unsaid
+
+
+@pytest.mark.parametrize(("value", "specs"), [
+    ("baseline,cutout,cutmix,augmix", ["baseline", "cutout", "cutmix", "augmix"]),
+    ("baseline,cutmix:alpha=1,p=0.5,edits:dir=A;B,p=0.3,augmix",
+     ["baseline", "cutmix:alpha=1,p=0.5", "edits:dir=A;B,p=0.3", "augmix"]),
+    ("edits:dir=runs/a+b", ["edits:dir=runs/a+b"]),
+])
+def test_bench_augment_takes_commas_between_and_inside_specs(value: str, specs: list[str]) -> None:
+    assert split_augments(value) == specs
+
+
+def test_bench_augment_refuses_the_plus_separator_in_one_line() -> None:
+    result = invoke("bench", "augment", "--model", "demo", "--data", "demo",
+                    "--augment", "baseline+cutmix", "--out", "unused")
+    assert result.exit_code == 1
+    assert "separate the augmentations with ','" in result.output and "hint:" in result.output
