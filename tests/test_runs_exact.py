@@ -1,0 +1,122 @@
+"""Run folders to the byte and the word: the line format and file mode of results, every refusal's
+message and hint (which line, why it is kept, what to do), a reader that never repairs, and
+locks that a forked worker does not keep."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+
+import pytest
+
+from segtk.core import runs
+from segtk.core.errors import SegtkError
+from segtk.core.runs import RESULTS_FILE, RunDir, append_line, read_results
+
+HINT_EDITED = "it ends with a newline, so it is no interrupted append: something else wrote it"
+HINT_KEPT = "the lines after it hold finished results, so it is not dropped"
+
+
+def test_a_record_is_one_compact_json_line_readable_by_its_owner_only_to_write(tmp_path) -> None:
+    path = tmp_path / RESULTS_FILE
+    old = os.umask(0)
+    try:
+        append_line(path, {"image": "a", "miou": 0.5, "confusion": [[1, 2]]})
+    finally:
+        os.umask(old)
+    assert path.read_bytes() == b'{"image":"a","miou":0.5,"confusion":[[1,2]]}\n'
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize(("lines", "number", "problem", "hint"), [
+    ([b'{"image": "a"}', b"{oops", b'{"image": "c"}'], 2, "is not valid JSON", HINT_KEPT),
+    ([b'{"image": "a"}', b"{oops"], 2, "is not valid JSON", HINT_EDITED),
+    ([b'{"name": "a"}', b'{"image": "b"}'], 1, "has no 'image': not a record of this run", HINT_KEPT),
+    ([b'{"image": "a"}', b'{"name": "b"}'], 2, "has no 'image': not a record of this run", HINT_EDITED),
+])
+def test_a_bad_line_says_which_why_it_is_kept_and_how_to_fix_it(tmp_path, lines, number, problem,
+                                                                  hint) -> None:
+    path = tmp_path / RESULTS_FILE
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(SegtkError) as err:
+        read_results(path)
+    assert err.value.message.startswith(f"{path} line {number} {problem}")
+    assert err.value.hint == (f"{hint}; repair or delete line {number} (e.g. sed -i '{number}d' "
+                              f"{path}), then rerun with --resume")
+
+
+def test_a_torn_line_after_a_bad_one_does_not_make_it_the_last(tmp_path) -> None:
+    path = tmp_path / RESULTS_FILE
+    path.write_bytes(b'{"image": "a"}\n{oops\n{"image": "c", "mi')
+    with pytest.raises(SegtkError) as err:
+        read_results(path)
+    assert err.value.hint.startswith(HINT_KEPT)  # its newline is no sign of editing here
+
+
+def test_reading_never_repairs_unless_asked(tmp_path) -> None:
+    path = tmp_path / RESULTS_FILE
+    raw = b'{"image": "a"}\n{"image": "b", "mi'
+    path.write_bytes(raw)
+    assert list(read_results(path)) == ["a"] and path.read_bytes() == raw
+    assert list(read_results(path, repair=True)) == ["a"] and path.read_bytes() == raw[:15]
+
+
+def test_results_that_are_a_folder_are_one_line_naming_the_file(tmp_path) -> None:
+    path = tmp_path / RESULTS_FILE
+    path.mkdir()
+    for act in (lambda: read_results(path), lambda: append_line(path, {"image": "a"})):
+        with pytest.raises(SegtkError) as err:
+            act()
+        assert err.value.message in (f"cannot read {path}: Is a directory",
+                                     f"cannot open {path}: Is a directory")
+        assert err.value.hint == "that path is a folder where a file is needed: choose another path"
+
+
+def test_a_short_write_that_cannot_be_rolled_back_says_the_line_may_be_torn(tmp_path, monkeypatch) -> None:
+    path = tmp_path / RESULTS_FILE
+    line = (json.dumps({"image": "a"}, separators=(",", ":")) + "\n").encode()
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, bytes(data)[:4]) if len(data) == len(line) else 0)
+
+    def ftruncate(fd: int, size: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "ftruncate", ftruncate)
+    with pytest.raises(SegtkError) as err:
+        append_line(path, {"image": "a"})
+    assert err.value.message == (f"cannot append to {path}: short write (4 of {len(line)} bytes); "
+                                 "its last line may be torn (--resume drops it)")
+    assert err.value.hint.endswith("; the records before are kept")
+
+
+def test_a_read_only_run_refuses_to_append_as_a_bug(tmp_path) -> None:
+    with RunDir(tmp_path / "r", {"t": 1}, False, kind="attack") as run:
+        run.append({"image": "a"})
+    reader = RunDir(tmp_path / "r", {"t": 1}, True, read_only=True, kind="attack")
+    with pytest.raises(SegtkError) as err:
+        reader.append({"image": "b"})
+    assert (err.value.message, err.value.hint) == (f"{tmp_path / 'r'} was opened read-only",
+                                                   "a bug: report it")
+
+
+def test_a_forked_child_closes_the_lock_files_it_inherited(tmp_path) -> None:
+    """A pool worker forked while a run holds its lock must not keep that lock's file open (the
+    run would stay locked after its owner died): the child starts with no held locks."""
+    with RunDir(tmp_path / "r", {"t": 1}, False, kind="attack"):
+        fds = [fd for fd, _ in runs._HELD.values()]
+        assert fds
+        pid = os.fork()
+        if pid == 0:  # the child: nothing held, every inherited lock fd closed
+            closed = True
+            for fd in fds:
+                try:
+                    os.fstat(fd)
+                    closed = False
+                except OSError:
+                    pass
+            os._exit(0 if closed and not runs._HELD else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert [fd for fd, _ in runs._HELD.values()] == fds  # the parent still holds its lock
