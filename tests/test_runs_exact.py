@@ -120,3 +120,40 @@ def test_a_forked_child_closes_the_lock_files_it_inherited(tmp_path) -> None:
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
         assert [fd for fd, _ in runs._HELD.values()] == fds  # the parent still holds its lock
+
+
+def test_run_folder_refusals_word_for_word(tmp_path) -> None:
+    def refusal(act) -> tuple[str, str | None]:
+        with pytest.raises(SegtkError) as err:
+            act()
+        return err.value.message, err.value.hint
+
+    out = tmp_path / "r"
+    assert refusal(lambda: RunDir(out, {}, False, kind="Attack")) == (
+        "bad run kind 'Attack'", "a bug: report it")
+    with RunDir(out, {"budget": 8}, False, kind="bench-attacks") as run:
+        run.append({"image": "a"})
+    assert refusal(lambda: RunDir(out, {"budget": 8}, True, kind="attack")) == (
+        f"{out} holds a `segtk bench attacks` run, not a `segtk attack` one", "choose another --out")
+    assert refusal(lambda: RunDir(out, {"budget": 8}, False, kind="bench-attacks")) == (
+        f"{out} already holds results", "pass --resume to continue that run, or choose another --out")
+    message, hint = refusal(lambda: RunDir(out, {"budget": 9}, True, kind="bench-attacks"))
+    assert message.startswith(f"{out} holds a run with other settings (budget): ")
+    assert hint == ("resume with the settings run.json records (segtk's --resume reads the options "
+                    "you leave out from it), or choose another --out")
+    (out / "run.json").unlink()
+    assert refusal(lambda: RunDir(out, {"budget": 8}, True, kind="bench-attacks")) == (
+        f"{out} holds results.jsonl but no run.json, so its settings are unknown",
+        "restore OUT/run.json from the run that wrote those results, or choose another --out")
+    for raw, problem in ((b"{", "is not valid JSON (Expecting property name enclosed in double "
+                                "quotes: line 1 column 2 (char 1))"),
+                         (b"[1]", "is not a segtk run record")):
+        (out / "run.json").write_bytes(raw)
+        assert refusal(lambda: RunDir(out, {"budget": 8}, True, kind="bench-attacks")) == (
+            f"{out / 'run.json'} {problem}",
+            "restore it from a backup (its config is how --resume checks the settings), or "
+            "choose another --out")
+    (tmp_path / "file").write_text("x")
+    assert refusal(lambda: RunDir(tmp_path / "file", {}, False, kind="attack")) == (
+        f"cannot create the run folder {tmp_path / 'file'}: a file is in the way",
+        "choose another --out (or move that file)")
