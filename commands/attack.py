@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from segtk.benchmarks.attacks import SHARED
 from segtk.commands.console import console, pct, progress, quiet_option, result_line, table
 from segtk.commands.options import (
     classes_from_data_option,
@@ -15,6 +16,7 @@ from segtk.commands.options import (
     model_option,
     split_option,
 )
+from segtk.commands.resume import Recorded, pairs, resumable
 from segtk.core.attack import check_gradients
 from segtk.core.params import build_attack
 from segtk.core.runs import RunDir
@@ -27,11 +29,28 @@ time_limit_option = click.option(  # segtk attack and segtk bench attacks
     help="Wall-clock seconds each image may take (the images of one batch share their clock): "
          "at its first query after that the attack stops, and the image's record says "
          "stopped: time. Results then depend on the machine's speed and load, so they are not "
-         "reproducible. Recorded in run.json; --resume needs the same value [default: none].")
+         "reproducible. Recorded in run.json (--resume reads it from there) [default: none].")
+
+# Where run.json records each option (see commands.resume); --limit may change on resume.
+RECORDED = {
+    "attack_name": Recorded("attack"), "model_spec": Recorded("model"),
+    "data_spec": Recorded("data"), "split": Recorded("split"), "limit": Recorded("limit"),
+    "classes_from_data": Recorded("classes_from_data", absent=False),
+    "budget": Recorded("params.budget"), "eps": Recorded("params.eps"),
+    "seed": Recorded("params.seed"), "time_limit": Recorded("time_limit", absent=None),
+    "extra": Recorded("params", lambda p: pairs({k: v for k, v in p.items() if k not in SHARED}),
+                      same=None),
+}
+
+
+def default_out(out: str | None, attack_name: str | None) -> str | None:
+    """--out, else runs/attack-PLUGIN (None while neither is known)."""
+    return out or (f"runs/attack-{attack_name}" if attack_name else None)
 
 
 @click.command()
-@click.option("--plugin", "attack_name", required=True, help="Attack plugin (see `segtk plugins`).")
+@click.option("--plugin", "attack_name",
+              help="Attack plugin (see `segtk plugins`) [required; --resume reads it from OUT].")
 @model_option
 @data_option
 @split_option
@@ -46,13 +65,17 @@ time_limit_option = click.option(  # segtk attack and segtk bench attacks
               help="Images attacked together (one model call per step).")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Run directory [default: runs/attack-PLUGIN].")
-@click.option("--resume", is_flag=True, help="Skip images already in OUT/results.jsonl.")
+@click.option("--resume", is_flag=True,
+              help="Skip images already in OUT/results.jsonl; the options left out are read "
+                   "from OUT/run.json (--limit may change).")
 @click.option("--save-images/--no-save-images", default=True, show_default=True)
 @click.option("--param", "extra", multiple=True, metavar="KEY=VALUE",
               help="Attack-specific parameter (repeat for several), e.g. --param "
                    "exploration=0.3.")
 @quiet_option
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
+@resumable("attack", RECORDED, lambda p: default_out(p["out"], p["attack_name"]),
+           may_change=("limit",), required=("attack_name",))
 def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, budget, eps, seed,
            batch_size, out, resume, save_images, extra, write_html, time_limit) -> None:
     """Run a decision-based attack over a dataset and report the mIoU drop.
@@ -72,7 +95,7 @@ def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, 
     data = load_dataset(data_spec, split, limit)
     check_compatible(model, data, classes_from_data)  # before RunDir writes anything under --out
     check_gradients(type(attack_obj), model)  # a white-box attack needs a model's gradients
-    out = Path(out or f"runs/attack-{attack_name}")
+    out = Path(default_out(out, attack_name))
     config = {"attack": attack_name, **run_settings(attack_obj.params), "model": model_spec,
               "data": data_spec, "split": split, "limit": limit,
               **({"classes_from_data": True} if classes_from_data else {})}  # older runs lack it

