@@ -133,6 +133,18 @@ def test_any_size_and_empty_batch(camvid: ESPNetSegmenter, camvid_images) -> Non
     assert camvid.num_classes == 11 and camvid.logits(crop).shape[1] == 12
 
 
+def test_differentiable_logits_are_the_logits_with_a_graph(camvid: ESPNetSegmenter,
+                                                            camvid_images) -> None:
+    """What white-box attacks differentiate: the eval-mode logits, with a graph to the image."""
+    images = camvid_images[0][:2, :, 100:164, 200:280].clone().requires_grad_(True)
+    scores = camvid.differentiable_logits(images)
+    assert scores.requires_grad and scores.shape == (2, 12, 64, 80)
+    assert torch.allclose(scores.detach(), camvid.logits(images.detach()), rtol=1e-4, atol=1e-4)
+    (grad,) = torch.autograd.grad(scores[:, 0].sum(), images)
+    assert bool(torch.isfinite(grad).all()) and float(grad.abs().sum()) > 0
+    assert camvid.differentiable_logits(images[:0]).shape == (0, 12, 64, 80)
+
+
 # --- loading ------------------------------------------------------------------------------------
 
 
