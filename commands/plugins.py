@@ -14,6 +14,7 @@ import click
 from segtk.commands.attack import attack as attack_command
 from segtk.commands.console import console, status_text, table
 from segtk.commands.edit import edit as edit_command
+from segtk.commands.extras import Extra, extra_of, not_installed
 from segtk.commands.scaffold import new
 from segtk.core import registry
 from segtk.core.attack import AttackParams
@@ -38,22 +39,40 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
     if ctx.invoked_subcommand is not None:
         return
     infos = registry.plugins()
+    extras = extra_of()
     rows = [
         {"name": i.name, "kind": i.kind, "distribution": i.distribution, "version": i.version,
-         "status": i.status, "missing": ", ".join(i.missing), "install": i.install,
+         "status": i.status, "missing": ", ".join(i.missing), **install_of(i, extras),
          "error": i.error or i.conflict,
          "hook": i.hook, **({"white_box": True} if white_box(i) else {})}
         for i in infos
     ]
+    rows += [{"name": ", ".join(m.entry_points) or m.distribution, "kind": "", "version": "",
+              "distribution": m.distribution, "status": "not installed", "missing": "",
+              "install": m.extra.install, "extra": m.extra.name, "error": "", "hook": ""}
+             for m in not_installed()]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
     console.print(table(
-        "segtk plugins", ["name", "kind", "distribution", "version", "status", "missing / error"],
+        "segtk plugins", ["name", "kind", "distribution", "version", "status",
+                          "missing / error / install"],
         [[r["name"], r["kind"] + (" (white-box)" if r.get("white_box") else ""), r["distribution"],
-          r["version"], status_text(r["status"]),
-          r["error"] or (f"{r['missing']} ({r['install']})" if r["missing"] else "")] for r in rows],
+          r["version"], status_text(r["status"]), r["error"] or (
+              f"{r['missing']}: {r['install']}" if r["missing"] else r["install"])]
+         for r in rows], fold=True,
     ))
+
+
+def install_of(info: PluginInfo, extras: dict[str, Extra]) -> dict[str, str]:
+    """What installs a plugin's missing dependency: the extra its distribution belongs to, else
+    the plugin's own hint, else its modules by name ({} for a plugin that lacks nothing)."""
+    if not info.missing:
+        return {"install": ""}
+    extra = extras.get(info.distribution)
+    if extra is not None:
+        return {"install": extra.install, "extra": extra.name}
+    return {"install": info.install or "pip install " + " ".join(info.missing)}
 
 
 @plugins.command("show")

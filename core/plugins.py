@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.metadata
+import importlib.util
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,6 +27,21 @@ class Broken:
     distribution: str
     version: str
     error: str
+    missing: str = ""  # the module it failed to import, when that is not installed at all
+
+
+def missing_module(exc: BaseException) -> str:
+    """The top-level module a plugin's import lacked, when the failure is a dependency that is
+    not installed at all; "" otherwise (a missing module of the plugin's own package, or of
+    another installed package, is a bug or a version mismatch: "broken")."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return ""
+    top = exc.name.partition(".")[0]
+    try:
+        found = importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        found = False
+    return "" if found else top
 
 
 def failure(exc: BaseException) -> str:
@@ -84,7 +100,8 @@ class PluginManager(pluggy.PluginManager):
             except BaseException as exc:  # a broken plugin must never take the CLI down
                 if not contained(exc):
                     raise
-                self.broken.append(Broken(name, dist[0], dist[1], failure(exc)))
+                self.broken.append(Broken(name, dist[0], dist[1], failure(exc),
+                                          missing_module(exc)))
         self.check_hooks()
 
     def check_hooks(self) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
+import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -85,6 +88,35 @@ def missing_modules(modules: tuple[str, ...]) -> list[str]:
     return missing
 
 
+def unmet_requirements(distribution: str) -> list[str]:
+    """The requirements `distribution` declares (not those of its extras) that no installed
+    distribution meets by name: what `pip install` would have brought."""
+    try:
+        declared = importlib.metadata.requires(distribution) or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    unmet = []
+    for requirement in declared:
+        if ";" in requirement:  # an extra's or a platform's requirement
+            continue
+        name = re.split(r"[\s\[<>=!~(]", requirement.strip(), maxsplit=1)[0]
+        try:
+            importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            unmet.append(requirement.replace(" ", ""))
+    return unmet
+
+
+def install_hint(distribution: str, module: str) -> str:
+    """What to install for a plugin whose import lacks `module`: the requirements its
+    distribution declares and that are missing, else a pointer to the plugin's README."""
+    unmet = unmet_requirements(distribution)
+    if unmet:
+        return "pip install " + " ".join(shlex.quote(r) for r in unmet)
+    return (f"install the package that provides the module {module!r} (see the README of "
+            f"{distribution})")
+
+
 _infos: list[PluginInfo] | None = None
 _infos_of: PluginManager | None = None  # the manager _infos was read from
 _commands: list[PluginInfo] = []  # filled by add_commands, which needs the CLI group
@@ -141,7 +173,13 @@ def plugins() -> list[PluginInfo]:
                                error=failure(exc))
                 )
     for b in pm.broken:
-        infos.append(PluginInfo(b.name, "?", b.name, b.distribution, b.version, "", error=b.error))
+        if b.missing:  # its import needs a module that is not installed: say what to install
+            infos.append(PluginInfo(b.name, "?", b.name, b.distribution, b.version, "",
+                                    missing=[b.missing], install=install_hint(b.distribution,
+                                                                              b.missing)))
+        else:
+            infos.append(PluginInfo(b.name, "?", b.name, b.distribution, b.version, "",
+                                    error=b.error))
     mark_conflicts(infos)
     _infos = infos
     return sorted(_infos + _commands, key=lambda i: (i.kind, i.name))

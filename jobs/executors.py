@@ -100,7 +100,8 @@ class RayExecutor:
         try:
             import ray
         except ImportError as exc:
-            raise PluginError("--executor ray needs Ray", hint="pip install 'ray==2.60.0'") from exc
+            raise PluginError("--executor ray needs Ray",
+                              hint="pip install -r extras/ray.txt (ray==2.60.0)") from exc
         self.ray = ray
         if not ray.is_initialized():
             kwargs: dict[str, Any] = {"address": address, "include_dashboard": False,

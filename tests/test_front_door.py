@@ -11,12 +11,16 @@ from pathlib import Path
 import click
 import numpy as np
 import pytest
+import tomllib
 from click.testing import CliRunner
 
 from segtk.cli import cli
+from segtk.commands import extras as extras_module
+from segtk.commands.console import console
 from segtk.commands.train import split_augments
 from segtk.core.data import write_png
 from segtk.core.errors import DataError
+from segtk.core.plugins import reset_plugin_manager
 from segtk.core.specs import preferred_split
 
 
@@ -185,3 +189,133 @@ def test_bench_augment_refuses_the_plus_separator_in_one_line() -> None:
                     "--augment", "baseline+cutmix", "--out", "unused")
     assert result.exit_code == 1
     assert "separate the augmentations with ','" in result.output and "hint:" in result.output
+
+
+# --- the light install and the extras ----------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = {"ray", "transformers", "diffusers", "huggingface-hub", "onnx", "onnxruntime",
+         "onnxscript", "opencv-python", "opencv-python-headless", "albumentations", "mmcv",
+         "mmengine", "mmsegmentation", "detectron2", "torchvision", "uvicorn", "starlette"}
+
+
+def name(requirement: str) -> str:
+    """'Foo_Bar[x]==1.0; extra == "y"' -> 'foo-bar' (PEP 503 normalised)."""
+    return re.sub(r"[-_.]+", "-", re.split(r"[\s\[<>=!~;(]", requirement.strip(), maxsplit=1)[0]).lower()
+
+
+def pyproject(folder: Path) -> dict:
+    return tomllib.loads((folder / "pyproject.toml").read_text())["project"]
+
+
+def installs(file: Path) -> tuple[set[str], set[str]]:
+    """(plugin folders, third-party names) a requirements file installs: its lines, the
+    dependencies its editable folders declare and the root extras it names."""
+    folders, names = set(), set()
+    for line in file.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if not line:
+            continue
+        if not line.startswith("-e "):
+            names.add(name(line))
+            continue
+        path, _, extras = line.removeprefix("-e ").strip().partition("[")
+        project = pyproject(ROOT / path)
+        declared = list(project.get("dependencies", []))
+        for extra in filter(None, extras.rstrip("]").split(",")):
+            declared += project["optional-dependencies"][extra.strip()]
+        names |= {name(d) for d in declared} - {"segtk"}
+        if path != ".":
+            folders.add(path)
+            names -= {name(project["name"])}
+    names = {n for n in names if not n.startswith("segtk-")}  # plugins named by their folders
+    return folders, names
+
+
+def extras_files() -> list[Path]:
+    return sorted((ROOT / "extras").glob("*.txt"))
+
+
+def test_the_light_install_has_the_main_job_and_nothing_heavy() -> None:
+    folders, names = installs(ROOT / "requirements-light.txt")
+    attacks = {f"plugins/attacks/{p.parent.name}" for p in (ROOT / "plugins" / "attacks").glob("*/pyproject.toml")}
+    assert {"plugins/models/demo", "plugins/models/espnet"} | attacks <= folders
+    assert "torch" in names and "jinja2" in names  # the core and its reports
+    assert not names & HEAVY
+    full_folders, full_names = installs(ROOT / "requirements.txt")
+    assert folders <= full_folders and names <= full_names  # requirements.txt: everything
+
+
+def test_every_plugin_of_requirements_txt_is_light_or_in_one_extra() -> None:
+    light, _ = installs(ROOT / "requirements-light.txt")
+    full_folders, full_names = installs(ROOT / "requirements.txt")
+    owners: dict[str, list[str]] = {}
+    for file in extras_files():
+        folders, names = installs(file)
+        assert folders <= full_folders and names <= full_names, file.name
+        for folder in folders:
+            owners.setdefault(folder, []).append(file.name)
+    for folder in sorted(full_folders - light):
+        assert len(owners.get(folder, [])) == 1, (
+            f"{folder} is in requirements.txt: add it to requirements-light.txt (no heavy "
+            f"dependency) or to one extras/NAME.txt (found in {owners.get(folder, [])})")
+    assert {"hf", "onnx", "edit", "ray", "mmseg", "detectron2"} <= {f.stem for f in extras_files()}
+
+
+# --- segtk plugins: what to install for a plugin that lacks a dependency or is not installed ----
+
+
+def fake_distribution(root: Path, dist: str, module: str, source: str, requires: str = "") -> None:
+    """An installed distribution (module + .dist-info with an entry point) in `root`."""
+    (root / f"{module}.py").write_text(source)
+    info = root / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    metadata = f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n"
+    (info / "METADATA").write_text(metadata + "".join(f"Requires-Dist: {r}\n" for r in
+                                                      filter(None, [requires])))
+    (info / "entry_points.txt").write_text(f"[segtk]\n{module} = {module}\n")
+
+
+@pytest.fixture
+def plugins_lacking_modules(tmp_path: Path, monkeypatch):
+    """segtk-needs-dep imports a module no distribution installs, and declares the requirement
+    that would; segtk-own-bug imports a module of its own that does not exist."""
+    fake_distribution(tmp_path, "segtk-needs-dep", "segtk_needs_dep",
+                      "import segtk_absent_module_q\n", requires="segtk-absent-dist-q==2.0")
+    fake_distribution(tmp_path, "segtk-own-bug", "segtk_own_bug", "import segtk_own_bug.typo\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("SEGTK_LOAD_PLUGINS", raising=False)
+    reset_plugin_manager()
+    yield
+    reset_plugin_manager()
+
+
+def test_a_plugin_whose_import_lacks_a_module_is_listed_with_what_to_install(
+        plugins_lacking_modules, monkeypatch) -> None:
+    rows = {r["name"]: r for r in json.loads(invoke("plugins", "--json").stdout)}
+    needs = rows["segtk_needs_dep"]
+    assert needs["status"] == "missing dependency" and needs["missing"] == "segtk_absent_module_q"
+    assert needs["install"] == "pip install segtk-absent-dist-q==2.0"  # from its own metadata
+    assert rows["segtk_own_bug"]["status"] == "broken"  # its own module: a bug, not a dependency
+    monkeypatch.setattr(console, "_width", 200)  # one table row per plugin
+    (line,) = [x for x in invoke("plugins").stdout.splitlines() if "segtk_needs_dep" in x]
+    assert "segtk_absent_module_q: pip install segtk-absent-dist-q==2.0" in line
+
+
+def test_a_plugin_that_is_not_installed_is_listed_with_its_extra(tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    folder = tmp_path / "plugins" / "models" / "absent"
+    folder.mkdir(parents=True)
+    (folder / "pyproject.toml").write_text(
+        '[project]\nname = "segtk-absent-plugin-q"\ndependencies = ["segtk"]\n\n'
+        '[project.entry-points.segtk]\nabsent = "segtk_absent"\n')
+    (tmp_path / "extras").mkdir()
+    (tmp_path / "extras" / "big.txt").write_text("huge==1.0\n-e plugins/models/absent\n")
+    (tmp_path / "extras" / "built.txt").write_text(
+        "# install: bash scripts/build.sh\n-e plugins/models/absent\n")
+    monkeypatch.setattr(extras_module, "CHECKOUT", tmp_path)
+    rows = [r for r in json.loads(invoke("plugins", "--json").stdout)
+            if r["distribution"] == "segtk-absent-plugin-q"]
+    assert [(r["name"], r["status"], r["install"]) for r in rows] == [
+        ("absent", "not installed", "pip install -r extras/big.txt"),
+        ("absent", "not installed", "bash scripts/build.sh")]

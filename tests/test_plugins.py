@@ -66,7 +66,9 @@ def make_distribution(root: Path, dist: str, module: str, source: str) -> None:
 @pytest.fixture
 def third_party(tmp_path: Path, monkeypatch):
     make_distribution(tmp_path, "segtk-hello", "segtk_hello", textwrap.dedent(HELLO))
-    make_distribution(tmp_path, "segtk-broken", "segtk_broken", "import segtk_missing_dep_abc\n")
+    # a failing import (a module that is merely not installed is a missing dependency instead)
+    make_distribution(tmp_path, "segtk-broken", "segtk_broken",
+                      "from json import segtk_missing_dep_abc\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delenv("SEGTK_LOAD_PLUGINS", raising=False)
     reset_plugin_manager()
