@@ -49,11 +49,11 @@ class GradientAttack(Attack):
     Params = PGDParams
 
     @abstractmethod
-    def pixel_loss(self, logits: torch.Tensor, targets: torch.Tensor, valid: torch.Tensor,
-                   iteration: int, iterations: int) -> torch.Tensor:
+    def pixel_loss(self, logits: torch.Tensor, targets: torch.Tensor, iteration: int,
+                   iterations: int) -> torch.Tensor:
         """The loss to ascend, per pixel [N,H,W], at iteration t = `iteration` of T =
-        `iterations` (t = T + 1 for the last pass, whose gradient is not used). `targets`
-        hold only scored classes where `valid` (elsewhere 0): the loop zeroes the rest."""
+        `iterations` (t = T + 1 for the last pass, whose gradient is not used). `targets` are
+        class ids everywhere: ignored pixels hold 0, and their loss is zeroed afterwards."""
 
     def attack(self, oracle: Oracle) -> None:
         p = self.params
@@ -79,7 +79,7 @@ class GradientAttack(Attack):
         papers' 1/(H·W); a per-image scale leaves the sign of the gradient unchanged)."""
         valid = scored(labels, ignore_index, logits.shape[1])
         targets = torch.where(valid, labels, torch.zeros_like(labels))
-        per_pixel = self.pixel_loss(logits, targets, valid, iteration, iterations)
+        per_pixel = self.pixel_loss(logits, targets, iteration, iterations)
         h, w = labels.shape[-2:]
         return (per_pixel * valid).flatten(1).sum(1) / (h * w)
 

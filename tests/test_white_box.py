@@ -119,7 +119,7 @@ class Unprojected(GradientAttack):
 
     name = "unprojected"
 
-    def pixel_loss(self, logits, targets, valid, iteration, iterations):
+    def pixel_loss(self, logits, targets, iteration, iterations):
         return pixel_cross_entropy(logits, targets)
 
     def attack(self, oracle: Oracle) -> None:
@@ -141,6 +141,21 @@ def test_logits_without_a_graph_are_the_models_fault() -> None:
     with pytest.raises(ModelError) as err:
         registry.attack("pgd")(budget=2).run(Detached(), images, labels)
     assert "without a gradient path to the images" in err.value.message
+
+
+@pytest.mark.parametrize("name", WHITE_BOX)
+def test_ignored_pixels_add_nothing_to_the_loss(name: str) -> None:
+    """The ground truth's ignore index (and ids the logits lack) are left out, as in the papers."""
+    logits = torch.randn(2, 4, 5, 6, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    labels = torch.randint(0, 4, (2, 5, 6), generator=torch.Generator().manual_seed(1))
+    labels[0, :2] = 255
+    labels[1, 4, :] = 7  # a class the logits do not have
+    loss = registry.attack(name)().image_loss(logits, labels, ignore_index=255, iteration=2,
+                                               iterations=4)
+    (grad,) = torch.autograd.grad(loss.sum(), logits)
+    ignored = (labels == 255) | (labels == 7)
+    assert bool((grad.abs().sum(1)[ignored] == 0).all())
+    assert bool((grad.abs().sum(1)[~ignored] > 0).any())
 
 
 # --- on the demo model: ε and [0,1] at every pass, determinism, SegPGD against PGD ---------------

@@ -53,8 +53,8 @@ class CosPGDAttack(GradientAttack):
     Params = CosPGDParams
     anytime = True
 
-    def pixel_loss(self, logits: torch.Tensor, targets: torch.Tensor, valid: torch.Tensor,
-                   iteration: int, iterations: int) -> torch.Tensor:
+    def pixel_loss(self, logits: torch.Tensor, targets: torch.Tensor, iteration: int,
+                   iterations: int) -> torch.Tensor:
         p = self.params
         assert isinstance(p, CosPGDParams)
         return cosine_weight(logits, targets, p.distribution) * pixel_cross_entropy(logits, targets)

@@ -35,7 +35,7 @@ def test_loss_is_the_weighted_cross_entropy() -> None:
     logits = torch.randn(2, 4, 3, 5, generator=torch.Generator().manual_seed(0))
     targets = torch.randint(0, 4, (2, 3, 5), generator=torch.Generator().manual_seed(1))
     ce = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
-    got = CosPGDAttack().pixel_loss(logits, targets, torch.ones_like(targets, dtype=torch.bool), 1, 9)
+    got = CosPGDAttack().pixel_loss(logits, targets, 1, 9)
     assert torch.allclose(got, cosine_weight(logits, targets, "softmax") * ce)
 
 

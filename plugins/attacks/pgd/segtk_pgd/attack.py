@@ -21,6 +21,6 @@ class PGDAttack(GradientAttack):
     Params = PGDParams
     anytime = True  # nothing depends on the budget: a run's first b passes are a b-pass run
 
-    def pixel_loss(self, logits: torch.Tensor, targets: torch.Tensor, valid: torch.Tensor,
-                   iteration: int, iterations: int) -> torch.Tensor:
+    def pixel_loss(self, logits: torch.Tensor, targets: torch.Tensor, iteration: int,
+                   iterations: int) -> torch.Tensor:
         return pixel_cross_entropy(logits, targets)

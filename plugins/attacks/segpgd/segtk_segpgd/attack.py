@@ -29,8 +29,8 @@ class SegPGDAttack(GradientAttack):
     Params = PGDParams
     anytime = False  # λ(t) = (t − 1)/(2T) depends on the budget
 
-    def pixel_loss(self, logits: torch.Tensor, targets: torch.Tensor, valid: torch.Tensor,
-                   iteration: int, iterations: int) -> torch.Tensor:
+    def pixel_loss(self, logits: torch.Tensor, targets: torch.Tensor, iteration: int,
+                   iterations: int) -> torch.Tensor:
         lam = segpgd_lambda(iteration, iterations)
         right = logits.detach().argmax(dim=1) == targets
         weight = torch.where(right, 1.0 - lam, lam).to(logits.dtype)  # ignored pixels: zeroed later

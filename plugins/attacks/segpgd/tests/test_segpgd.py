@@ -23,8 +23,7 @@ def test_loss_weights_right_pixels_by_one_minus_lambda_and_wrong_ones_by_lambda(
     targets = torch.tensor([[[0, 0]]])  # the first pixel is right, the second wrong
     ce = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
     attack = SegPGDAttack()
-    valid = torch.ones_like(targets, dtype=torch.bool)
-    first = attack.pixel_loss(logits, targets, valid, 1, 4)
-    third = attack.pixel_loss(logits, targets, valid, 3, 4)
+    first = attack.pixel_loss(logits, targets, 1, 4)
+    third = attack.pixel_loss(logits, targets, 3, 4)
     assert torch.allclose(first, ce * torch.tensor([[[1.0, 0.0]]]))
     assert torch.allclose(third, ce * torch.tensor([[[0.75, 0.25]]]))
