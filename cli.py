@@ -10,6 +10,7 @@ from segtk.commands.attack import attack
 from segtk.commands.bench import bench
 from segtk.commands.console import err_console
 from segtk.commands.edit import edit
+from segtk.commands.extras import with_install_hint
 from segtk.commands.models import datasets, models
 from segtk.commands.plugins import plugins
 from segtk.commands.predict import predict
@@ -30,7 +31,7 @@ class SegtkGroup(click.Group):
         except (SegtkError, OSError) as caught:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            exc = os_error(caught) if isinstance(caught, OSError) else caught
+            exc = os_error(caught) if isinstance(caught, OSError) else with_install_hint(caught)
             err_console.print(f"[bold red]Error:[/] {exc.message}", soft_wrap=True)
             if exc.hint:
                 err_console.print(f"[yellow]hint:[/] {exc.hint}", soft_wrap=True)

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from segtk.core.errors import PluginError, SegtkError, UnknownPlugin
+
 CHECKOUT = Path(__file__).resolve().parent.parent  # segtk is installed editable from its root
 FOLDER = "extras"
 INSTALL_LINE = re.compile(r"#\s*install:\s*(.+)")
@@ -92,3 +94,13 @@ def extra_of(root: Path | None = None) -> dict[str, Extra]:
             if (root / folder / "pyproject.toml").is_file():
                 out[distribution_of(root / folder)[0]] = extra
     return out
+
+
+def with_install_hint(exc: SegtkError) -> SegtkError:
+    """An unknown plugin that an extra of this checkout installs: the error says which."""
+    if isinstance(exc, UnknownPlugin):
+        for missing in not_installed():
+            if exc.name in missing.entry_points:
+                return PluginError(f"{exc.message}: {missing.distribution} is not installed",
+                                   hint=missing.extra.install)
+    return exc

@@ -35,6 +35,14 @@ class PluginError(SegtkError):
     """A plugin that is unknown, broken or misses a dependency."""
 
 
+class UnknownPlugin(PluginError):
+    """No usable registration of that kind and `name`: the CLI may know what installs it."""
+
+    def __init__(self, message: str, hint: str | None = None, name: str = "") -> None:
+        super().__init__(message, hint)
+        self.name = name
+
+
 class AttackError(PluginError):
     """An attack that raised, or broke a rule of the oracle: a bug in that attack, not in the
     model. `what` is the message without the attack's name ("raised ValueError: ..."), for

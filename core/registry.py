@@ -15,7 +15,7 @@ import click
 from segtk.core.attack import Attack
 from segtk.core.data import DatasetPlugin
 from segtk.core.editing import EditBackend, Editor, PromptWriter
-from segtk.core.errors import PluginError
+from segtk.core.errors import PluginError, UnknownPlugin
 from segtk.core.filtering import Filter
 from segtk.core.plugins import PluginManager, contained, failure, get_plugin_manager
 from segtk.core.segmenter import Segmenter
@@ -223,9 +223,9 @@ def _usable(kind: str, name: str) -> PluginInfo:
     matches = [i for i in plugins() if i.kind == kind and i.name == name]
     if not matches:
         known = sorted(i.name for i in plugins() if i.kind == kind and i.status == "ok")
-        raise PluginError(
+        raise UnknownPlugin(
             f"no {kind} plugin named {name!r}",
-            hint=f"installed: {', '.join(known) or 'none'}; see `segtk plugins`",
+            hint=f"installed: {', '.join(known) or 'none'}; see `segtk plugins`", name=name,
         )
     info = matches[0]
     if info.status == "broken":

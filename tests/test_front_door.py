@@ -319,3 +319,20 @@ def test_a_plugin_that_is_not_installed_is_listed_with_its_extra(tmp_path: Path,
     assert [(r["name"], r["status"], r["install"]) for r in rows] == [
         ("absent", "not installed", "pip install -r extras/big.txt"),
         ("absent", "not installed", "bash scripts/build.sh")]
+
+
+def test_using_a_plugin_that_is_not_installed_says_which_extra_installs_it(
+        tmp_path: Path, monkeypatch) -> None:
+    folder = tmp_path / "plugins" / "attacks" / "absent"
+    folder.mkdir(parents=True)
+    (folder / "pyproject.toml").write_text(
+        '[project]\nname = "segtk-attack-absent-q"\n\n'
+        '[project.entry-points.segtk]\nabsent-q = "segtk_attack_absent_q"\n')
+    (tmp_path / "extras").mkdir()
+    (tmp_path / "extras" / "more.txt").write_text("-e plugins/attacks/absent\n")
+    monkeypatch.setattr(extras_module, "CHECKOUT", tmp_path)
+    result = invoke("attack", "--plugin", "absent-q", "--out", str(tmp_path / "run"))
+    assert result.exit_code == 1
+    assert "no attack plugin named 'absent-q': segtk-attack-absent-q is not installed" in \
+        " ".join(result.output.split())
+    assert "hint: pip install -r extras/more.txt" in result.output
