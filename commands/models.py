@@ -10,7 +10,7 @@ import click
 from segtk.commands.console import console, status_text, table
 from segtk.commands.plugins import details, did_you_mean, print_details
 from segtk.core import registry
-from segtk.core.errors import PluginError, SegtkError
+from segtk.core.errors import SegtkError, UnknownPlugin
 from segtk.core.specs import load_dataset
 
 
@@ -55,9 +55,9 @@ def _adapter_command(name: str) -> click.Command:
         infos = [i for i in registry.plugins() if i.kind == "segmenter" and i.name == name]
         if not infos:
             known = [i.name for i in registry.plugins() if i.kind == "segmenter"]
-            raise PluginError(f"no model adapter named {name!r}{did_you_mean(name, known)}",
-                              hint=f"installed: {', '.join(sorted(known)) or 'none'}; "
-                                   "see `segtk models`")
+            raise UnknownPlugin(f"no model adapter named {name!r}{did_you_mean(name, known)}",
+                                hint=f"installed: {', '.join(sorted(known)) or 'none'}; "
+                                     "see `segtk models`", name=name)
         shown = details(infos[0])
         if as_json:
             click.echo(json.dumps(shown, indent=2, default=str))

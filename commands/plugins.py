@@ -18,7 +18,7 @@ from segtk.commands.extras import Extra, extra_of, not_installed
 from segtk.commands.scaffold import new
 from segtk.core import registry
 from segtk.core.attack import AttackParams
-from segtk.core.errors import PluginError
+from segtk.core.errors import UnknownPlugin
 from segtk.core.params import declared, param_docs, type_name
 from segtk.core.registry import PluginInfo
 
@@ -95,8 +95,8 @@ def show(name: str, kind: str | None, as_json: bool) -> None:
     if not infos:
         what = f"{kind} plugin" if kind else "plugin"
         known = [i.name for i in registry.plugins() if kind in (None, i.kind)]
-        raise PluginError(f"no {what} named {name!r}{did_you_mean(name, known)}",
-                          hint="`segtk plugins` lists every installed plugin")
+        raise UnknownPlugin(f"no {what} named {name!r}{did_you_mean(name, known)}",
+                            hint="`segtk plugins` lists every installed plugin", name=name)
     shown = [details(i) for i in infos]
     if as_json:
         click.echo(json.dumps(shown, indent=2, default=str))
