@@ -20,6 +20,7 @@ from segtk.commands.options import (
     shard_options,
     split_option,
 )
+from segtk.commands.resume import Recorded, joined, pairs, resumable
 from segtk.core import registry
 from segtk.core.editkit import CLASSICAL
 from segtk.core.errors import SegtkError
@@ -30,6 +31,11 @@ from segtk.core.specs import check_models, load_dataset, split_spec
 from segtk.jobs.edit import PICKS, load_prompt_writer, prompt_settings
 from segtk.jobs.executors import make_executor
 from segtk.reports.writer import write_report
+
+
+def values_items(values: dict[str, list[str]]) -> tuple[str, ...]:
+    """Recorded {ATTR: [V1, V2]} as the `--values ATTR=V1,V2` items."""
+    return tuple(f"{attr}={','.join(vals)}" for attr, vals in values.items())
 
 
 def split_models(value: str) -> list[str]:
@@ -68,6 +74,26 @@ def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
         if not vals:
             raise SegtkError(f"--values {attr}=: no values given", hint=syntax)
     return out
+
+
+# Where run.json records each option (see commands.resume); --param is compared by each
+# subset's own run.json (OUT/edits/SUBSET), which records the editor's parameters.
+RECORDED = {
+    "models_": Recorded("models", joined, split_models),
+    "data_spec": Recorded("data"), "split": Recorded("split"), "limit": Recorded("limit"),
+    "classes_from_data": Recorded("classes_from_data", absent=False),
+    "attributes": Recorded("attributes", joined, csv_list),
+    "values": Recorded("values", values_items, parse_values),
+    "pick": Recorded("pick"), "object_centric": Recorded("object_centric"),
+    "min_area": Recorded("min_area", absent=DEFAULT_MIN_AREA),
+    "objects": Recorded("objects", absent="largest"),
+    "things_only": Recorded("things_only", absent=False),
+    "prompt_model": Recorded("prompt_model"), "prompt_writer_name": Recorded("prompt_writer"),
+    "backend": Recorded("backend"), "extra": Recorded("params", pairs, None),
+    "filters": Recorded("filters", joined, csv_list),
+    "filter_params": Recorded("filter_params", tuple, lambda v: parse_pairs(v, "--filter-param")),
+    "seed": Recorded("seed"),
+}
 
 
 @click.command("edits")
@@ -114,9 +140,12 @@ def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
 @shard_options
 @click.option("--out", type=click.Path(file_okay=False), default="runs/bench-edits",
               show_default=True)
-@click.option("--resume", is_flag=True, help="Keep finished results in OUT and run the rest.")
+@click.option("--resume", is_flag=True,
+              help="Keep finished results in OUT and run the rest; the options left out are "
+                   "read from OUT/run.json.")
 @quiet_option
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
+@resumable("bench-edits", RECORDED)
 def bench_edits(models_, data_spec, split, limit, classes_from_data, attributes, values, pick,
                 object_centric, min_area, objects, things_only,
                 prompt_model, prompt_writer_name, backend, extra, filters, filter_params, seed,
@@ -166,8 +195,11 @@ def bench_edits(models_, data_spec, split, limit, classes_from_data, attributes,
               "filters": csv_list(filters), "filter_params": list(filter_params), "seed": seed,
               "pick": pick, "object_centric": object_centric, **prompts,
               **({"classes_from_data": True} if classes_from_data else {}),  # older runs lack it
+              **({"params": parse_pairs(extra, "--param")} if extra else {}),
               **selection_config(min_area, objects, things_only)}
-    run = RunDir(out_dir, config, resume, kind="bench-edits")
+    # --param is recorded (when given) for --resume to read; each subset's own run.json checks
+    # it, so it may differ here (runs made before it was recorded hold none)
+    run = RunDir(out_dir, config, resume, may_differ=("params",), kind="bench-edits")
     with progress() as bar:
         task = bar.add_task(f"{len(shards)} shards", total=sum(len(s.images) for s in shards),
                             status="")

@@ -14,6 +14,7 @@ from segtk.commands.options import (
     prompt_options,
     split_option,
 )
+from segtk.commands.resume import Recorded, csv_or_none, joined, pairs, resumable
 from segtk.core.editkit import CLASSICAL, backend_class
 from segtk.core.errors import SegtkError
 from segtk.core.params import parse_pairs
@@ -35,13 +36,37 @@ from segtk.jobs.edit import (
 )
 from segtk.reports.writer import write_report
 
+# Where run.json records each option (see commands.resume and jobs.edit.run_config). --values,
+# --param and --filter-param are compared by the run's config (only the editor and filters
+# know their canonical values and defaults).
+RECORDED = {
+    "editor_name": Recorded("plugin"), "values": Recorded("values", joined, same=None),
+    "backend": Recorded("backend"), "data_spec": Recorded("data"), "split": Recorded("split"),
+    "limit": Recorded("limit"), "variants": Recorded("variants"), "seed": Recorded("seed"),
+    "min_area": Recorded("min_area"), "exclude": Recorded("exclude", joined, csv_or_none),
+    "only": Recorded("classes", joined, csv_or_none), "extra": Recorded("params", pairs, None),
+    "save_sources": Recorded("save_sources"), "pick": Recorded("pick"),
+    "objects": Recorded("objects", absent="largest"),
+    "things_only": Recorded("things_only", absent=False),
+    "object_centric": Recorded("object_centric"),
+    "filter_names": Recorded("filters", tuple, lambda v: list(dict.fromkeys(v))),
+    "filter_params": Recorded("filters", pairs, None),
+    "prompt_model": Recorded("prompt_model"), "prompt_writer_name": Recorded("prompt_writer"),
+}
+
 BACKEND_HELP = ("classical = the editor's own CPU code; any other NAME is an edit-backend "
                 "plugin (see `segtk plugins`), e.g. diffusion (segtk-diffusion).")
 
 
+def default_out(out: str | None, editor_name: str | None) -> str | None:
+    """--out, else runs/edit-PLUGIN (None while neither is known)."""
+    return out or (f"runs/edit-{editor_name}" if editor_name else None)
+
+
 @click.command()
-@click.option("--plugin", "editor_name", required=True,
-              help="Editor: color, material, style, weather, size, position (see `segtk plugins`).")
+@click.option("--plugin", "editor_name",
+              help="Editor: color, material, style, weather, size, position (see `segtk plugins`) "
+                   "[required; --resume reads it from OUT].")
 @click.option("--values", default=None,
               help="Comma-separated attribute values [default: all the editor's values].")
 @click.option("--backend", default=CLASSICAL, show_default=True, metavar="NAME", help=BACKEND_HELP)
@@ -59,7 +84,9 @@ BACKEND_HELP = ("classical = the editor's own CPU code; any other NAME is an edi
               help="Image-level edits (style, weather) only on images with a salient object "
                    "(--min-area), the images object edits get (Gen4Seg §IV-A).")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--resume", is_flag=True, help="Keep the edits already in OUT and do the rest.")
+@click.option("--resume", is_flag=True,
+              help="Keep the edits already in OUT and do the rest; the options left out are "
+                   "read from OUT/run.json.")
 @click.option("--min-area", type=click.FloatRange(0, 1), default=DEFAULT_MIN_AREA, show_default=True,
               help="Smallest salient object, as a share of the image (object edits).")
 @click.option("--exclude", default=None,
@@ -93,6 +120,8 @@ BACKEND_HELP = ("classical = the editor's own CPU code; any other NAME is an edi
 @prompt_options
 @quiet_option
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
+@resumable("edit", RECORDED, lambda p: default_out(p["out"], p["editor_name"]),
+           required=("editor_name",))
 def edit(editor_name, values, backend, data_spec, split, limit, out, variants, pick,
          object_centric, seed, resume, min_area, exclude, only, objects, things_only, extra,
          sheet_rows, save_sources, filter_names, filter_params, prompt_model, prompt_writer_name,
@@ -142,7 +171,7 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, p
     for name in (only_list or []) + (exclude_list or []):
         if name.lower() not in known:
             err_console.print(f"[yellow]warning:[/] {name!r} is not a class of {data.name}")
-    out = Path(out or f"runs/edit-{editor_name}")
+    out = Path(default_out(out, editor_name))
     settings = EditConfig(value_list, variants, seed, min_area, exclude_list, only_list,
                           save_sources, sheet_rows, filters, prompt_writer, pick, object_centric,
                           objects, things_only)

@@ -34,7 +34,8 @@ from segtk.commands.options import csv_list
 from segtk.core.errors import SegtkError
 from segtk.core.runs import RUN_FILE, load_run_file
 
-__all__ = ["Recorded", "resumable", "resumed_params", "joined", "pairs", "as_text", "sized"]
+__all__ = ["Recorded", "resumable", "resumed_params", "joined", "pairs", "as_text", "sized",
+           "csv_or_none"]
 
 
 def _itself(value: Any) -> Any:
@@ -99,6 +100,7 @@ def sized(value: Sequence[int] | None) -> str | None:
 
 
 def csv_or_none(value: str | None) -> list[str] | None:
+    """A comma-separated option as its list (None stays None)."""
     return None if value is None else csv_list(value)
 
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from segtk.benchmarks.augment import AugmentBench, columns, run, table_rows, write_outputs
-from segtk.commands.bench_edits import parse_values
+from segtk.commands.bench_edits import parse_values, values_items
 from segtk.commands.console import console, progress, quiet_option, result_line, table
 from segtk.commands.options import classes_from_data_option, csv_list, limit_option
+from segtk.commands.resume import Recorded, joined, resumable, sized
 from segtk.core.editkit import CLASSICAL
 from segtk.core.errors import SegtkError
 from segtk.core.specs import preferred_split
@@ -66,6 +68,42 @@ def training_options(command):
     return command
 
 
+def _split(recorded: str | None) -> str:
+    """A recorded split as --split: none ('' on the command line) stays none."""
+    return "" if recorded is None else recorded
+
+
+def _size_of(option: str) -> Callable[[str | None], tuple[int, int] | None]:
+    """A WxH option as the (W, H) it means, to compare a typed one with the recorded one."""
+    return lambda value: parse_size(value, option)
+
+
+# Where run.json records each option (see commands.resume; jobs.train.TrainConfig.record);
+# `segtk train --resume` may raise --epochs.
+TRAINING = {
+    "epochs": Recorded("epochs"), "batch_size": Recorded("batch_size"), "lr": Recorded("lr"),
+    "weight_decay": Recorded("weight_decay"), "seed": Recorded("seed"),
+    "size": Recorded("size", sized, _size_of("--size")),
+    "crop": Recorded("crop", sized, _size_of("--crop")),
+    "classes_from_data": Recorded("classes_from_data", absent=False),
+}
+TRAIN = {
+    "model_spec": Recorded("model"), "data_spec": Recorded("data"),
+    "split": Recorded("split", _split, lambda v: v or None), "limit": Recorded("limit"),
+    "augment": Recorded("augment"), **TRAINING,
+}
+BENCH_AUGMENT = {  # benchmarks.augment.AugmentBench.record: --augment may add augmentations
+    "model_spec": Recorded("model"), "data_spec": Recorded("data"),
+    "split": Recorded("train_split", _split, lambda v: v or None),
+    "limit": Recorded("train_limit"), "augments": Recorded("augments", joined, split_augments),
+    "eval_data": Recorded("eval_data"),
+    "eval_split": Recorded("eval_split", _split, lambda v: v or None),
+    "eval_limit": Recorded("eval_limit"), "attributes": Recorded("attributes", joined, csv_list),
+    "values": Recorded("values", values_items, parse_values), "backend": Recorded("backend"),
+    **TRAINING,
+}
+
+
 class StepBar:
     """A rich progress bar per epoch, fed by the training job's step hook."""
 
@@ -82,8 +120,9 @@ class StepBar:
 
 
 @click.command("train")
-@click.option("--model", "model_spec", required=True, help="Start model spec (see `segtk models`).")
-@click.option("--data", "data_spec", required=True, help="Training data spec FORMAT:PATH.")
+@click.option("--model", "model_spec",
+              help="Start model spec (see `segtk models`) [required; --resume reads it from OUT].")
+@click.option("--data", "data_spec", help="Training data spec FORMAT:PATH [required; --resume reads it from OUT].")
 @click.option("--split", default=None, help=TRAIN_SPLIT_HELP)
 @limit_option
 @click.option("--augment", default="baseline", show_default=True, metavar="NAME[:KEY=VALUE,...]",
@@ -92,8 +131,11 @@ class StepBar:
 @training_options
 @click.option("--out", type=click.Path(file_okay=False), required=True,
               help="Run folder: checkpoints, results.jsonl, model.spec.")
-@click.option("--resume", is_flag=True, help="Continue the run in OUT from its last checkpoint.")
+@click.option("--resume", is_flag=True,
+              help="Continue the run in OUT from its last checkpoint; the options left out are "
+                   "read from OUT/run.json (--epochs may grow).")
 @quiet_option
+@resumable("train", TRAIN, may_change=("epochs",), required=("model_spec", "data_spec"))
 def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_size, lr,
                   weight_decay, seed, size, crop, classes_from_data, out, resume) -> None:
     """Fine-tune a model with one augmentation; print the model spec it wrote.
@@ -127,8 +169,9 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
 
 
 @click.command("augment")
-@click.option("--model", "model_spec", required=True, help="Start model spec (every row trains from it).")
-@click.option("--data", "data_spec", required=True, help="Training data spec FORMAT:PATH.")
+@click.option("--model", "model_spec",
+              help="Start model spec (every row trains from it) [required; --resume reads it from OUT].")
+@click.option("--data", "data_spec", help="Training data spec FORMAT:PATH [required; --resume reads it from OUT].")
 @click.option("--split", default=None, help=TRAIN_SPLIT_HELP)
 @limit_option
 @click.option("--augment", "augments", default="baseline,cutout,cutmix,augmix", show_default=True,
@@ -152,8 +195,12 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
 @training_options
 @click.option("--out", type=click.Path(file_okay=False), default="runs/bench-augment",
               show_default=True)
-@click.option("--resume", is_flag=True, help="Keep finished training runs and scores in OUT.")
+@click.option("--resume", is_flag=True,
+              help="Keep finished training runs and scores in OUT; the options left out are "
+                   "read from OUT/run.json (--augment may add augmentations).")
 @quiet_option
+@resumable("bench-augment", BENCH_AUGMENT, may_change=("augments",),
+           required=("model_spec", "data_spec"))
 def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval_split,
                   eval_limit, attributes, values, backend, epochs, batch_size, lr, weight_decay,
                   seed, size, crop, classes_from_data, out, resume) -> None:

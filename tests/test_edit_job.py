@@ -125,7 +125,7 @@ def test_rerun_refuses_and_resume_skips_done(material_run) -> None:
     assert len(lines(out / "manifest.jsonl")) == 4
     assert "edited" in resumed.output and "tiny-object" in resumed.output
     other = CliRunner().invoke(cli, args[:-1] + ["6", "--resume"])
-    assert other.exit_code == 1 and "other settings (seed)" in other.output
+    assert other.exit_code == 1 and "holds a run with --seed 5, not --seed 6" in other.output
 
 
 def test_resume_after_a_crash_redoes_only_the_missing_edit(material_run, tmp_path) -> None:

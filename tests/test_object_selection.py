@@ -136,8 +136,10 @@ def test_edit_things_only_and_ranked_are_recorded_and_refused_without_things(tmp
     assert len(records) == 3 and {r["class"] for r in records} == {"car"}
     run = json.loads((out / "run.json").read_text())["config"]
     assert run["things_only"] is True and run["objects"] == "ranked"
-    again = _cli(*base, "--out", str(out), "--resume")  # other settings: refused
-    assert again.exit_code != 0
+    again = _cli(*base, "--out", str(out), "--resume")  # left out: run.json's selection
+    assert again.exit_code == 0, again.output
+    other = _cli(*base, "--objects", "largest", "--out", str(out), "--resume")  # refused
+    assert other.exit_code != 0 and "with --objects ranked, not --objects largest" in other.output
 
     # an edited dataset declares no things: refused before its OUT is made
     none = tmp_path / "none"

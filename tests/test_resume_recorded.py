@@ -131,3 +131,97 @@ def test_bench_attacks_refuses_another_value_but_takes_more_attacks(tmp_path) ->
     assert {json.loads(line)["attack"] for line in (out / RESULTS_FILE).read_text().splitlines()} \
         == {"random", "dla:exploration=0.3", "square"}
     assert "square" in grown.output and config(out)["seed"] == 2
+
+
+def test_edit_resumes_with_only_out(tmp_path) -> None:
+    whole = tmp_path / "whole"
+    ok("edit", "--plugin", "color", "--values", "red,blue", "--data", DATA, "--limit", "3",
+       "--seed", "4", "--min-area", "0.01", "--pick", "one", "--exclude", "sky", "--variants", "2",
+       "--objects", "ranked", "--param", "strength=0.7", "--filter", "surrogate",
+       "--filter-param", "surrogate.model=demo", "--filter-param", "surrogate.mode=code",
+       "--sheet-rows", "0", "--out", str(whole))
+    lines = (whole / "manifest.jsonl").read_bytes().splitlines(keepends=True)
+    assert len(lines) == 6
+    cut = whole.parent / "cut"
+    shutil.copytree(whole, cut)
+    (cut / "manifest.jsonl").write_bytes(b"".join(lines[:2]))
+    for image in sorted((cut / "images").iterdir())[2:]:
+        image.unlink()
+    ok("edit", "--plugin", "color", "--out", str(cut), "--resume")  # the README's line
+    assert (cut / "manifest.jsonl").read_bytes() == (whole / "manifest.jsonl").read_bytes()
+    assert config(cut) == config(whole)
+    for image in (whole / "images").iterdir():
+        assert (cut / "images" / image.name).read_bytes() == image.read_bytes()
+    one_line_refusal(segtk("edit", "--out", str(cut), "--resume", "--min-area", "0.05"),
+                     "holds a run with --min-area 0.01, not --min-area 0.05")
+    one_line_refusal(segtk("edit", "--out", str(cut), "--resume", "--filter-param",
+                           "surrogate.model=demo"), "filters.surrogate.mode", "code", "upper")
+
+
+def test_bench_edits_resumes_with_only_out(tmp_path) -> None:
+    whole = tmp_path / "whole"
+    ok("bench", "edits", "--models", f"{MODEL},demo", "--data", DATA, "--classes-from-data",
+       "--attributes", "color", "--values", "color=red,blue", "--param", "hue_jitter=2", "--limit", "3", "--seed", "3", "--pick", "all",
+       "--all-images", "--min-area", "0.01", "--objects", "ranked", "--executor", "inline",
+       "--out", str(whole))
+    assert config(whole)["params"] == {"hue_jitter": "2"}
+    cut = interrupted(whole, keep=3)
+    ok("bench", "edits", "--out", str(cut), "--resume")  # the README's line
+    assert read_results(cut / RESULTS_FILE, key="key") == read_results(whole / RESULTS_FILE, key="key")
+    assert config(cut) == config(whole)
+    assert (cut / "table.json").read_text() == (whole / "table.json").read_text()
+    one_line_refusal(segtk("bench", "edits", "--out", str(cut), "--resume", "--pick", "one"),
+                     "holds a run with --pick all, not --pick one")
+    # a run made before --param was recorded: the option typed again, each subset checks it
+    record = json.loads((cut / RUN_FILE).read_text())
+    del record["config"]["params"]
+    (cut / RUN_FILE).write_text(json.dumps(record))
+    ok("bench", "edits", "--out", str(cut), "--resume", "--param", "hue_jitter=2")
+    refused = segtk("bench", "edits", "--out", str(cut), "--resume", "--param", "hue_jitter=3")
+    one_line_refusal(refused, str(cut / "edits" / "color"), "params.hue_jitter")
+
+
+TRAINING = ["--model", "demo", "--data", DATA, "--classes-from-data", "--limit", "3",
+            "--batch-size", "2", "--crop", "64x48", "--lr", "3e-3", "--seed", "3"]
+TRAIN = [*TRAINING, "--augment", "cutmix:alpha=1,p=1"]
+
+
+def test_train_resumes_with_only_out(tmp_path) -> None:
+    whole, short, cut = tmp_path / "whole", tmp_path / "short", tmp_path / "cut"
+    ok("train", *TRAIN, "--epochs", "2", "--out", str(whole))
+    ok("train", *TRAIN, "--epochs", "1", "--out", str(short))
+    ok("train", "--out", str(short), "--resume", "--epochs", "2")  # the README's line
+    shutil.copytree(whole, cut)  # killed in epoch 2
+    (cut / RESULTS_FILE).write_text((whole / RESULTS_FILE).read_text().splitlines()[0] + "\n")
+    shutil.rmtree(cut / "checkpoints" / "epoch-0002")
+    ok("train", "--out", str(cut), "--resume")  # finishes the recorded --epochs 2
+    last = Path("checkpoints", "epoch-0002", "state.safetensors")
+    for run in (short, cut):
+        assert config(run) == config(whole)
+        assert (run / last).read_bytes() == (whole / last).read_bytes()
+        assert [json.loads(line)["loss"] for line in (run / RESULTS_FILE).read_text().splitlines()] \
+            == [json.loads(line)["loss"] for line in (whole / RESULTS_FILE).read_text().splitlines()]
+    for args, words in [(["--lr", "0.1"], "holds a run with --lr 0.003, not --lr 0.1"),
+                        (["--crop", "64x40"], "with --crop 64x48, not --crop 64x40"),
+                        (["--split", "train"], "with --split '', not --split train")]:
+        one_line_refusal(segtk("train", "--out", str(cut), "--resume", *args), words)
+
+
+def test_bench_augment_resumes_with_only_out(tmp_path) -> None:
+    args = ["bench", "augment", *TRAINING, "--augment", "baseline,cutmix:alpha=1,p=1",
+            "--eval-data", "demo", "--eval-limit", "2", "--attributes", "weather",
+            "--values", "weather=fog"]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    ok(*args, "--out", str(whole))
+    ok(*args, "--out", str(cut))  # the same run in another folder (records name it), then killed
+    (cut / RESULTS_FILE).write_text((cut / RESULTS_FILE).read_text().splitlines()[0] + "\n")
+    shutil.rmtree(cut / "train" / "baseline")
+    ok("bench", "augment", "--out", str(cut), "--resume")  # the README's line
+
+    def records(out: Path) -> dict:
+        text = (out / RESULTS_FILE).read_text().replace(str(out), "OUT")
+        return {r["key"]: r for r in map(json.loads, text.splitlines())}
+
+    assert records(cut) == records(whole) and config(cut) == config(whole)
+    assert (cut / "table.json").read_text().replace(str(cut), "OUT") \
+        == (whole / "table.json").read_text().replace(str(whole), "OUT")
