@@ -151,7 +151,7 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
           --crop 240x180 --out runs/train-cutmix
       segtk train --model demo --data demo --augment augmix:severity=3 --out runs/t
       segtk train ... --augment edits:dir=runs/edit-color,p=0.5 --out runs/train-edits
-      segtk train ... --out runs/train-cutmix --resume --epochs 3
+      segtk train --out runs/train-cutmix --resume --epochs 3   # the rest from run.json
       segtk predict --model runs/train-cutmix/model.spec --data camvid:../shared/data/camvid
     """
 
