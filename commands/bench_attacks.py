@@ -128,7 +128,7 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_fr
     data = load_dataset(data_spec, split, limit)
     if not table_only:  # before run.json is written
         check_models(models_, data, classes_from_data)
-        pass  # a white-box spec on a model without gradients
+        check_white_box(models_, labels)  # a white-box spec on a model without gradients
     shards = plan(list(models_), data_spec, split, labels, budget_list, repeats, data.names, chunk,
                   eps, seed, batch_size, sheet_dir=str(Path(out) / "sheet"),
                   time_limit=time_limit)
