@@ -40,6 +40,13 @@ from segtk.jobs.executors import make_executor
 from segtk.reports.writer import write_report
 
 SCORES = "stored 8-bit images"  # what the table scores (runs before this scored float candidates)
+
+
+def _eps_list(recorded: float | list[float]) -> list[float]:
+    """Recorded ε as --eps gives it, a list (runs made before ε sweeps recorded one number)."""
+    return [float(e) for e in (recorded if isinstance(recorded, list) else [recorded])]
+
+
 # Where run.json records each option (see commands.resume); on resume --attacks and --eps may
 # add specs and ε values, and --limit may change (records are keyed per spec, ε and image).
 RECORDED = {
@@ -47,7 +54,7 @@ RECORDED = {
     "models_": Recorded("models", tuple), "data_spec": Recorded("data"),
     "split": Recorded("split"), "limit": Recorded("limit"),
     "classes_from_data": Recorded("classes_from_data", absent=False),
-    "repeats": Recorded("repeats"), "eps": Recorded("eps"), "seed": Recorded("seed"),
+    "repeats": Recorded("repeats"), "eps": Recorded("eps", _eps_list), "seed": Recorded("seed"),
     "time_limit": Recorded("time_limit", absent=None),
 }
 

@@ -127,6 +127,14 @@ def test_bench_attacks_refuses_another_value_but_takes_more_attacks(tmp_path) ->
                             (["--budgets", "2,30"], ["with --budgets 2,3, not --budgets 2,30"]),
                             (["--model", "demo"], [f"with --model '{MODEL}', not --model demo"])]:
             one_line_refusal(segtk("bench", "attacks", "--out", str(out), flag, *args), *words)
+    old = tmp_path / "old"  # a run made before ε sweeps (one ε) and 8-bit scoring
+    shutil.copytree(out, old)
+    record = json.loads((old / RUN_FILE).read_text())
+    record["config"]["eps"] = 4.0
+    del record["config"]["scores"]
+    (old / RUN_FILE).write_text(json.dumps(record))
+    one_line_refusal(segtk("bench", "attacks", "--out", str(old), "--resume"),
+                     "other settings (scores)")
     grown = ok("bench", "attacks", "--out", str(out), "--resume", "--attacks", "random,square")
     assert {json.loads(line)["attack"] for line in (out / RESULTS_FILE).read_text().splitlines()} \
         == {"random", "dla:exploration=0.3", "square"}
