@@ -153,3 +153,11 @@ def test_pillows_own_bomb_guard_is_a_limit(monkeypatch) -> None:
     data = b64(png(np.zeros((5, 5, 3), np.uint8)))
     assert refusal(lambda: png_images({"images": [data]}, DEFAULT), LimitError).startswith(
         "image 0 refused by Pillow: Image size (25 pixels) exceeds limit of 20 pixels")
+
+
+def test_a_zip_declaring_too_many_entries_names_the_npz_body() -> None:
+    raw = bytearray(npz(np.zeros((1, 3, 1, 1), np.uint8)).getvalue())
+    end = raw.rfind(b"PK\x05\x06")
+    raw[end + 8:end + 12] = struct.pack("<2H", 100, 100)  # entries on this disk, in total
+    assert refusal(lambda: npz_images(io.BytesIO(bytes(raw)), DEFAULT)).startswith(
+        "npz body is a zip declaring 100 entries in a ")
