@@ -58,7 +58,8 @@ class Group:
 
 
 ORACLE_TESTS = ("tests/test_oracle.py", "tests/test_query_counter.py", "tests/test_fast_paths.py",
-                "tests/test_attack_containment.py", "tests/test_time_limit.py")
+                "tests/test_attack_containment.py", "tests/test_attack_blame.py",
+                "tests/test_time_limit.py")
 GROUPS = {
     "oracle": Group(
         "segtk/core/attack.py",
@@ -74,26 +75,35 @@ GROUPS = {
                      what="confusion, IoU, mIoU, pixel accuracy, mR, dataset accumulation"),
     "quantise": Group(
         "segtk/jobs/attack.py",
-        ("tests/test_attack_job.py", "tests/test_fast_paths.py",
+        ("tests/test_attack_job.py", "tests/test_attack_job_records.py", "tests/test_fast_paths.py",
+         "tests/test_time_limit.py", "tests/test_attack_containment.py",
          "tests/test_bench_attacks.py::test_the_table_scores_the_stored_8bit_images_not_the_float_candidates"),
         functions=("x_image_seed", "x_quantise", "x_evaluate", "xǁSummaryǁtable", "x_summarise",
                    "x_attack_dataset", "x__attack_batch", "x__num"),
         what="quantising to 8 bits, scoring the stored image, per-image records, the summary"),
     "runs": Group("segtk/core/runs.py",
-                  ("tests/test_runs.py", "tests/test_runs_faults.py", "tests/test_attack_job.py"),
+                  ("tests/test_runs.py", "tests/test_runs_exact.py", "tests/test_runs_faults.py",
+                   "tests/test_attack_job.py"),
                   what="run folders: whole-line appends, strict resume, the lock, run.json"),
     "bench": Group(
         "segtk/benchmarks/attacks.py",
-        ("tests/test_bench_attacks.py::test_the_table_is_the_mean_and_population_std_of_the_repeats_dataset_miou",
-         "tests/test_bench_attacks.py::test_a_repeat_missing_images_is_left_out_of_the_table",
-         "tests/test_bench_attacks.py::test_a_resume_appends_only_the_missing_records",
+        ("tests/test_bench_aggregate.py",
+         "tests/test_bench_attacks.py::test_the_table_is_the_mean_and_population_std_of_the_repeats_dataset_miou",
          "tests/test_bench_attacks.py::test_the_table_scores_the_stored_8bit_images_not_the_float_candidates",
-         "tests/test_bench_attack_specs.py", "tests/test_runs_faults.py::test_bench_tables_are_strict_json"),
+         "tests/test_runs_faults.py::test_bench_tables_are_strict_json"),
         functions=("x_run_bench", "x__records", "x_curve_label", "x_aggregate", "x__row",
                    "x__visibility", "x__mean_curve"),
         what="the bench table: complete repeats, mean ± population std, visibility, curves, resume"),
-    "limits": Group("segtk_http/limits.py", ("plugins/models/http/tests/test_limits.py",),
-                    what="the server's limits: sizes from headers, batch and request totals"),
+    "limits": Group(
+        "segtk_http/limits.py",
+        tuple(f"plugins/models/http/tests/test_limits.py::{t}" for t in (
+            "test_npz_bomb_is_refused_from_its_header", "test_npz_limits_batch_and_request_total",
+            "test_npz_decoding_matches_the_old_conversion", "test_bad_npz_images_are_protocol_errors",
+            "test_bad_npz_bodies_are_protocol_errors", "test_png_limits_before_decoding",
+            "test_png_decoding_matches_the_old_conversion", "test_limits_are_validated",
+            "test_zip_directories_are_bounded_before_parsing"))  # in-process: no server, no clock
+        + ("plugins/models/http/tests/test_limits_exact.py",),
+        what="the server's limits: sizes from headers, batch and request totals"),
 }
 QUICK = {  # the oracle's bounds and the query counter: a few minutes
     "oracle": Group(GROUPS["oracle"].path, ORACLE_TESTS,
@@ -176,6 +186,13 @@ def run_group(name: str, group: Group, root: Path, jobs: int) -> dict:
     if run.returncode != 0:
         tail = log.read_text(errors="replace")[-3000:]
         raise SystemExit(f"mutmut failed on group {name} (exit {run.returncode}); see {log}:\n{tail}")
+    (root / "seconds").write_text(f"{seconds:.0f}\n")
+    return collect(name, group, root)
+
+
+def collect(name: str, group: Group, root: Path) -> dict:
+    """The counts of a group mutmut has run in `root`, equivalents read afresh."""
+    seconds = float((root / "seconds").read_text()) if (root / "seconds").exists() else 0.0
     statuses = _statuses(root, group)
     equivalent = load_equivalent()
     survivors, equivalents = [], []
@@ -281,6 +298,9 @@ def main() -> int:
     parser.add_argument("--rev", help="stage this commit instead of the work tree")
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("MUTATION_JOBS", "2")))
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("MUTATION_DIR", "/tmp/segtk-mutation")))
+    parser.add_argument("--report", action="store_true",
+                        help="recount the groups already run in --out (after editing the "
+                             "equivalents), without running mutmut again")
     ARGS = parser.parse_args()
     groups = QUICK if ARGS.quick else GROUPS
     unknown = [g for g in ARGS.groups if g not in groups]
@@ -289,7 +309,13 @@ def main() -> int:
     results = []
     for name in ARGS.groups or list(groups):
         print(f"== {name}: {groups[name].what}", flush=True)
-        results.append(run_group(name, groups[name], ARGS.out / name, ARGS.jobs))
+        root = ARGS.out / name
+        if ARGS.report:
+            if not (root / "mutants").is_dir():
+                continue
+            results.append(collect(name, groups[name], root))
+        else:
+            results.append(run_group(name, groups[name], root, ARGS.jobs))
         r = results[-1]
         print(f"   {r['mutants']} mutants, {r['killed']} killed, {r['survived']} survived, "
               f"{r['equivalent']} equivalent ({r['seconds']} s)", flush=True)

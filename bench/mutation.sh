@@ -9,6 +9,7 @@
 #                                    minutes (what CI may run)
 #   bench/mutation.sh oracle runs    some groups
 #   bench/mutation.sh --rev HEAD     mutate a commit instead of the work tree
+#   bench/mutation.sh --report       recount the last run (e.g. after listing an equivalent)
 #
 # mutmut changes one small thing at a time (`<` for `<=`, a constant, a dropped argument) and
 # runs the tests that cover the changed function; a mutant no test notices "survives". The
