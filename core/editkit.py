@@ -24,7 +24,7 @@ from PIL import Image
 
 from segtk.core import registry
 from segtk.core.editing import EditBackend, EditedSample, Editor, Sample, SkipSample
-from segtk.core.errors import PluginError
+from segtk.core.errors import PluginError, UnknownPlugin
 from segtk.core.params import convert, kind_of
 
 CLASSICAL = "classical"
@@ -47,9 +47,9 @@ def backend_class(name: str, who: str = "") -> type[EditBackend] | None:
     names = backend_names()
     if name not in names:
         for_whom = f" for editor {who!r}" if who else ""
-        raise PluginError(f"unknown backend {name!r}{for_whom}",
-                          hint=f"backends: {', '.join(names)} (edit-backend plugins add more; "
-                               "see `segtk plugins`)")
+        raise UnknownPlugin(f"unknown backend {name!r}{for_whom}",
+                            hint=f"backends: {', '.join(names)} (edit-backend plugins add more; "
+                                 "see `segtk plugins`)", name=name)
     return registry.edit_backend(name)
 
 
