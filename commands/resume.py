@@ -65,12 +65,10 @@ class Recorded:
 
 
 def as_text(value: Any) -> str:
-    """A recorded value as text that core.params.convert reads back to it (true/false, none,
-    items joined by ',')."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "none"
+    """A recorded value as text that core.params.convert reads back to it, as its declared type
+    or as a Python literal (untyped parameters): True, None, items joined by ','."""
+    if isinstance(value, bool | None):
+        return str(value)
     if isinstance(value, list | tuple):
         return ",".join(as_text(v) for v in value)
     if isinstance(value, float):

@@ -8,11 +8,19 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from segtk.cli import cli
+from segtk.commands.attack import RECORDED
+from segtk.commands.resume import as_text, pairs
+from segtk.core import registry
+from segtk.core.params import build_attack, convert, parse_pairs
 from segtk.core.runs import RESULTS_FILE, RUN_FILE, read_results
+from segtk.jobs.attack import run_settings
+from segtk.jobs.edit import build_editor
 
 # Not the defaults: the model names two classes otherwise than the data (so it needs
 # --classes-from-data) and the data is a fresh demo draw.
@@ -233,3 +241,33 @@ def test_bench_augment_resumes_with_only_out(tmp_path) -> None:
     assert records(cut) == records(whole) and config(cut) == config(whole)
     assert (cut / "table.json").read_text().replace(str(cut), "OUT") \
         == (whole / "table.json").read_text().replace(str(whole), "OUT")
+
+
+def _plugins(kind: str) -> list[str]:
+    return sorted(i.name for i in registry.plugins() if i.kind == kind)
+
+
+@pytest.mark.parametrize("name", _plugins("attack"))
+def test_every_attacks_recorded_parameters_read_back(name) -> None:
+    """What `segtk attack` gives --param on resume (run.json's params as text) builds the
+    attack with the recorded parameters, whatever their types."""
+    recorded = json.loads(json.dumps(run_settings(build_attack(name, budget=7, eps=4.0, seed=3).params)))
+    items = RECORDED["extra"].read(recorded["params"])
+    again = build_attack(name, items, budget=7, eps=4.0, seed=3)
+    assert json.loads(json.dumps(run_settings(again.params))) == recorded
+
+
+@pytest.mark.parametrize("name", _plugins("editor"))
+def test_every_editors_recorded_parameters_read_back(name) -> None:
+    recorded = json.loads(json.dumps(build_editor(name, "classical", {}).parameters()))
+    items = parse_pairs(pairs(recorded), "--param")
+    assert json.loads(json.dumps(build_editor(name, "classical", items).parameters())) == recorded
+
+
+@pytest.mark.parametrize(("value", "kind"), [
+    (True, bool), (False, bool), (True, Any), (None, float | None), (None, Any), (3, int),
+    (0.1 + 0.2, float), (1e-300, float), ("text, more", str), ([1, 2], list[int]),
+    ((0.5, 0.25), tuple[float, float]), (["a", "b"], list[str]), ("none", str),
+])
+def test_recorded_values_read_back_as_text(value, kind) -> None:
+    assert convert(as_text(value), kind) == value
