@@ -5,9 +5,9 @@ Each command declares, next to itself, where run.json's config records each of i
 reads its table), the wrapper
 
 - sets every declared option the command line left at its default (click's parameter
-  source) to the recorded value; a key the config lacks (a run made before that setting
-  existed, or one that records it only when it is set) leaves the option at its default,
-  which is what that run used;
+  source) to the recorded value. A key the config lacks (a run made before that setting
+  existed, or one that records it only when it is set) means what `Recorded.absent` says, or
+  leaves the option at its default: what that run used;
 - refuses a declared option the command line set to another value than the recorded one, in
   one line naming the option, the recorded and the given value, unless the command lets it
   change on resume (`may_change`, e.g. `train --epochs`).
