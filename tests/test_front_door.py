@@ -5,7 +5,10 @@ scripts, `predict` printing a table or JSON, one list separator per option, the 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -336,3 +339,16 @@ def test_using_a_plugin_that_is_not_installed_says_which_extra_installs_it(
     assert "no attack plugin named 'absent-q': segtk-attack-absent-q is not installed" in \
         " ".join(result.output.split())
     assert "hint: pip install -r extras/more.txt" in result.output
+
+
+def test_startup_imports_no_optional_stack() -> None:
+    """`segtk` with every plugin registered (what `segtk plugins` and each command do first)
+    loads none of the heavy optional libraries: only the command that needs one imports it."""
+    optional = ["transformers", "diffusers", "huggingface_hub", "onnx", "onnxruntime", "cv2",
+                "albumentations", "ray", "matplotlib", "uvicorn", "starlette", "mmcv", "mmseg",
+                "detectron2"]
+    code = ("import sys, segtk.cli; from segtk.core import registry; segtk.cli.pm_commands(); "
+            "registry.plugins(); print(' '.join(m for m in sys.argv[1:] if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, *optional], capture_output=True, text=True,
+                         check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.stdout.split() == []
