@@ -153,3 +153,19 @@ def test_a_labels_only_segmenter_says_it_has_no_scores() -> None:
     assert not LabelsOnly().has_logits and TinySegmenter().has_logits
     with pytest.raises(NotImplementedError, match="^plain gives labels only, no scores$"):
         LabelsOnly().logits(torch.rand(1, 3, 2, 2))
+
+
+def test_a_time_limit_refuses_queries_once_passed_without_charging_them() -> None:
+    """No clock is waited on: a limit already passed (negative) and one far away (an hour)."""
+    from segtk.core.segmenter import TimeUp
+
+    model = TinySegmenter()
+    late = QueryCounter(model, budget=5, n_images=1, time_limit=-1.0)
+    assert late.timed_out is False
+    with pytest.raises(TimeUp):
+        late.predict(torch.rand(1, 3, 2, 2))
+    assert late.timed_out is True and late.counts.tolist() == [0] and model.calls == 0
+    early = QueryCounter(model, budget=5, n_images=1, time_limit=3600.0)
+    early.predict(torch.rand(1, 3, 2, 2))
+    assert early.timed_out is False and early.counts.tolist() == [1] and model.calls == 1
+    assert QueryCounter(model, budget=5, n_images=1).deadline is None
