@@ -9,8 +9,9 @@ bench/mutation-equivalent.txt lists with the reason.
 mutmut wants the package below its working folder, but segtk's root *is* the package
 (package-dir "." -> segtk), so each group is laid out in a scratch folder as segtk/ (and
 segtk_http/ for the server's limits) next to the tests it runs; the checkout is never written.
-Tests that run segtk in a subprocess would not see the mutants, so groups list in-process tests
-only, and only fast ones, so that every group fits this 2-core machine.
+Tests that run segtk in a subprocess would not see the mutants, and tests that race a clock
+(time limits, body deadlines) fail when mutants run slowly, so groups list fast in-process
+tests only, so that every group fits this 2-core machine.
 
     python bench/mutation.py [--quick] [--rev REV] [--jobs N] [GROUP ...]
 """
@@ -58,8 +59,7 @@ class Group:
 
 
 ORACLE_TESTS = ("tests/test_oracle.py", "tests/test_query_counter.py", "tests/test_fast_paths.py",
-                "tests/test_attack_containment.py", "tests/test_attack_blame.py",
-                "tests/test_time_limit.py")
+                "tests/test_attack_containment.py", "tests/test_attack_blame.py")
 GROUPS = {
     "oracle": Group(
         "segtk/core/attack.py",
@@ -76,7 +76,7 @@ GROUPS = {
     "quantise": Group(
         "segtk/jobs/attack.py",
         ("tests/test_attack_job.py", "tests/test_attack_job_records.py", "tests/test_fast_paths.py",
-         "tests/test_time_limit.py", "tests/test_attack_containment.py",
+         "tests/test_attack_containment.py",
          "tests/test_bench_attacks.py::test_the_table_scores_the_stored_8bit_images_not_the_float_candidates"),
         functions=("x_image_seed", "x_quantise", "x_evaluate", "xǁSummaryǁtable", "x_summarise",
                    "x_attack_dataset", "x__attack_batch", "x__num"),
