@@ -64,11 +64,12 @@ GROUPS = {
     "oracle": Group(
         "segtk/core/attack.py",
         ORACLE_TESTS + (
-            "tests/test_attack_job.py", "tests/test_suites.py",
+            "tests/test_attack_job.py", "tests/test_suites.py", "tests/test_white_box.py",
             "tests/test_bench_attacks.py::test_smaller_budgets_read_off_one_run_equal_separate_runs",
             "plugins/attacks/dla/tests", "plugins/attacks/colour-stripes/tests"),
         what="the oracle: ε-ball and [0,1], verified images, best-so-far, checkpoints, Attack.run"),
-    "counter": Group("segtk/core/segmenter.py", ORACLE_TESTS + ("tests/test_attack_job.py",),
+    "counter": Group("segtk/core/segmenter.py",
+                     ORACLE_TESTS + ("tests/test_attack_job.py", "tests/test_white_box.py"),
                      what="the query counter and the check of a model's answer"),
     "metrics": Group("segtk/core/metrics.py",
                      ("tests/test_metrics.py", "tests/test_fast_paths.py", "tests/test_oracle.py"),
