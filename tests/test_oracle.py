@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -12,7 +14,7 @@ from segtk.core.errors import BudgetExceeded, SegtkError
 from segtk.core.metrics import confusion
 from segtk.core.proxy import Proxy
 from segtk.core.segmenter import QueryCounter
-from segtk.testing import RecordingSegmenter, toy_batch
+from segtk.testing import RecordingSegmenter, TinySegmenter, toy_batch
 
 EPS = 8 / 255
 
@@ -353,3 +355,73 @@ def test_query_each_with_no_budget_left_asks_nothing() -> None:
     scores = o.query_each([0, 1], [o.clean[:1], o.clean[1:2]])  # both cut to nothing
     assert [len(s) for s in scores] == [0, 0] and model.calls == 1
     assert o.counter.counts.tolist() == [1, 1, 0]
+
+
+def test_query_each_puts_each_images_rows_in_its_own_place() -> None:
+    o, model = grey_oracle(budget=5)
+    g = torch.Generator().manual_seed(7)
+    lists = [o.clean[i] + (torch.rand(n, 3, 4, 5, generator=g) - 0.5) * 8 * EPS
+             for i, n in zip((1, 0, 2), (2, 1, 3))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "output was resized": each slice is exactly its rows
+        scores = o.query_each([1, 0, 2], lists)
+    assert [len(s) for s in scores] == [2, 1, 3] and model.sizes == [6]
+    expected = torch.cat([project(c, o.clean[i], EPS) for i, c in zip((1, 0, 2), lists)])
+    assert torch.equal(model.batches[0], expected)
+    assert o.counter.counts.tolist() == [1, 2, 3]
+
+
+def test_uniform_noise_fills_minus_half_to_half() -> None:
+    from segtk.core.attack import uniform_noise
+
+    noise = uniform_noise((20_000,), 0.5, torch.Generator().manual_seed(0))
+    assert float(noise.min()) >= -0.5 and float(noise.max()) <= 0.5
+    assert float(noise.min()) < -0.49 and float(noise.max()) > 0.49 and abs(float(noise.mean())) < 0.01
+
+
+def test_runs_with_other_seeds_draw_other_streams() -> None:
+    from segtk_random import RandomAttack
+
+    images, labels = toy_batch(2, 6, 7)
+
+    def queried(seed: int) -> torch.Tensor:
+        model = RecordingSegmenter()
+        RandomAttack(budget=4, seed=seed).run(model, images, labels)
+        return torch.stack(model.seen)
+
+    first, other, again = queried(0), queried(1), queried(0)
+    assert torch.equal(first, again) and not torch.equal(first, other)
+    assert not torch.equal(first[2] - images[0], first[3] - images[1])  # a stream per image
+
+
+class Ticks:
+    """A clock that moves one second each time it is read."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+class OneThenTwo(Attack):
+    """Queries image 0 twice (its whole budget), then image 1."""
+
+    name = "one-then-two"
+
+    def attack(self, oracle: Oracle) -> None:
+        for owner in (0, 0, 1, 1):
+            oracle.query(oracle.clean[owner:owner + 1], torch.tensor([owner]))
+
+
+def test_the_time_limit_stops_the_attack_and_names_the_images_it_cut_short(monkeypatch) -> None:
+    from segtk.core import segmenter as segmenter_module
+
+    monkeypatch.setattr(segmenter_module, "monotonic", Ticks())  # made at 1: queries at 2, 3, 4
+    images, labels = toy_batch(2, 6, 7)
+    result = OneThenTwo(budget=2, time_limit=2.5).run(TinySegmenter(), images, labels)
+    assert result.queries.tolist() == [2, 0] and result.stopped == ["", "time"]
+    monkeypatch.setattr(segmenter_module, "monotonic", Ticks())
+    unlimited = OneThenTwo(budget=2).run(TinySegmenter(), images, labels)
+    assert unlimited.queries.tolist() == [2, 2] and unlimited.stopped == ["", ""]
