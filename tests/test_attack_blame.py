@@ -96,3 +96,17 @@ def test_a_nan_in_the_callers_image_is_not_the_attacks_doing(dtype) -> None:
     images[0, 1, 2, 3] = float("nan")
     result = Idle(budget=2).run(TinySegmenter(), images, labels)  # no AttackError
     assert result.queries.tolist() == [0] and torch.isnan(images[0, 1, 2, 3])
+
+
+def test_an_attack_writing_nan_into_the_clean_image_is_refused() -> None:
+    class NanWriter(Attack):
+        name = "nan-writer"
+
+        def attack(self, oracle: Oracle) -> None:
+            oracle.clean[0, 0, 0, 0] = float("nan")  # and asks nothing
+
+    images, labels = toy_batch(1, 5, 6)
+    given = images.clone()
+    with pytest.raises(AttackError, match="^attack 'nan-writer' wrote to oracle.clean in place"):
+        NanWriter(budget=2).run(TinySegmenter(), images, labels)
+    assert torch.equal(images, given)  # put back
