@@ -60,16 +60,22 @@ class Group:
 
 ORACLE_TESTS = ("tests/test_oracle.py", "tests/test_query_counter.py", "tests/test_fast_paths.py",
                 "tests/test_attack_containment.py", "tests/test_attack_blame.py")
+WHITE_BOX_TESTS = tuple(f"tests/test_white_box.py::{t}" for t in (  # the fast ones
+    "test_each_forward_and_backward_pass_is_one_query",
+    "test_every_pass_stays_in_the_ball_and_the_box_on_the_demo_model",
+    "test_every_gradient_pass_is_checked_against_the_ball", "test_logits_without_a_graph_are_the_models_fault",
+    "test_ignored_pixels_add_nothing_to_the_loss", "test_a_white_box_result_is_scored_on_the_stored_8bit_image",
+    "test_cli_refuses_a_white_box_attack_on_a_labels_only_model_before_writing"))
 GROUPS = {
     "oracle": Group(
         "segtk/core/attack.py",
         ORACLE_TESTS + (
-            "tests/test_attack_job.py", "tests/test_suites.py", "tests/test_white_box.py",
+            "tests/test_attack_job.py", "tests/test_suites.py", *WHITE_BOX_TESTS,
             "tests/test_bench_attacks.py::test_smaller_budgets_read_off_one_run_equal_separate_runs",
             "plugins/attacks/dla/tests", "plugins/attacks/colour-stripes/tests"),
         what="the oracle: ε-ball and [0,1], verified images, best-so-far, checkpoints, Attack.run"),
     "counter": Group("segtk/core/segmenter.py",
-                     ORACLE_TESTS + ("tests/test_attack_job.py", "tests/test_white_box.py"),
+                     ORACLE_TESTS + ("tests/test_attack_job.py", *WHITE_BOX_TESTS),
                      what="the query counter and the check of a model's answer"),
     "metrics": Group("segtk/core/metrics.py",
                      ("tests/test_metrics.py", "tests/test_fast_paths.py", "tests/test_oracle.py"),
