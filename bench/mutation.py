@@ -65,7 +65,10 @@ WHITE_BOX_TESTS = tuple(f"tests/test_white_box.py::{t}" for t in (  # the fast o
     "test_every_pass_stays_in_the_ball_and_the_box_on_the_demo_model",
     "test_every_gradient_pass_is_checked_against_the_ball", "test_logits_without_a_graph_are_the_models_fault",
     "test_ignored_pixels_add_nothing_to_the_loss", "test_a_white_box_result_is_scored_on_the_stored_8bit_image",
-    "test_cli_refuses_a_white_box_attack_on_a_labels_only_model_before_writing"))
+    "test_cli_refuses_a_white_box_attack_on_a_labels_only_model_before_writing",
+    "test_a_decision_based_attack_cannot_ask_for_gradients",
+    "test_a_white_box_attack_is_refused_on_a_model_without_gradients",
+    "test_plugins_marks_the_white_box_attacks")) + ("tests/test_white_box_exact.py",)
 GROUPS = {
     "oracle": Group(
         "segtk/core/attack.py",
