@@ -320,10 +320,16 @@ def test_images_that_stop_before_a_checkpoint_keep_their_final_state(ignore: int
     assert torch.equal(r.checkpoints[5][0], best0)  # stopped at 3: its final best
     assert torch.equal(r.checkpoint_images[5][0], r.images[0])
     assert torch.equal(r.checkpoint_images[5][1], images[1])  # never moved from clean
+    assert all(c.dtype == torch.long for c in r.checkpoints.values())  # exact pixel counts
 
 
 def test_the_clean_answer_is_reused_only_if_every_image_asked_about_its_clean_image() -> None:
     images, labels = toy_batch(2, 6, 7)
+    o = Oracle(QueryCounter(RecordingSegmenter(), 10, 2), images, labels, Proxy(4), EPS, [0, 1])
+    answer = o.query(project(images + EPS, images, EPS))  # every image's first query: no clean
+    assert torch.equal(answer.labels, RecordingSegmenter().predict(project(images + EPS, images, EPS)))
+    o.query(images)  # the clean images, but not as their first queries
+    assert o.result().clean_predictions is None
     for first_clean in (True, False):
         model = RecordingSegmenter()
         o = Oracle(QueryCounter(model, 10, 2), images, labels, Proxy(4), EPS, [0, 1])
