@@ -167,3 +167,20 @@ def test_shape_errors_name_both_shapes() -> None:
     assert empty.shape == (0, 2, 3) and empty.dtype == torch.long
     with pytest.raises(ValueError, match="^mR needs at least one edited subset$"):
         mean_robustness([], 0.5)
+
+
+def test_label_confusion_leaves_out_its_ignore_index_and_ids_outside_the_classes() -> None:
+    from segtk.core.metrics import LabelConfusion
+
+    labels = torch.tensor([[[-1, 1, 2, 0, 5, 0, 7, 1]]])  # -1, 5 and 7: no class of 3
+    pred = torch.tensor([[[0, 1, 2, 1, 0, 2, 3, 1]]])
+    for ignore, scored in ((0, [1, 2]), (2, [0, 1])):
+        conf = LabelConfusion(labels, 3, ignore_index=ignore)(pred)[0]
+        expected = torch.zeros(3, 4, dtype=torch.long)
+        for p, y in zip(pred.flatten().tolist(), labels.flatten().tolist()):
+            if 0 <= y < 3 and y != ignore:
+                expected[y, p] += 1
+        assert torch.equal(conf, expected) and sorted(conf.sum(1).nonzero().flatten().tolist()) == \
+            sorted(set(scored))
+    big = LabelConfusion(torch.tensor([[[0, 255]]]), 300)(torch.tensor([[[0, 255]]]))[0]
+    assert int(big.sum()) == 1  # 255 is a class id of 300, ignored by default all the same

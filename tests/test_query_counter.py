@@ -169,3 +169,38 @@ def test_a_time_limit_refuses_queries_once_passed_without_charging_them() -> Non
     early.predict(torch.rand(1, 3, 2, 2))
     assert early.timed_out is False and early.counts.tolist() == [1] and model.calls == 1
     assert QueryCounter(model, budget=5, n_images=1).deadline is None
+
+
+def test_gradient_passes_are_charged_to_their_owners_and_checked_word_for_word() -> None:
+    from segtk.core.segmenter import check_gradient_logits
+
+    model = TinySegmenter()
+    counter = QueryCounter(model, budget=3, n_images=2)
+    x = torch.rand(2, 3, 4, 5, requires_grad=True)
+    logits = counter.gradient_logits(x, owners=torch.tensor([1, 1]))
+    assert counter.counts.tolist() == [0, 2] and logits.requires_grad
+    with pytest.raises(ModelError) as err:
+        check_gradient_logits(x, torch.zeros(2, 4, 5), "m")
+    assert err.value.message == "model m returned logits of shape (2, 4, 5), expected (2, C, 4, 5)"
+    assert err.value.hint == "differentiable_logits() must return [B,C,H,W] at the input resolution"
+    with pytest.raises(ModelError, match=r"^model m returned logits of shape list, expected"):
+        check_gradient_logits(x, [[0.0]], "m")  # type: ignore[arg-type]
+    with pytest.raises(ModelError) as err:
+        check_gradient_logits(x, torch.zeros(2, 4, 4, 5), "m")
+    assert err.value.message == "model m returned logits without a gradient path to the images"
+    assert err.value.hint == ("differentiable_logits() must not run under torch.no_grad, "
+                              "inference_mode or detach()")
+
+    class Cropping(TinySegmenter):
+        name = "cropping"
+
+        def differentiable_logits(self, images):
+            return super().differentiable_logits(images)[..., 1:]
+
+    with pytest.raises(ModelError, match="^model cropping returned logits of shape"):
+        QueryCounter(Cropping(), budget=3, n_images=1).gradient_logits(x[:1])
+
+
+def test_a_segmenter_without_gradients_says_so() -> None:
+    with pytest.raises(NotImplementedError, match="^tiny gives no gradients$"):
+        Segmenter.differentiable_logits(TinySegmenter(), torch.rand(1, 3, 2, 2))
