@@ -12,7 +12,7 @@ import torch
 
 from segtk.core.attack import Attack, Oracle, project
 from segtk.core.data import Dataset, Item, default_palette, read_image, to_tensor
-from segtk.core.errors import DataError, ModelError
+from segtk.core.errors import DataError, ModelError, SegtkError
 from segtk.core.metrics import confusion
 from segtk.core.render import overlay
 from segtk.core.runs import RunDir
@@ -167,3 +167,28 @@ def test_quantise_rounds_in_the_images_own_dtype(steps: int) -> None:
     adv = torch.full((1, 3, 1, 1), (steps + 0.5 - 1e-9) / 255, dtype=torch.float64)
     clean = np.full((1, 1, 1, 3), steps, dtype=np.uint8)
     assert quantise(adv, clean, 8.0).tolist() == [[[[steps] * 3]]]
+
+
+def test_an_image_cut_short_by_the_time_limit_says_so(tmp_path, monkeypatch) -> None:
+    from segtk.core import segmenter as segmenter_module
+
+    ticks = iter(range(1, 10_000))
+    monkeypatch.setattr(segmenter_module, "monotonic", lambda: float(next(ticks)))
+    summary, _ = attack(dataset(n=2), tmp_path / "r", batch_size=1,
+                        attack_=DLA(budget=6, time_limit=2.5))  # a clock read per query: 2 fit
+    assert [(r["queries"], r.get("stopped")) for r in summary.records] == [(2, "time"), (2, "time")]
+    done, _ = attack(dataset(n=1), tmp_path / "s", attack_=DLA(budget=6))
+    assert "stopped" not in done.records[0]
+
+
+def test_a_white_box_attack_on_a_model_without_gradients_is_refused_before_any_query(tmp_path) -> None:
+    from segtk.core import registry
+
+    class LabelsOnly(TinySegmenter):
+        name = "labels-only"
+        logits = TinySegmenter.__base__.logits  # the contract's: none
+
+    model = LabelsOnly()
+    with pytest.raises(SegtkError, match="is white-box: it needs the gradients .* model .labels-only."):
+        attack(dataset(n=1), tmp_path / "r", model, attack_=registry.attack("pgd")(budget=2))
+    assert model.calls == 0
