@@ -157,3 +157,25 @@ def test_run_folder_refusals_word_for_word(tmp_path) -> None:
     assert refusal(lambda: RunDir(tmp_path / "file", {}, False, kind="attack")) == (
         f"cannot create the run folder {tmp_path / 'file'}: a file is in the way",
         "choose another --out (or move that file)")
+
+
+def test_setting_changes_name_each_difference_dotted_cut_and_counted() -> None:
+    from segtk.core.runs import setting_changes
+
+    old = {"budget": 8, "params": {"exploration": 0.2, "values": "discrete", "same": 1},
+           "model": "a" * 70, "seed": 0}
+    new = {"budget": 9, "params": {"exploration": 0.5, "same": 1, "extra": True},
+           "model": "b", "limit": 3}
+    assert setting_changes(old, new, ["budget", "params"], most=10) == [
+        "budget 8 in run.json, 9 now",
+        "params.exploration 0.2 in run.json, 0.5 now",
+        "params.extra unset in run.json, true now",
+        "params.values \"discrete\" in run.json, unset now"]
+    long = setting_changes(old, new, ["model", "seed", "limit"])
+    assert long == [f"model \"{'a' * 58}… in run.json, \"b\" now", "seed 0 in run.json, unset now",
+                    "limit unset in run.json, 3 now"]
+    assert len(long[0].split(" in run.json")[0]) == len("model ") + 60
+    assert setting_changes(old, new, ["budget", "params", "model", "seed"]) == [
+        "budget 8 in run.json, 9 now", "params.exploration 0.2 in run.json, 0.5 now",
+        "params.extra unset in run.json, true now", "3 more"]
+    assert setting_changes(old, new, ["budget"], most=1) == ["budget 8 in run.json, 9 now"]
