@@ -179,3 +179,5 @@ def test_setting_changes_name_each_difference_dotted_cut_and_counted() -> None:
         "budget 8 in run.json, 9 now", "params.exploration 0.2 in run.json, 0.5 now",
         "params.extra unset in run.json, true now", "3 more"]
     assert setting_changes(old, new, ["budget"], most=1) == ["budget 8 in run.json, 9 now"]
+    sixty = "c" * 58  # 60 characters as JSON: kept whole
+    assert setting_changes({"m": sixty}, {"m": "d"}, ["m"]) == [f'm "{sixty}" in run.json, "d" now']
