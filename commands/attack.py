@@ -78,7 +78,7 @@ def default_out(out: str | None, attack_name: str | None) -> str | None:
            may_change=("limit",), required=("attack_name",))
 def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, budget, eps, seed,
            batch_size, out, resume, save_images, extra, write_html, time_limit) -> None:
-    """Run a decision-based attack over a dataset and report the mIoU drop.
+    """Run an attack (decision-based, or a white-box reference) over a dataset; report the mIoU drop.
 
     \b
     Examples:
