@@ -65,14 +65,18 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
 
 
 def install_of(info: PluginInfo, extras: dict[str, Extra]) -> dict[str, str]:
-    """What installs a plugin's missing dependency: the extra its distribution belongs to, else
-    the plugin's own hint, else its modules by name ({} for a plugin that lacks nothing)."""
+    """What installs a plugin's missing dependency: the plugin's own hint (it knows its stack
+    best, e.g. a separate virtualenv), else the extra its distribution belongs to, else its
+    modules by name ({"install": ""} for a plugin that lacks nothing)."""
     if not info.missing:
         return {"install": ""}
     extra = extras.get(info.distribution)
+    named = {"extra": extra.name} if extra is not None else {}
+    if info.install:
+        return {"install": info.install, **named}
     if extra is not None:
-        return {"install": extra.install, "extra": extra.name}
-    return {"install": info.install or "pip install " + " ".join(info.missing)}
+        return {"install": extra.install, **named}
+    return {"install": "pip install " + " ".join(info.missing)}
 
 
 @plugins.command("show")

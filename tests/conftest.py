@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from segtk.core.data import to_tensor, to_uint8, write_png
+from segtk.core.runs import LOCK_FILE
 from segtk.testing import TinySegmenter, toy_batch
 
 
@@ -26,3 +30,20 @@ def write_folder_dataset(root: Path, n: int = 3, height: int = 13, width: int = 
 @pytest.fixture
 def folder_dataset(tmp_path: Path) -> Path:
     return write_folder_dataset(tmp_path / "data")
+
+
+def run_is_locked(path: Path) -> bool:
+    """Whether anyone holds a run's lock (a new open file description conflicts with any)."""
+    fd = os.open(path / LOCK_FILE, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def locked() -> Callable[[Path], bool]:
+    return run_is_locked

@@ -3,7 +3,6 @@ pool workers end with the benchmark process (a SIGKILL or OOM kill of `segtk ben
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
@@ -15,18 +14,6 @@ import pytest
 from segtk.core.runs import LOCK_FILE, RESULTS_FILE, RunLock, make_run_dir
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
-
-
-def locked(path: Path) -> bool:
-    """Whether anyone holds the run's lock (a new open file description conflicts with any)."""
-    fd = os.open(path / LOCK_FILE, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return False
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
 
 
 def proc_stat(pid: int | str) -> list[str] | None:
@@ -58,7 +45,7 @@ def cpu_seconds(pid: int) -> float:
     return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def test_a_forked_child_does_not_keep_the_run_locked(tmp_path) -> None:
+def test_a_forked_child_does_not_keep_the_run_locked(tmp_path, locked) -> None:
     make_run_dir(tmp_path / "run")
     lock = RunLock(tmp_path / "run")
     read, write = os.pipe()
@@ -87,7 +74,7 @@ BENCH = ["bench", "attacks", "--attacks", "random", "--budgets", "150", "--repea
 
 
 @pytest.mark.slow
-def test_sigkill_of_a_bench_leaves_no_workers_and_no_lock(tmp_path) -> None:
+def test_sigkill_of_a_bench_leaves_no_workers_and_no_lock(tmp_path, locked) -> None:
     """`bench edits` runs its shards through the same LocalExecutor, so this covers it too."""
     pytest.importorskip("segtk_demo")
     out = tmp_path / "out"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import math
 import os
@@ -139,19 +138,7 @@ def test_another_process_is_refused_until_it_ends(tmp_path) -> None:
         run.append({"image": "img0"})
 
 
-def locked(path: Path) -> bool:
-    """Whether someone holds the run's lock (a new open file description conflicts with any)."""
-    fd = os.open(path / LOCK_FILE, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return False
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-
-
-def test_one_process_may_reopen_its_run_and_then_frees_the_lock(tmp_path) -> None:
+def test_one_process_may_reopen_its_run_and_then_frees_the_lock(tmp_path, locked) -> None:
     first = RunDir(tmp_path / "r", {"budget": 8}, resume=False, kind="attack")
     second = RunDir(tmp_path / "r", {"budget": 8}, resume=True, kind="attack")  # shares this process's lock
     first.close()

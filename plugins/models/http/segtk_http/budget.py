@@ -32,6 +32,9 @@ REQUEST_BYTES_PER_PIXEL = 32
 PROBE_SIDE = 512  # the probe image: 262144 pixels, ~0.3 s on a CPU for the demo
 SAFETY = 1.25  # the measured cost per pixel is scaled by this (allocator noise)
 ASSUMED_BYTES_PER_PIXEL = 1024  # where the cost cannot be measured (no /proc, or the probe fails)
+# Below this the growth was not seen (the allocator reused resident memory a long-lived process
+# freed earlier), not absent: every forward pass writes at least int64 labels.
+MIN_MEASURED_BYTES_PER_PIXEL = 8
 DEFAULT_MEMORY_MB = 2048
 
 
@@ -89,7 +92,11 @@ def reset_peak() -> bool:
 
 
 def forward_cost(segmenter: Segmenter, side: int = PROBE_SIDE) -> float | None:
-    """Peak RSS growth per pixel of one forward pass on a side x side probe, or None."""
+    """Peak RSS growth per pixel of one forward pass on a side x side probe, or None.
+
+    None where it cannot be measured: no /proc, a probe the model refuses, or growth too small to
+    be real (freed memory reused), so the caller falls back to the assumed, larger cost.
+    """
     probe = torch.zeros(1, 3, side, side, device=segmenter.device)
     try:
         segmenter.predict(probe[..., :64, :64])  # first-call set-up is not a per-pixel cost
@@ -100,7 +107,8 @@ def forward_cost(segmenter: Segmenter, side: int = PROBE_SIDE) -> float | None:
     except Exception:  # a model that cannot take the probe: fall back to the assumed cost
         return None
     peak = status_bytes("VmHWM") or before
-    return max(peak - before, 0) / (side * side)
+    cost = max(peak - before, 0) / (side * side)
+    return cost if cost >= MIN_MEASURED_BYTES_PER_PIXEL else None
 
 
 def plan_limits(segmenter: Segmenter, memory_bytes: int, limits: Limits,

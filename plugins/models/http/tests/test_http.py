@@ -38,7 +38,7 @@ from segtk.core.errors import ModelError
 from segtk.core.params import build_attack
 from segtk.core.runs import RunDir
 from segtk.core.specs import load_dataset, load_segmenter
-from segtk.jobs.attack import attack_dataset
+from segtk.jobs.attack import attack_dataset, run_settings
 from segtk_http.client import parse
 from segtk_http.protocol import dump_npz, load_npz
 
@@ -131,7 +131,7 @@ def run_attack(model, data_spec: str, out: Path, batch_size: int = 2, **kw):
 def cli_config(model_spec: str, data_spec: str) -> dict:
     """The run.json config `segtk attack` writes, so a CLI --resume accepts our run."""
     attack = build_attack("dla", budget=BUDGET, eps=EPS, seed=SEED)
-    return {"attack": "dla", "params": attack.params.__dict__, "model": model_spec,
+    return {"attack": "dla", **run_settings(attack.params), "model": model_spec,
             "data": data_spec, "split": None}
 
 
