@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -179,5 +180,11 @@ def test_setting_changes_name_each_difference_dotted_cut_and_counted() -> None:
         "budget 8 in run.json, 9 now", "params.exploration 0.2 in run.json, 0.5 now",
         "params.extra unset in run.json, true now", "3 more"]
     assert setting_changes(old, new, ["budget"], most=1) == ["budget 8 in run.json, 9 now"]
-    sixty = "c" * 58  # 60 characters as JSON: kept whole
+    sixty = "c" * 58  # 60 characters as JSON: kept whole; 61 are cut to 60
     assert setting_changes({"m": sixty}, {"m": "d"}, ["m"]) == [f'm "{sixty}" in run.json, "d" now']
+    assert setting_changes({"m": sixty + "c"}, {"m": "d"}, ["m"]) == [f'm "{sixty}… in run.json, "d" now']
+    assert setting_changes({"out": "a"}, {"out": Path("b")}, ["out"]) == [
+        'out "a" in run.json, "b" now']  # not JSON: shown as text
+    assert setting_changes({"p": {"x": 1}}, {"p": 3}, ["p"]) == ['p {"x": 1} in run.json, 3 now']
+    assert setting_changes({"p": {}}, {"p": {"x": None}}, ["p"]) == ["p.x unset in run.json, null now"]
+    assert setting_changes({"p": {"x": None}}, {"p": {}}, ["p"]) == ["p.x null in run.json, unset now"]
