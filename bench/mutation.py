@@ -34,7 +34,7 @@ PACKAGE = ["__init__.py", "cli.py", "core", "jobs", "benchmarks", "reports", "da
            "testing"]
 HTTP = "plugins/models/http/segtk_http"
 EQUIVALENT = REPO / "bench" / "mutation-equivalent.txt"
-# A test failed (or, for a timeout, ran 30x past the tests' time: e.g. hypothesis shrinking a
+# A test failed (or, for a timeout, ran 10x past the tests' time: e.g. hypothesis shrinking a
 # failure, or an endless loop). Timeouts are also counted apart.
 KILLED = {"killed", "caught by type check", "timeout", "segfault"}
 
@@ -92,8 +92,13 @@ GROUPS = {
                    "x_attack_dataset", "x__attack_batch", "x__num"),
         what="quantising to 8 bits, scoring the stored image, per-image records, the summary"),
     "runs": Group("segtk/core/runs.py",
-                  ("tests/test_runs.py", "tests/test_runs_exact.py", "tests/test_runs_faults.py",
-                   "tests/test_attack_job.py"),
+                  ("tests/test_runs.py", "tests/test_runs_exact.py", "tests/test_attack_job.py",
+                   *(f"tests/test_runs_faults.py::{t}" for t in (  # the in-process ones
+                       "test_out_under_a_regular_file", "test_unwritable_out",
+                       "test_disk_full_while_appending_exits_1_and_counts_only_what_is_written",
+                       "test_any_other_os_error_is_one_line",
+                       "test_one_process_may_reopen_its_run_and_then_frees_the_lock",
+                       "test_run_json_records_limit_commit_and_weights"))),
                   what="run folders: whole-line appends, strict resume, the lock, run.json"),
     "bench": Group(
         "segtk/benchmarks/attacks.py",
@@ -150,7 +155,7 @@ also_copy = {json.dumps(test_dirs)}
 pytest_add_cli_args = ["-p", "no:cacheprovider", "--import-mode=importlib"]
 pytest_add_cli_args_test_selection = {json.dumps(list(group.tests))}
 use_git_change_detection = false
-timeout_multiplier = 30.0
+timeout_multiplier = 10.0
 
 [tool.pytest.ini_options]
 filterwarnings = ["ignore:`torch.jit:DeprecationWarning"]
