@@ -181,3 +181,30 @@ def test_run_bench_checks_the_classes_unless_taken_from_the_data(tmp_path, grid)
             run_bench(shards, run, Canned(records_of(shards)))
         run_bench(shards, run, Canned(records_of(shards)), classes_from_data=True)
         assert len(run.done(key="key")) == 1
+
+
+def test_records_of_other_runs_are_skipped_and_white_box_runs_marked() -> None:
+    shards = plan(["m"], "d", None, ["random"], [2], 1, IMAGES, 2, 8.0, 0, 1)
+    records = records_of(shards)
+    stray = dict(records[0], attack="square", key="stray")  # a run no shard asks for: skipped
+    plain = aggregate([stray, *records], shards)
+    assert plain.rows == aggregate(records, shards).rows and plain.rows[-1]["white_box"] is False
+    marked = aggregate([dict(r, white_box=True) for r in records], shards)
+    assert marked.rows[-1]["white_box"] is True and list(marked.curves["m"]) == ["random (white-box)"]
+
+
+def test_run_bench_checks_each_shards_own_model_and_data(tmp_path, monkeypatch) -> None:
+    item = Item("a", np.zeros((2, 2, 3), np.uint8), np.zeros((2, 2), np.int64))
+    asked: list[tuple] = []
+
+    def load(spec, split=None, limit=None):
+        asked.append((spec, split))
+        return Dataset("grid", ["background", "object"], [("a", lambda: item)])
+
+    monkeypatch.setattr(bench_module, "cached_segmenter", lambda spec: asked.append(spec) or GridSegmenter())
+    monkeypatch.setattr(bench_module, "load_dataset", load)
+    shards = plan(["m"], "d", "val", ["random"], [2], 1, ["a"], 1, 8.0, 0, 1)
+    with RunDir(tmp_path / "r", {}, False, kind="bench-attacks") as run:
+        with pytest.raises(DataError, match="name their classes differently"):
+            run_bench(shards, run, Canned(records_of(shards)))
+    assert asked[:2] == ["m", ("d", "val")]
