@@ -412,7 +412,10 @@ def test_serve_command_warns_off_loopback_and_checks_limits(monkeypatch) -> None
         assert result.exit_code == 0, result.output
         lines = result.output.splitlines()
         assert lines[0].startswith("memory budget 2048 MiB: idle ")
-        assert lines[0].endswith("(measured): at most 5000 pixels per forward pass, 1000 per image")
+        # In-process, earlier tests' freed memory can hide the probe's growth: then the cost is
+        # assumed (test_forward_cost_is_measured_and_sizes_the_forward_pass measures it).
+        assert re.search(r"\((measured|assumed, not measurable here)\): at most 5000 pixels "
+                         r"per forward pass, 1000 per image$", lines[0]), lines[0]
         assert lines[1].startswith("warning: serving on 0.0.0.0, which is not a loopback")
         assert f"at http://0.0.0.0:{sock.getsockname()[1]} " in lines[2]
         assert ran == [(sock, Limits(max_pixels=1000, max_request_pixels=5000,
