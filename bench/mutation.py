@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 import re
 import shutil
 import subprocess
@@ -312,7 +313,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="the oracle's bounds and the counter")
     parser.add_argument("--rev", help="stage this commit instead of the work tree")
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("MUTATION_JOBS", "2")))
-    parser.add_argument("--out", type=Path, default=Path(os.environ.get("MUTATION_DIR", "/tmp/segtk-mutation")))
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("MUTATION_DIR", Path(tempfile.gettempdir()) / "segtk-mutation")))
     parser.add_argument("--report", action="store_true",
                         help="recount the groups already run in --out (after editing the "
                              "equivalents), without running mutmut again")
