@@ -21,11 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path

@@ -17,7 +17,7 @@
 # root is the package itself (package-dir "."), so the checkout is never written. It prints
 # per group: mutants, killed, survived, equivalent (listed with the reason each cannot be
 # killed in bench/mutation-equivalent.txt), and every survivor's diff; the tables go to
-# $MUTATION_DIR/summary.md and summary.json (default /tmp/segtk-mutation). It exits 1 if any
+# $MUTATION_DIR/summary.md and summary.json (default segtk-mutation in the temp directory). It exits 1 if any
 # mutant that is not listed as equivalent survives. MUTATION_JOBS sets the children (2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
