@@ -21,6 +21,7 @@ from segtk.testing.fakes import (
     CAR_CLASSES,
     TOY_CLASSES,
     TOY_OBJECT,
+    FakeEntryPoint,
     GridSegmenter,
     RecordingSegmenter,
     TinySegmenter,
@@ -38,6 +39,7 @@ from segtk.testing.filter_suite import FilterSuite
 from segtk.testing.segmenter_suite import SegmenterSuite
 
 __all__ = [
+    "FakeEntryPoint",
     "CAR_CLASSES",
     "car_sample",
     "car_scene",

@@ -6,6 +6,9 @@ the same answer on every machine.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -194,3 +197,16 @@ def check_geometry(s: Sample, out: EditedSample, fill: int, object_id: int = CAR
     rest = ~(old | new)
     assert np.array_equal(out.label[rest], s.label[rest])
     assert np.array_equal(out.repaint, uncovered)
+
+
+@dataclass
+class FakeEntryPoint:
+    """Stands in for an installed distribution's entry point (tests of plugin loading): `load()`
+    returns `module`, `dist` carries the distribution's `name` and `version`."""
+
+    name: str
+    module: Any
+    dist: Any
+
+    def load(self) -> Any:
+        return self.module

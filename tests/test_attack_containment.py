@@ -5,8 +5,6 @@ clean images (or labels, or ε-box) is refused with one line, its results void."
 from __future__ import annotations
 
 import types
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
 import torch
@@ -21,7 +19,7 @@ from segtk.core.plugins import reset_plugin_manager
 from segtk.core.runs import RunDir, read_results
 from segtk.core.specs import load_dataset
 from segtk.jobs.attack import attack_dataset
-from segtk.testing import RecordingSegmenter, TinySegmenter, toy_batch
+from segtk.testing import FakeEntryPoint, RecordingSegmenter, TinySegmenter, toy_batch
 from segtk_dla import DLA
 
 
@@ -57,14 +55,6 @@ class Wrapping(Attack):
                 raise ValueError("query failed") from exc
 
 
-@dataclass
-class FakeEntryPoint:
-    name: str
-    module: Any
-    dist: Any
-
-    def load(self) -> Any:
-        return self.module
 
 
 @pytest.fixture

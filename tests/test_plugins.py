@@ -22,7 +22,7 @@ from segtk.core.attack import Attack
 from segtk.core.errors import PluginError
 from segtk.core.hookspecs import hookimpl
 from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
-from segtk.testing import TinySegmenter, toy_batch
+from segtk.testing import FakeEntryPoint, TinySegmenter, toy_batch
 
 HELLO = '''
 from segtk.core.attack import Attack, project
@@ -130,16 +130,6 @@ def test_cli_plugins_json_lists_builtins_ok_and_broken(third_party) -> None:
 # --- in-process fake plugins: guarded commands, name conflicts, misspelt hooks ------------------
 
 
-@dataclass
-class FakeEntryPoint:
-    """Stands in for an installed distribution's entry point; load() returns the module."""
-
-    name: str
-    module: Any
-    dist: Any
-
-    def load(self) -> Any:
-        return self.module
 
 
 def fake_plugin(name: str, dist: str, **hooks: Any) -> FakeEntryPoint:
