@@ -35,13 +35,8 @@ def models(ctx: click.Context, as_json: bool) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    infos = [i for i in registry.plugins() if i.kind == "segmenter"]
-    if as_json:
-        click.echo(json.dumps([details(i) for i in infos], indent=2, default=str))
+    if _listing("segmenter", "--model PLUGIN:ARG", "plugin", as_json):
         return
-    console.print(table("--model PLUGIN:ARG", ["plugin", "syntax", "example", "status"],
-                        [[i.name, i.obj.syntax if i.obj else "", i.obj.example if i.obj else "",
-                          status_text(i.status)] for i in infos], fold=True))
     console.print("Every adapter also takes classes=a;b;c (its outputs' names, in order). "
                   "`segtk models NAME` shows one adapter in full.", soft_wrap=True)
 
@@ -102,13 +97,8 @@ def datasets(spec: str | None, split: str | None, as_json: bool) -> None:
     if spec is not None:
         _classes(spec, split, as_json)
         return
-    infos = [i for i in registry.plugins() if i.kind == "dataset"]
-    if as_json:
-        click.echo(json.dumps([details(i) for i in infos], indent=2, default=str))
+    if _listing("dataset", "--data FORMAT:PATH", "format", as_json):
         return
-    console.print(table("--data FORMAT:PATH", ["format", "syntax", "example", "status"],
-                        [[i.name, i.obj.syntax if i.obj else "", i.obj.example if i.obj else "",
-                          status_text(i.status)] for i in infos], fold=True))
     console.print("`segtk datasets SPEC` lists a dataset's classes.", soft_wrap=True)
 
 
@@ -123,3 +113,16 @@ def _classes(spec: str, split: str | None, as_json: bool) -> None:
     console.print(table(f"{data.name}: {len(data.classes)} classes, {len(data)} images, "
                         f"label {data.ignore_index} = ignore", ["index", "name"],
                         list(enumerate(data.classes)), fold=True))
+
+
+def _listing(kind: str, title: str, first: str, as_json: bool) -> bool:
+    """`segtk models` / `segtk datasets`: every plugin of a kind as JSON, or a folded table
+    (long syntax wraps, nothing is cut). True when the JSON was all there is to print."""
+    infos = [i for i in registry.plugins() if i.kind == kind]
+    if as_json:
+        click.echo(json.dumps([details(i) for i in infos], indent=2, default=str))
+        return True
+    console.print(table(title, [first, "syntax", "example", "status"],
+                        [[i.name, i.obj.syntax if i.obj else "", i.obj.example if i.obj else "",
+                          status_text(i.status)] for i in infos], fold=True))
+    return False
