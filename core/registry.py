@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.machinery
 import importlib.util
 import re
 import shlex
@@ -76,16 +77,23 @@ class PluginInfo:
 
 
 def missing_modules(modules: tuple[str, ...]) -> list[str]:
-    """Top-level modules that cannot be imported here (checked without importing them)."""
-    missing = []
-    for mod in modules:
-        try:
-            found = importlib.util.find_spec(mod) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            missing.append(mod)
-    return missing
+    """Modules that cannot be imported here, checked without importing them or their parents
+    (find_spec on "mmcv._ext" would import mmcv, and with it cv2, at start-up)."""
+    return [mod for mod in modules if not _module_exists(mod)]
+
+
+def _module_exists(name: str) -> bool:
+    top, *rest = name.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return False
+    for part in rest:
+        locations = spec.submodule_search_locations if spec is not None else None
+        if not locations:
+            return False
+        spec = importlib.machinery.PathFinder.find_spec(part, list(locations))
+    return spec is not None
 
 
 def unmet_requirements(distribution: str) -> list[str]:

@@ -352,3 +352,20 @@ def test_startup_imports_no_optional_stack() -> None:
     out = subprocess.run([sys.executable, "-c", code, *optional], capture_output=True, text=True,
                          check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert out.stdout.split() == []
+
+
+def test_checking_a_required_submodule_does_not_import_its_package(tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    """A plugin that requires "pkg._ext" (mmseg requires mmcv._ext) is checked at start-up
+    without running pkg/__init__.py, which may pull in a heavy stack (mmcv imports cv2)."""
+    pkg = tmp_path / "heavypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise RuntimeError('heavypkg was imported')\n")
+    (pkg / "_ext.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from segtk.core.registry import missing_modules
+
+    assert missing_modules(("heavypkg", "heavypkg._ext")) == []
+    assert missing_modules(("heavypkg._nope", "nopkg_at_all._ext")) == ["heavypkg._nope",
+                                                                         "nopkg_at_all._ext"]
+    assert "heavypkg" not in sys.modules
