@@ -12,13 +12,12 @@ from segtk.commands.console import err_console
 from segtk.commands.edit import edit
 from segtk.commands.extras import with_install_hint
 from segtk.commands.models import datasets, models
-from segtk.commands.plugins import plugins
+from segtk.commands.plugins import plugins, refusing_command
 from segtk.commands.predict import predict
 from segtk.commands.report import report
 from segtk.commands.train import train_command
-from segtk.core import registry
-from segtk.core.errors import SegtkError
-from segtk.core.os_errors import os_error
+from segtk.core import SegtkError, registry
+from segtk.storage.os_errors import os_error
 
 
 class SegtkGroup(click.Group):
@@ -65,7 +64,7 @@ def main() -> None:
 
 def pm_commands() -> None:
     """Let plugins add commands (hook register_commands), each guarded: see registry.add_commands."""
-    registry.add_commands(cli)
+    registry.add_commands(cli, refusing_command)
 
 
 if __name__ == "__main__":

@@ -32,12 +32,9 @@ from pathlib import Path
 
 import torch
 
-from segtk.core.data import batch_tensors
-from segtk.core.params import build_attack
-from segtk.core.runs import RunDir
-from segtk.core.segmenter import Segmenter
-from segtk.core.specs import load_dataset, load_segmenter
+from segtk.core import Segmenter, batch_tensors, build_attack, load_dataset, load_segmenter
 from segtk.jobs.attack import attack_dataset, image_seed
+from segtk.storage.runs import RunDir
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 CLOCK = time.process_time

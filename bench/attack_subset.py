@@ -15,10 +15,7 @@ from pathlib import Path
 
 import torch
 
-from segtk.core.data import batch_tensors
-from segtk.core.metrics import mean_iou
-from segtk.core.params import build_attack
-from segtk.core.specs import load_dataset, load_segmenter
+from segtk.core import batch_tensors, build_attack, load_dataset, load_segmenter, mean_iou
 from segtk.jobs.attack import image_seed
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"

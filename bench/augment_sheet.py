@@ -15,9 +15,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
-from segtk.core.augment import AugmentContext, build_augmenter
-from segtk.core.render import overlay
-from segtk.core.specs import load_dataset
+from segtk.core import AugmentContext, build_augmenter, load_dataset, overlay
 from segtk.jobs.train import resize_pair
 
 ROOT = Path(__file__).resolve().parents[1]

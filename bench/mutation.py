@@ -72,16 +72,16 @@ WHITE_BOX_TESTS = tuple(f"tests/test_white_box.py::{t}" for t in (  # the fast o
     "test_plugins_marks_the_white_box_attacks")) + ("tests/test_white_box_exact.py",)
 GROUPS = {
     "oracle": Group(
-        "segtk/core/attack.py",
+        "segtk/core/_attack.py",
         ORACLE_TESTS + (
             "tests/test_attack_job.py", "tests/test_suites.py", *WHITE_BOX_TESTS,
             "tests/test_bench_attacks.py::test_smaller_budgets_read_off_one_run_equal_separate_runs",
             "plugins/attacks/dla/tests", "plugins/attacks/colour-stripes/tests"),
         what="the oracle: ε-ball and [0,1], verified images, best-so-far, checkpoints, Attack.run"),
-    "counter": Group("segtk/core/segmenter.py",
+    "counter": Group("segtk/core/_segmenter.py",
                      ORACLE_TESTS + ("tests/test_attack_job.py", *WHITE_BOX_TESTS),
                      what="the query counter and the check of a model's answer"),
-    "metrics": Group("segtk/core/metrics.py",
+    "metrics": Group("segtk/core/_metrics.py",
                      ("tests/test_metrics.py", "tests/test_fast_paths.py", "tests/test_oracle.py"),
                      what="confusion, IoU, mIoU, pixel accuracy, mR, dataset accumulation"),
     "quantise": Group(
@@ -92,7 +92,7 @@ GROUPS = {
         functions=("x_image_seed", "x_quantise", "x_evaluate", "xǁSummaryǁtable", "x_summarise",
                    "x_attack_dataset", "x__attack_batch", "x__num"),
         what="quantising to 8 bits, scoring the stored image, per-image records, the summary"),
-    "runs": Group("segtk/core/runs.py",
+    "runs": Group("segtk/storage/runs.py",
                   ("tests/test_runs.py", "tests/test_runs_exact.py", "tests/test_attack_job.py",
                    *(f"tests/test_runs_faults.py::{t}" for t in (  # the in-process ones
                        "test_out_under_a_regular_file", "test_unwritable_out",

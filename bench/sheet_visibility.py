@@ -14,8 +14,7 @@ import statistics
 from pathlib import Path
 
 from segtk.benchmarks.visibility import visibility
-from segtk.core.data import read_image
-from segtk.core.specs import load_dataset
+from segtk.core import load_dataset, read_image
 
 
 def main() -> None:

@@ -36,24 +36,33 @@ import torch
 from PIL import Image, ImageDraw
 
 from segtk.benchmarks.visibility import visibility
-from segtk.core import registry
-from segtk.core.attack import Attack, check_gradients
-from segtk.core.data import (
+from segtk.core import (
+    Attack,
+    PluginError,
+    SegtkError,
+    amplify,
     atomic_write_bytes,
     atomic_write_json,
     batch_tensors,
+    build,
+    cached_segmenter,
+    check_compatible,
+    check_gradients,
+    confusion,
+    declared,
+    load_dataset,
+    mean_iou,
+    parse_pairs,
+    pixel_accuracy,
     read_image,
+    registry,
     same_size_batches,
+    save_figure,
     to_tensor,
     write_png,
 )
-from segtk.core.errors import PluginError, SegtkError
-from segtk.core.metrics import confusion, mean_iou, pixel_accuracy
-from segtk.core.params import build, declared, parse_pairs
-from segtk.core.render import amplify, save_figure
-from segtk.core.runs import RunDir
-from segtk.core.specs import cached_segmenter, check_compatible, load_dataset
 from segtk.jobs.attack import evaluate, image_seed, quantise, run_attack
+from segtk.storage.runs import RunDir
 
 SPEC_SYNTAX = "NAME[:KEY=VALUE[;KEY=VALUE...]]"
 SHARED = ("budget", "eps", "seed", "time_limit")  # set by the bench's own options, not a spec

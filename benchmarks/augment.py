@@ -24,14 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from segtk.benchmarks.edits import aggregate, build_subsets, plan, run_bench
-from segtk.core.augment import parse_augment
-from segtk.core.data import atomic_write_bytes, atomic_write_json
-from segtk.core.errors import SegtkError
-from segtk.core.render import save_figure
-from segtk.core.runs import RunDir
-from segtk.core.specs import check_models, load_dataset
+from segtk.core import (
+    SegtkError,
+    atomic_write_bytes,
+    atomic_write_json,
+    check_models,
+    load_dataset,
+    parse_augment,
+    save_figure,
+)
 from segtk.jobs.executors import make_executor
 from segtk.jobs.train import StepHook, TrainConfig, read_spec, train
+from segtk.storage.runs import RunDir
 
 START = "start"
 

@@ -41,23 +41,30 @@ from typing import Any
 import numpy as np
 import torch
 
-from segtk.core.data import (
+from segtk.core import (
+    DEFAULT_MIN_AREA,
+    EDIT_KINDS,
     Dataset,
+    Editor,
+    PromptWriter,
+    SegtkError,
     atomic_write_bytes,
     atomic_write_json,
     batch_tensors,
+    cached_segmenter,
+    check_compatible,
+    confusion,
+    iou_per_class,
+    load_dataset,
+    mean_iou,
+    mean_robustness,
+    prepare_sample,
     read_label,
+    reference_editor,
     same_size_batches,
+    save_figure,
     write_png,
 )
-from segtk.core.editing import EDIT_KINDS, Editor, PromptWriter
-from segtk.core.editkit import reference_editor
-from segtk.core.errors import SegtkError
-from segtk.core.metrics import confusion, iou_per_class, mean_iou, mean_robustness
-from segtk.core.render import save_figure
-from segtk.core.runs import RunDir
-from segtk.core.samples import DEFAULT_MIN_AREA, prepare_sample
-from segtk.core.specs import cached_segmenter, check_compatible, load_dataset
 from segtk.jobs.edit import (
     EditConfig,
     EditRun,
@@ -68,6 +75,7 @@ from segtk.jobs.edit import (
     parse_filter_params,
     run_config,
 )
+from segtk.storage.runs import RunDir
 
 ORIGINAL, RECON, ORIGINAL_OBJECT = "original", "recon", "original-object"
 

@@ -17,12 +17,10 @@ from segtk.commands.options import (
     split_option,
 )
 from segtk.commands.resume import Recorded, pairs, resumable
-from segtk.core.attack import check_gradients
-from segtk.core.params import build_attack
-from segtk.core.runs import RunDir
-from segtk.core.specs import check_compatible, load_dataset, load_segmenter
+from segtk.core import build_attack, check_compatible, check_gradients, load_dataset, load_segmenter
 from segtk.jobs.attack import attack_dataset, run_settings
 from segtk.reports.writer import write_report
+from segtk.storage.runs import RunDir
 
 time_limit_option = click.option(  # segtk attack and segtk bench attacks
     "--time-limit", type=click.FloatRange(0, min_open=True), default=None, metavar="SECONDS",

@@ -32,12 +32,10 @@ from segtk.commands.options import (
     warn_sub_step_eps,
 )
 from segtk.commands.resume import Recorded, joined, resumable
-from segtk.core.errors import SegtkError
-from segtk.core.params import convert
-from segtk.core.runs import RESULTS_FILE, RunDir
-from segtk.core.specs import check_models, load_dataset
+from segtk.core import SegtkError, check_models, convert, load_dataset
 from segtk.jobs.executors import make_executor
 from segtk.reports.writer import write_report
+from segtk.storage.runs import RESULTS_FILE, RunDir
 
 SCORES = "stored 8-bit images"  # what the table scores (runs before this scored float candidates)
 

@@ -21,16 +21,21 @@ from segtk.commands.options import (
     split_option,
 )
 from segtk.commands.resume import Recorded, joined, pairs, resumable
-from segtk.core import registry
-from segtk.core.editkit import CLASSICAL
-from segtk.core.errors import SegtkError
-from segtk.core.params import parse_pairs
-from segtk.core.runs import RunDir
-from segtk.core.samples import DEFAULT_MIN_AREA, OBJECT_RULES
-from segtk.core.specs import check_models, load_dataset, split_spec
+from segtk.core import (
+    CLASSICAL,
+    DEFAULT_MIN_AREA,
+    OBJECT_RULES,
+    SegtkError,
+    check_models,
+    load_dataset,
+    parse_pairs,
+    registry,
+    split_spec,
+)
 from segtk.jobs.edit import PICKS, load_prompt_writer, prompt_settings
 from segtk.jobs.executors import make_executor
 from segtk.reports.writer import write_report
+from segtk.storage.runs import RunDir
 
 
 def values_items(values: dict[str, list[str]]) -> tuple[str, ...]:

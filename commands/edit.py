@@ -15,11 +15,17 @@ from segtk.commands.options import (
     split_option,
 )
 from segtk.commands.resume import Recorded, csv_or_none, joined, pairs, resumable
-from segtk.core.editkit import CLASSICAL, backend_class
-from segtk.core.errors import SegtkError
-from segtk.core.params import parse_pairs
-from segtk.core.samples import DEFAULT_EXCLUDE, DEFAULT_MIN_AREA, OBJECT_RULES, SKIP_REASONS
-from segtk.core.specs import load_dataset
+from segtk.core import (
+    CLASSICAL,
+    DEFAULT_EXCLUDE,
+    DEFAULT_MIN_AREA,
+    OBJECT_RULES,
+    SKIP_REASONS,
+    SegtkError,
+    backend_class,
+    load_dataset,
+    parse_pairs,
+)
 from segtk.jobs.edit import (
     PICKS,
     EditConfig,

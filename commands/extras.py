@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from segtk.core.errors import PluginError, SegtkError, UnknownPlugin
+from segtk.core import PluginError, SegtkError, UnknownPlugin
 
 CHECKOUT = Path(__file__).resolve().parent.parent  # segtk is installed editable from its root
 FOLDER = "extras"

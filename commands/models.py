@@ -9,9 +9,7 @@ import click
 
 from segtk.commands.console import console, status_text, table
 from segtk.commands.plugins import details, did_you_mean, print_details
-from segtk.core import registry
-from segtk.core.errors import SegtkError, UnknownPlugin
-from segtk.core.specs import load_dataset
+from segtk.core import SegtkError, UnknownPlugin, load_dataset, registry
 
 
 class ModelsGroup(click.Group):

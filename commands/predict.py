@@ -14,7 +14,7 @@ from segtk.commands.options import (
     model_option,
     split_option,
 )
-from segtk.core.specs import check_compatible, load_dataset, load_segmenter
+from segtk.core import check_compatible, load_dataset, load_segmenter
 from segtk.jobs.predict import predict_dataset
 
 

@@ -31,8 +31,8 @@ import click
 from click.core import ParameterSource
 
 from segtk.commands.options import csv_list
-from segtk.core.errors import SegtkError
-from segtk.core.runs import RUN_FILE, load_run_file
+from segtk.core import SegtkError
+from segtk.storage.runs import RUN_FILE, load_run_file
 
 __all__ = ["Recorded", "resumable", "resumed_params", "joined", "pairs", "as_text", "sized",
            "csv_or_none"]

@@ -16,8 +16,7 @@ from string import Template
 
 import click
 
-from segtk.core import registry
-from segtk.core.errors import SegtkError
+from segtk.core import SegtkError, registry
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,7 @@ from segtk.commands.bench_edits import parse_values, values_items
 from segtk.commands.console import console, progress, quiet_option, result_line, table
 from segtk.commands.options import classes_from_data_option, csv_list, limit_option
 from segtk.commands.resume import Recorded, joined, resumable, sized
-from segtk.core.editkit import CLASSICAL
-from segtk.core.errors import SegtkError
-from segtk.core.specs import preferred_split
+from segtk.core import CLASSICAL, SegtkError, preferred_split
 from segtk.jobs.train import TrainConfig, parse_size, train
 
 TRAIN_SPLIT_HELP = ("Training split [default: train where the data has splits, else all of it]; "

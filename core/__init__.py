@@ -1,41 +1,58 @@
-"""segtk.core: the plugin API, and nothing else.
+"""segtk.core: the plugin API, one door.
 
-Everything a plugin builds on is exported here: the contracts (Attack, Segmenter, Editor, Filter,
-Augmenter, EditBackend, PromptWriter, DatasetPlugin), the query counter and oracle that make
-budgets and ε exact, the PGD loop of white-box attacks, the proxy and metrics, data types and
-I/O, the editing kit, parameter parsing, the hook markers and the registry. Plugins import
-only `segtk.core` and `segtk.testing` (tests/test_architecture.py enforces it); jobs,
-benchmarks, reports, dataset readers and commands live in sibling packages that build on this
-one.
+Everything a plugin builds on is imported from here (`from segtk.core import Attack, Oracle`):
+the contracts (Attack, Segmenter, Editor, Filter, Augmenter, EditBackend, PromptWriter,
+DatasetPlugin), the query counter and oracle that make budgets and ε exact, the PGD loop of
+white-box attacks, the proxy and metrics, data types and I/O, the editing kit, parameter
+parsing, the hook markers and the plugin registry (`registry`). The modules behind it are
+private (`segtk.core._attack`, …): only core imports them (tests/test_architecture.py checks).
 """
 
-from segtk.core.attack import (
+from segtk.core import _registry as registry
+from segtk.core._attack import (
     EPS_TOLERANCE,
     Attack,
     AttackParams,
     AttackResult,
-    Gradient,
     Oracle,
     Verified,
+    box,
+    check_gradients,
     project,
     uniform_noise,
 )
-from segtk.core.augment import AugmentContext, Augmenter, ModuleTrainable, Trainable
-from segtk.core.data import (
+from segtk.core._augment import (
+    AugmentContext,
+    Augmenter,
+    ModuleTrainable,
+    Trainable,
+    build_augmenter,
+    parse_augment,
+    require_trainable,
+    save_safetensors,
+    seeds,
+)
+from segtk.core._colour import oklab_to_linear, oklab_to_rgb, rgb_to_oklab
+from segtk.core._data import (
+    IMAGE_SUFFIXES,
+    TEMP_SUFFIX,
     Dataset,
     DatasetPlugin,
     Item,
     atomic_write_bytes,
     atomic_write_json,
+    batch_tensors,
     check_flat_split,
     default_palette,
+    is_temp,
     read_image,
     read_label,
+    same_size_batches,
     to_tensor,
-    to_uint8,
     write_png,
 )
-from segtk.core.editing import (
+from segtk.core._editing import (
+    EDIT_KINDS,
     EditBackend,
     EditedSample,
     Editor,
@@ -43,105 +60,195 @@ from segtk.core.editing import (
     Sample,
     SkipSample,
 )
-from segtk.core.editkit import (
+from segtk.core._editkit import (
+    CLASSICAL,
     AttributeEditor,
     GeometryEditor,
+    Scale,
+    backend_class,
     bbox,
     border_sides,
+    reference_editor,
     target_box,
-    transform_object,
 )
-from segtk.core.errors import BudgetExceeded, DataError, ModelError, PluginError, SegtkError
-from segtk.core.filtering import Filter, FilterResult
-from segtk.core.hookspecs import Register, hookimpl
-from segtk.core.metrics import (
+from segtk.core._errors import (
+    AttackError,
+    DataError,
+    ModelError,
+    PluginError,
+    SegtkError,
+    UnknownPlugin,
+    naming,
+)
+from segtk.core._filtering import Filter, FilterResult
+from segtk.core._hookspecs import Register, hookimpl
+from segtk.core._metrics import (
     ConfusionAccumulator,
+    LabelConfusion,
     confusion,
     iou_per_class,
     mean_iou,
     mean_robustness,
     pixel_accuracy,
 )
-from segtk.core.params import build, convert, parse_pairs
-from segtk.core.preprocessing import Preprocessing
-from segtk.core.proxy import Proxy
-from segtk.core.registry import SegmenterPlugin, missing_modules
-from segtk.core.render import colourise, overlay, voc_colormap
-from segtk.core.runs import RunDir
-from segtk.core.segmenter import QueryCounter, Segmenter, check_prediction, labels_from_logits
-from segtk.core.specs import load_dataset, load_segmenter
-from segtk.core.whitebox import GradientAttack, PGDParams, pixel_cross_entropy
+from segtk.core._params import (
+    build,
+    build_attack,
+    convert,
+    declared,
+    param_docs,
+    parse_pairs,
+    type_name,
+)
+from segtk.core._plugins import reset_plugin_manager
+from segtk.core._preprocessing import Preprocessing, parse_options
+from segtk.core._proxy import Proxy
+from segtk.core._registry import PluginInfo, SegmenterPlugin, missing_modules
+from segtk.core._render import amplify, colourise, overlay, save_figure, voc_colormap
+from segtk.core._samples import (
+    DEFAULT_EXCLUDE,
+    DEFAULT_MIN_AREA,
+    OBJECT_RULES,
+    SKIP_REASONS,
+    Skip,
+    allowed_classes,
+    prepare_sample,
+    thing_classes,
+)
+from segtk.core._segmenter import QueryCounter, Segmenter, check_prediction, labels_from_logits
+from segtk.core._specs import (
+    cached_segmenter,
+    check_compatible,
+    check_models,
+    is_spec_file,
+    load_dataset,
+    load_segmenter,
+    preferred_split,
+    read_spec_file,
+    relative_spec,
+    resolve_spec,
+    saved_spec,
+    split_spec,
+)
+from segtk.core._whitebox import GradientAttack, PGDParams, pixel_cross_entropy
 
 __all__ = [
-    "EPS_TOLERANCE",
     "Attack",
+    "AttackError",
     "AttackParams",
     "AttackResult",
     "AttributeEditor",
     "AugmentContext",
     "Augmenter",
-    "BudgetExceeded",
+    "CLASSICAL",
     "ConfusionAccumulator",
+    "DEFAULT_EXCLUDE",
+    "DEFAULT_MIN_AREA",
     "DataError",
     "Dataset",
     "DatasetPlugin",
+    "EDIT_KINDS",
+    "EPS_TOLERANCE",
     "EditBackend",
     "EditedSample",
     "Editor",
     "Filter",
     "FilterResult",
     "GeometryEditor",
-    "Gradient",
     "GradientAttack",
+    "IMAGE_SUFFIXES",
     "Item",
+    "LabelConfusion",
     "ModelError",
     "ModuleTrainable",
+    "OBJECT_RULES",
     "Oracle",
     "PGDParams",
     "PluginError",
+    "PluginInfo",
     "Preprocessing",
     "PromptWriter",
     "Proxy",
     "QueryCounter",
     "Register",
-    "RunDir",
+    "SKIP_REASONS",
     "Sample",
+    "Scale",
     "Segmenter",
     "SegmenterPlugin",
     "SegtkError",
+    "Skip",
     "SkipSample",
+    "TEMP_SUFFIX",
     "Trainable",
+    "UnknownPlugin",
     "Verified",
+    "allowed_classes",
+    "amplify",
     "atomic_write_bytes",
     "atomic_write_json",
+    "backend_class",
+    "batch_tensors",
     "bbox",
+    "box",
     "border_sides",
     "build",
+    "build_attack",
+    "build_augmenter",
+    "cached_segmenter",
+    "check_compatible",
     "check_flat_split",
+    "check_gradients",
+    "check_models",
     "check_prediction",
     "colourise",
     "confusion",
     "convert",
+    "declared",
     "default_palette",
     "hookimpl",
     "iou_per_class",
+    "is_spec_file",
+    "is_temp",
     "labels_from_logits",
     "load_dataset",
     "load_segmenter",
     "mean_iou",
     "mean_robustness",
     "missing_modules",
+    "naming",
+    "oklab_to_linear",
+    "oklab_to_rgb",
     "overlay",
+    "param_docs",
+    "parse_augment",
+    "parse_options",
     "parse_pairs",
     "pixel_accuracy",
     "pixel_cross_entropy",
+    "preferred_split",
+    "prepare_sample",
     "project",
     "read_image",
     "read_label",
+    "read_spec_file",
+    "reference_editor",
+    "registry",
+    "reset_plugin_manager",
+    "relative_spec",
+    "require_trainable",
+    "resolve_spec",
+    "rgb_to_oklab",
+    "same_size_batches",
+    "save_figure",
+    "save_safetensors",
+    "saved_spec",
+    "seeds",
+    "split_spec",
     "target_box",
+    "thing_classes",
     "to_tensor",
-    "to_uint8",
-    "transform_object",
+    "type_name",
     "uniform_noise",
     "voc_colormap",
     "write_png",

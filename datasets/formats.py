@@ -11,9 +11,14 @@ from pathlib import Path
 
 import numpy as np
 
-from segtk.core.data import Dataset, check_flat_split, default_palette, read_label
-from segtk.core.errors import DataError
-from segtk.core.render import voc_colormap
+from segtk.core import (
+    DataError,
+    Dataset,
+    check_flat_split,
+    default_palette,
+    read_label,
+    voc_colormap,
+)
 from segtk.datasets.readers import (
     _dir,
     _images,

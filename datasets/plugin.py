@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from segtk.core.data import DatasetPlugin
-from segtk.core.hookspecs import Register, hookimpl
+from segtk.core import DatasetPlugin, Register, hookimpl
 from segtk.datasets import formats
 from segtk.datasets.readers import load_camvid, load_edited, load_folder
 

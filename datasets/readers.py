@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from segtk.core.data import (
+from segtk.core import (
     IMAGE_SUFFIXES,
+    DataError,
     Dataset,
     Item,
     check_flat_split,
@@ -24,7 +25,6 @@ from segtk.core.data import (
     read_image,
     read_label,
 )
-from segtk.core.errors import DataError
 
 LabelReader = Callable[[Path], np.ndarray]
 Pairs = list[tuple[str, Callable[[], Item]]]

@@ -17,23 +17,33 @@ from typing import Any
 import numpy as np
 import torch
 
-from segtk.core import registry
-from segtk.core.attack import Attack, AttackParams, AttackResult, check_gradients
-from segtk.core.data import (
+from segtk.core import (
+    Attack,
+    AttackError,
+    AttackParams,
+    AttackResult,
+    ConfusionAccumulator,
     Dataset,
     Item,
+    LabelConfusion,
+    ModelError,
+    Segmenter,
+    SegtkError,
     batch_tensors,
+    check_compatible,
+    check_gradients,
+    check_prediction,
     default_palette,
+    mean_iou,
+    naming,
+    overlay,
+    pixel_accuracy,
+    registry,
     same_size_batches,
     to_tensor,
     write_png,
 )
-from segtk.core.errors import AttackError, ModelError, SegtkError, naming
-from segtk.core.metrics import ConfusionAccumulator, LabelConfusion, mean_iou, pixel_accuracy
-from segtk.core.render import overlay
-from segtk.core.runs import RunDir
-from segtk.core.segmenter import Segmenter, check_prediction
-from segtk.core.specs import check_compatible
+from segtk.storage.runs import RunDir
 
 
 def image_seed(seed: int, name: str) -> int:

@@ -34,29 +34,36 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
-from segtk.core import registry, runs
-from segtk.core.data import (
-    Dataset,
-    atomic_write_bytes,
-    default_palette,
-    read_image,
-    read_label,
-    write_png,
-)
-from segtk.core.editing import EditedSample, Editor, PromptWriter, Sample, SkipSample
-from segtk.core.errors import DataError, PluginError, SegtkError, naming
-from segtk.core.filtering import Filter
-from segtk.core.params import build, parse_pairs
-from segtk.core.render import overlay
-from segtk.core.samples import (
+from segtk.core import (
     DEFAULT_MIN_AREA,
     OBJECT_RULES,
+    DataError,
+    Dataset,
+    EditedSample,
+    Editor,
+    Filter,
+    PluginError,
+    PromptWriter,
+    Sample,
+    SegtkError,
     Skip,
+    SkipSample,
     allowed_classes,
+    atomic_write_bytes,
+    build,
+    default_palette,
+    naming,
+    overlay,
+    parse_pairs,
     prepare_sample,
+    read_image,
+    read_label,
+    registry,
     thing_classes,
+    write_png,
 )
 from segtk.jobs.attack import image_seed
+from segtk.storage import runs
 
 RUN_FILE, MANIFEST, SKIPPED = "run.json", "manifest.jsonl", "skipped.jsonl"
 SHEET = "contact_sheet.png"

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from segtk.core.errors import PluginError, SegtkError
+from segtk.core import PluginError, SegtkError
 
 Task = Callable[[Any], Any]
 PR_SET_PDEATHSIG = 1  # linux/prctl.h

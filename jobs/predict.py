@@ -9,19 +9,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from segtk.core.data import (
+from segtk.core import (
+    ConfusionAccumulator,
     Dataset,
+    ModelError,
+    Segmenter,
     atomic_write_json,
+    check_compatible,
+    check_prediction,
     default_palette,
+    naming,
+    overlay,
     same_size_batches,
     to_tensor,
     write_png,
 )
-from segtk.core.errors import ModelError, naming
-from segtk.core.metrics import ConfusionAccumulator
-from segtk.core.render import overlay
-from segtk.core.segmenter import Segmenter, check_prediction
-from segtk.core.specs import check_compatible
 
 
 def predict_dataset(

@@ -41,27 +41,30 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 
-from segtk.core.augment import (
+from segtk.core import (
     AugmentContext,
     Augmenter,
+    DataError,
+    Dataset,
+    ModelError,
+    SegtkError,
     Trainable,
+    atomic_write_bytes,
+    atomic_write_json,
     build_augmenter,
-    require_trainable,
-    save_safetensors,
-)
-from segtk.core.data import Dataset, atomic_write_bytes, atomic_write_json
-from segtk.core.errors import DataError, ModelError, SegtkError, naming
-from segtk.core.provenance import sha256_file
-from segtk.core.runs import RESULTS_FILE, RunDir, read_results
-from segtk.core.specs import (
     check_compatible,
     load_dataset,
     load_segmenter,
+    naming,
     read_spec_file,
     relative_spec,
+    require_trainable,
     resolve_spec,
+    save_safetensors,
     saved_spec,
 )
+from segtk.storage.provenance import sha256_file
+from segtk.storage.runs import RESULTS_FILE, RunDir, read_results
 
 CHECKPOINTS, SPEC_FILE, DONE = "checkpoints", "model.spec", "checkpoint.json"
 

@@ -8,11 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from segtk.core.data import Dataset, read_image
-from segtk.core.errors import SegtkError
-from segtk.core.metrics import iou_per_class
-from segtk.core.render import amplify, overlay
-from segtk.core.runs import RESULTS_FILE, read_results
+from segtk.core import Dataset, SegtkError, amplify, iou_per_class, overlay, read_image
 from segtk.jobs.attack import summarise
 from segtk.reports.common import (
     _brief,
@@ -26,6 +22,7 @@ from segtk.reports.common import (
     _spread,
 )
 from segtk.reports.svg import SERIES_COLOURS, Series, line_chart
+from segtk.storage.runs import RESULTS_FILE, read_results
 
 
 def attack_context(run: Path, meta: dict[str, Any], data_spec: str | None,

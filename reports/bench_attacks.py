@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from segtk.benchmarks.attacks import Shard, aggregate, curve_label, white_box_gaps
-from segtk.core.errors import SegtkError
-from segtk.core.runs import RESULTS_FILE, read_results
+from segtk.core import SegtkError
 from segtk.reports.common import (
     _brief,
     _classes_and_palette,
@@ -22,6 +21,7 @@ from segtk.reports.common import (
     _spread,
 )
 from segtk.reports.svg import SERIES_COLOURS, Series, line_chart
+from segtk.storage.runs import RESULTS_FILE, read_results
 
 
 def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from segtk.benchmarks.edits import ORIGINAL_OBJECT, Shard, Subset, aggregate
-from segtk.core.errors import SegtkError
-from segtk.core.runs import RESULTS_FILE, read_results
+from segtk.core import SegtkError
 from segtk.reports.common import REPORT_FILE, _brief, _href, _note
+from segtk.storage.runs import RESULTS_FILE, read_results
 
 TABLE_FILE = "table.json"
 CHART_FILE = "miou.png"

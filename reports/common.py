@@ -15,9 +15,7 @@ import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from segtk.core.data import Dataset, default_palette, write_png
-from segtk.core.errors import SegtkError
-from segtk.core.specs import load_dataset, split_spec
+from segtk.core import Dataset, SegtkError, default_palette, load_dataset, split_spec, write_png
 
 REPORT_FILE = "report.html"
 FILES_DIR = "report_files"

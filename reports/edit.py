@@ -12,10 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from segtk.core.data import IMAGE_SUFFIXES, Dataset, read_image, read_label
-from segtk.core.errors import SegtkError
-from segtk.core.render import overlay
-from segtk.core.samples import SKIP_REASONS
+from segtk.core import (
+    IMAGE_SUFFIXES,
+    SKIP_REASONS,
+    Dataset,
+    SegtkError,
+    overlay,
+    read_image,
+    read_label,
+)
 from segtk.datasets.readers import read_classes, read_manifest
 from segtk.reports.common import (
     _brief,

@@ -24,9 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from segtk.core.data import atomic_write_bytes
-from segtk.core.errors import SegtkError
-from segtk.core.runs import RUN_FILE, command_of, load_run_file
+from segtk.core import SegtkError, atomic_write_bytes
 from segtk.reports.attack import attack_context
 from segtk.reports.bench_attacks import bench_context
 from segtk.reports.bench_edits import bench_edits_context, edit_subset_dirs
@@ -39,6 +37,7 @@ from segtk.reports.common import (
     _note,
 )
 from segtk.reports.edit import edit_context
+from segtk.storage.runs import RUN_FILE, command_of, load_run_file
 
 __all__ = ["FILES_DIR", "REPORT_FILE", "TEMPLATES", "detect_kind", "read_run_json", "write_report"]
 

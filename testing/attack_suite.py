@@ -24,10 +24,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from segtk.core import attack as attack_module
-from segtk.core.attack import EPS_TOLERANCE, Attack
-from segtk.core.proxy import Proxy
-from segtk.core.segmenter import QueryCounter
+from segtk.core import EPS_TOLERANCE, Attack, Proxy, QueryCounter
+from segtk.core import _attack as attack_module
 from segtk.testing.fakes import TinySegmenter, toy_batch
 
 

@@ -1,4 +1,4 @@
-"""The editor contract suite: what `segtk.core.editing.Editor` promises, checked on a small
+"""The editor contract suite: what `segtk.core.Editor` promises, checked on a small
 toy scene (a car on a road, see `toy_sample`).
 
     from segtk.testing import EditorSuite
@@ -24,8 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from segtk.core.editing import EDIT_KINDS, EditedSample, Editor, Sample, SkipSample
-from segtk.core.errors import SegtkError
+from segtk.core import EDIT_KINDS, EditedSample, Editor, Sample, SegtkError, SkipSample
 from segtk.testing.fakes import toy_sample
 
 LEVELS = ("object", "image")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from segtk.core.registry import missing_modules
+from segtk.core import missing_modules
 
 # The repository's sibling `shared/` folder (override with SEGTK_SHARED).
 SHARED = Path(os.environ.get("SEGTK_SHARED", Path(__file__).resolve().parents[2] / "shared"))

@@ -12,10 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from segtk.core.data import Dataset, Item
-from segtk.core.editing import EditedSample, Sample
-from segtk.core.samples import prepare_sample
-from segtk.core.segmenter import Segmenter
+from segtk.core import Dataset, EditedSample, Item, Sample, Segmenter, prepare_sample
 
 # The toy scene's classes: what `toy_sample` and `toy_dataset` label their pixels with.
 TOY_CLASSES = ["background", "road", "car", "person"]

@@ -1,4 +1,4 @@
-"""The filter contract suite: what `segtk.core.filtering.Filter` promises, checked on edits of
+"""The filter contract suite: what `segtk.core.Filter` promises, checked on edits of
 the toy scene (unchanged, the object recoloured, the image scrambled by noise).
 
     from segtk.testing import FilterSuite
@@ -26,8 +26,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from segtk.core.editing import EditedSample, Sample
-from segtk.core.filtering import Filter, FilterResult
+from segtk.core import EditedSample, Filter, FilterResult, Sample
 from segtk.testing.fakes import toy_dataset, toy_sample
 
 STAGES = ("sample", "pixel")

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from segtk.core.data import Dataset
-from segtk.core.editing import Sample
+from segtk.core import Dataset, Sample
 from segtk.testing import fakes
 from segtk.testing.env import shared
 

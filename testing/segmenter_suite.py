@@ -1,4 +1,4 @@
-"""The segmenter contract suite: what `segtk.core.segmenter.Segmenter` promises, checked on a
+"""The segmenter contract suite: what `segtk.core.Segmenter` promises, checked on a
 few small images.
 
     from segtk.testing import SegmenterSuite
@@ -21,7 +21,7 @@ from typing import ClassVar
 import pytest
 import torch
 
-from segtk.core.segmenter import Segmenter, labels_from_logits
+from segtk.core import Segmenter, labels_from_logits
 from segtk.testing.fakes import smooth_images
 
 

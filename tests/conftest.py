@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segtk.core.data import to_tensor, to_uint8, write_png
-from segtk.core.runs import LOCK_FILE
+from segtk.core._data import to_tensor, to_uint8, write_png
+from segtk.storage.runs import LOCK_FILE
 from segtk.testing import TinySegmenter, toy_batch
 
 

@@ -5,11 +5,12 @@ libraries (which a plugin must be able to miss: `segtk plugins` then reports it)
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["core", "jobs", "benchmarks", "reports", "datasets", "commands", "testing"]
+PACKAGES = ["core", "storage", "jobs", "benchmarks", "reports", "datasets", "commands", "testing"]
 API = ("segtk.core", "segtk.testing")
 # Optional stacks a module may import inside the function that needs them.
 OPTIONAL = {
@@ -113,7 +114,8 @@ def test_plugins_import_only_the_api() -> None:
         if not name.startswith("segtk_"):
             continue
         for target, _, line in imports(path):
-            if target.split(".")[0] == "segtk" and not target.startswith(API) and target != "segtk":
+            private = target.startswith("segtk.core._")
+            if target.split(".")[0] == "segtk" and (private or not target.startswith(API)) and target != "segtk":
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
     assert not bad, "plugins may import only segtk.core and segtk.testing:\n" + "\n".join(bad)
 
@@ -140,3 +142,25 @@ def test_core_exports_its_api() -> None:
     assert core.__all__ and all(hasattr(core, name) for name in core.__all__)
     for contract in ("Attack", "Segmenter", "Editor", "Filter", "QueryCounter", "Proxy"):
         assert contract in core.__all__
+
+
+def test_only_core_imports_its_private_modules() -> None:
+    """One door: outside core, code, templates and docs import `from segtk.core import ...`.
+    Only segtk's own unit tests (tests/) may reach a private module, to test an internal."""
+    private = re.compile(r"segtk\.core\._[a-z]")
+    paths = [p for p in ROOT.rglob("*") if p.suffix in (".py", ".tmpl", ".md") and p.is_file()]
+    bad = []
+    for path in paths:
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] in ("core", "tests", "build") or rel.parts[0].startswith(".") or \
+                rel.as_posix() == "docs/reliability.md" or "egg-info" in rel.as_posix():
+            continue  # reliability.md names the files mutation testing mutates
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if private.search(line):
+                bad.append(f"{rel}:{number}: {line.strip()}")
+    assert not bad, "import from segtk.core, not its private modules:\n" + "\n".join(bad)
+
+
+def test_core_modules_are_private() -> None:
+    public = [p.name for p in (ROOT / "core").glob("*.py") if not p.name.startswith("_")]
+    assert public == [], f"core's modules are private (core/_NAME.py): {public}"

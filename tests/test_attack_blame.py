@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from segtk.core.attack import Attack, Oracle
-from segtk.core.errors import AttackError, BudgetExceeded, ModelError
+from segtk.core import Attack, Oracle
+from segtk.core._errors import AttackError, BudgetExceeded, ModelError
 from segtk.testing import TinySegmenter, toy_batch
 
 

@@ -11,14 +11,11 @@ import torch
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core import plugins as plugins_module
-from segtk.core.attack import Attack
-from segtk.core.errors import AttackError, ModelError
-from segtk.core.hookspecs import hookimpl
-from segtk.core.plugins import reset_plugin_manager
-from segtk.core.runs import RunDir, read_results
-from segtk.core.specs import load_dataset
+from segtk.core import Attack, AttackError, ModelError, hookimpl, load_dataset
+from segtk.core import _plugins as plugins_module
+from segtk.core._plugins import reset_plugin_manager
 from segtk.jobs.attack import attack_dataset
+from segtk.storage.runs import RunDir, read_results
 from segtk.testing import FakeEntryPoint, RecordingSegmenter, TinySegmenter, toy_batch
 from segtk_dla import DLA
 

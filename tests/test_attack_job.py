@@ -10,11 +10,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from segtk.core.data import Dataset, Item, read_image, to_tensor
-from segtk.core.errors import ModelError, SegtkError
-from segtk.core.runs import RunDir, read_results
-from segtk.core.specs import load_dataset
+from segtk.core import Dataset, Item, ModelError, SegtkError, load_dataset, read_image, to_tensor
 from segtk.jobs.attack import attack_dataset, quantise
+from segtk.storage.runs import RunDir, read_results
 from segtk.testing import GridSegmenter, TinySegmenter
 from segtk_dla import DLA
 from segtk_random import RandomAttack
@@ -49,7 +47,7 @@ def test_records_images_and_overlays(tmp_path, folder_dataset) -> None:
         assert (rd.path / "overlays" / f"{name}_adv.png").exists()
         # the reported adversarial mIoU is the stored PNG's, not the float image's
         label = load_dataset(f"folder:{folder_dataset}").subset(names=[name])[0].label
-        from segtk.core.proxy import Proxy
+        from segtk.core import Proxy
 
         pred = TinySegmenter().predict(to_tensor([stored]))
         assert rec["adv_miou"] == pytest.approx(float(Proxy(4)(pred, torch.from_numpy(label)[None])[0]))
@@ -85,8 +83,7 @@ class FailsOn(TinySegmenter):
         if bool((images[:, 0, 1, 1] == self.bad_value).any()):
             if self.mode == "raise":
                 raise RuntimeError("CUDA fell over")
-            from segtk.core.segmenter import labels_from_logits
-
+            from segtk.core import labels_from_logits
             return labels_from_logits(torch.full((images.shape[0], 4, *images.shape[2:]), float("nan")))
         return super().predict(images)
 

@@ -10,13 +10,23 @@ import numpy as np
 import pytest
 import torch
 
-from segtk.core.attack import Attack, Oracle, project
-from segtk.core.data import Dataset, Item, default_palette, read_image, to_tensor
-from segtk.core.errors import DataError, ModelError, SegtkError
-from segtk.core.metrics import confusion
-from segtk.core.render import overlay
-from segtk.core.runs import RunDir
+from segtk.core import (
+    Attack,
+    DataError,
+    Dataset,
+    Item,
+    ModelError,
+    Oracle,
+    SegtkError,
+    confusion,
+    default_palette,
+    overlay,
+    project,
+    read_image,
+    to_tensor,
+)
 from segtk.jobs.attack import MODEL_HINT, attack_dataset, evaluate, image_seed, quantise
+from segtk.storage.runs import RunDir
 from segtk.testing import TinySegmenter, toy_batch
 from segtk_dla import DLA
 
@@ -170,8 +180,7 @@ def test_quantise_rounds_in_the_images_own_dtype(steps: int) -> None:
 
 
 def test_an_image_cut_short_by_the_time_limit_says_so(tmp_path, monkeypatch) -> None:
-    from segtk.core import segmenter as segmenter_module
-
+    from segtk.core import _segmenter as segmenter_module
     ticks = iter(range(1, 10_000))
     monkeypatch.setattr(segmenter_module, "monotonic", lambda: float(next(ticks)))
     summary, _ = attack(dataset(n=2), tmp_path / "r", batch_size=1,
@@ -183,7 +192,6 @@ def test_an_image_cut_short_by_the_time_limit_says_so(tmp_path, monkeypatch) -> 
 
 def test_a_white_box_attack_on_a_model_without_gradients_is_refused_before_any_query(tmp_path) -> None:
     from segtk.core import registry
-
     class LabelsOnly(TinySegmenter):
         name = "labels-only"
         logits = TinySegmenter.__base__.logits  # the contract's: none

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from segtk.core.runs import RunDir
-from segtk.core.specs import load_dataset, load_segmenter
+from segtk.core import load_dataset, load_segmenter
 from segtk.jobs.attack import attack_dataset
+from segtk.storage.runs import RunDir
 from segtk.testing import shared
 from segtk_dla import DLA
 

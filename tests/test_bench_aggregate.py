@@ -15,9 +15,8 @@ import pytest
 
 from segtk.benchmarks import attacks as bench_module
 from segtk.benchmarks.attacks import Shard, aggregate, plan, run_bench
-from segtk.core.data import Dataset, Item
-from segtk.core.errors import DataError
-from segtk.core.runs import RunDir
+from segtk.core import DataError, Dataset, Item
+from segtk.storage.runs import RunDir
 from segtk.testing import GridSegmenter
 
 # Per-image 2-class confusions (rows: label 0, 1; columns: predicted 0, 1, void).

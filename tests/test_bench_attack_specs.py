@@ -15,13 +15,8 @@ from click.testing import CliRunner
 from segtk.benchmarks import attacks as bench_module
 from segtk.benchmarks.attacks import Shard, parse_spec, plan, run_shard
 from segtk.cli import cli
-from segtk.core import registry
-from segtk.core.data import read_image
-from segtk.core.errors import PluginError
-from segtk.core.hookspecs import hookimpl
-from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
-from segtk.core.registry import SegmenterPlugin
-from segtk.core.specs import load_dataset
+from segtk.core import PluginError, SegmenterPlugin, hookimpl, load_dataset, read_image, registry
+from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 from segtk.testing import RecordingSegmenter, TinySegmenter
 
 

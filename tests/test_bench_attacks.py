@@ -19,11 +19,9 @@ from segtk.benchmarks.attacks import (
     write_contact_sheet,
     write_outputs,
 )
-from segtk.core import registry
-from segtk.core.data import Dataset, Item
-from segtk.core.metrics import confusion
-from segtk.core.runs import RunDir, read_results
+from segtk.core import Dataset, Item, confusion, registry
 from segtk.jobs.executors import InlineExecutor, LocalExecutor, make_executor
+from segtk.storage.runs import RunDir, read_results
 from segtk.testing import GridSegmenter, TinySegmenter, toy_batch
 
 ANYTIME = ["random", "nes", "bandits", "zo-signsgd", "signhunter", "simba", "colour-stripes"]
@@ -91,8 +89,7 @@ def test_local_process_pool_equals_inline_and_writes_outputs(inline_bench, tmp_p
     final = [r for r in pooled.rows if r["budget"] == 8]
     assert final and all(r["psnr"] > 20 and 0 < r["ssim"] < 1 and r["changed_pct"] > 0 for r in final)
     assert "ssim" not in [r for r in pooled.rows if r["budget"] == 4][0]
-    from segtk.core.specs import load_dataset
-
+    from segtk.core import load_dataset
     sheet = write_contact_sheet(out, load_dataset("demo"), ["dla", "signhunter"], 8, 8.0)
     assert sheet is not None and sheet.stat().st_size > 0
 

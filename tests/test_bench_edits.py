@@ -17,13 +17,17 @@ from PIL import Image
 
 from segtk.benchmarks.edits import subset_miou
 from segtk.cli import cli
-from segtk.core.data import write_png
-from segtk.core.editing import EditBackend, EditedSample, Editor
-from segtk.core.editkit import GeometryEditor
-from segtk.core.hookspecs import hookimpl
-from segtk.core.metrics import mean_iou
-from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
-from segtk.core.specs import load_dataset
+from segtk.core import (
+    EditBackend,
+    EditedSample,
+    Editor,
+    GeometryEditor,
+    hookimpl,
+    load_dataset,
+    mean_iou,
+    write_png,
+)
+from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 from segtk.jobs.edit import picked_value
 
 ARGS = ["bench", "edits", "--models", "demo", "--attributes", "color,size", "--values",

@@ -13,9 +13,8 @@ from click.testing import CliRunner
 
 import segtk_demo
 from segtk.cli import cli
-from segtk.core.data import Dataset
-from segtk.core.errors import DataError, ModelError
-from segtk.core.specs import check_compatible, class_key, load_dataset, load_segmenter, pop_classes
+from segtk.core import DataError, Dataset, ModelError
+from segtk.core._specs import check_compatible, class_key, load_dataset, load_segmenter, pop_classes
 from segtk.testing import TinySegmenter, shared
 
 DEMO_DATA = Path(segtk_demo.__file__).parent / "data"

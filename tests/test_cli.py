@@ -9,10 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core import registry
-from segtk.core.hookspecs import hookimpl
-from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
-from segtk.core.registry import SegmenterPlugin
+from segtk.core import SegmenterPlugin, hookimpl, registry
+from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 from segtk.testing import TinySegmenter, shared
 
 

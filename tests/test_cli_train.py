@@ -10,7 +10,7 @@ import torch
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core.augment import save_safetensors
+from segtk.core import save_safetensors
 from segtk.jobs.train import read_spec
 
 
@@ -74,8 +74,7 @@ def test_bad_input_is_one_line_and_nonzero(random_demo, tmp_path: Path, args, me
 
 
 def test_untrainable_model_is_refused(tmp_path: Path) -> None:
-    from segtk.core.augment import require_trainable
-    from segtk.core.errors import ModelError
+    from segtk.core import ModelError, require_trainable
     from segtk.testing import TinySegmenter
 
     with pytest.raises(ModelError, match="cannot be trained.*trainable model plugins"):

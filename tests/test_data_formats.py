@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from segtk.core.data import read_image, read_label, write_png
-from segtk.core.errors import DataError
-from segtk.core.specs import load_dataset
+from segtk.core import DataError, load_dataset, read_image, read_label, write_png
 from segtk.datasets.formats import (
     ADE20K_CLASSES,
     CITYSCAPES_CLASSES,

@@ -18,9 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core import registry
-from segtk.core.params import param_docs
-from segtk.core.specs import load_dataset
+from segtk.core import load_dataset, param_docs, registry
 from segtk_dla import DLAParams
 from segtk_square import SquareParams
 

@@ -1,4 +1,4 @@
-"""The editing kit (segtk.core.editkit) with toy editors defined here, no editor plugin: the
+"""The editing kit (segtk.core: AttributeEditor, GeometryEditor) with toy editors defined here, no editor plugin: the
 appearance guarantee, geometry moving image, mask and label together, repainting, checked
 values and parameters, and backends and prompt writers found through their hooks (fakes
 registered in-process). The bundled editors' own behaviour is tested in their plugins."""
@@ -11,9 +11,17 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from segtk.core import registry
-from segtk.core.editing import EditBackend, EditedSample, PromptWriter, Sample, SkipSample
-from segtk.core.editkit import (
+from segtk.core import (
+    EditBackend,
+    EditedSample,
+    PluginError,
+    PromptWriter,
+    Sample,
+    SkipSample,
+    hookimpl,
+    registry,
+)
+from segtk.core._editkit import (
     AttributeEditor,
     GeometryEditor,
     backend_names,
@@ -21,9 +29,7 @@ from segtk.core.editkit import (
     reference_editor,
     transform_object,
 )
-from segtk.core.errors import PluginError
-from segtk.core.hookspecs import hookimpl
-from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
+from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 from segtk.jobs.edit import build_editor
 from segtk.testing import CAR_CLASSES, car_sample
 

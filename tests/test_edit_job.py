@@ -12,10 +12,16 @@ from click.testing import CliRunner
 from PIL import Image
 
 from segtk.cli import cli
-from segtk.core.data import Dataset, Item
-from segtk.core.editing import EditedSample, Editor, PromptWriter
-from segtk.core.errors import SegtkError
-from segtk.core.filtering import Filter, FilterResult
+from segtk.core import (
+    Dataset,
+    EditedSample,
+    Editor,
+    Filter,
+    FilterResult,
+    Item,
+    PromptWriter,
+    SegtkError,
+)
 from segtk.datasets.readers import load_edited
 from segtk.jobs.edit import (
     EditConfig,

@@ -12,14 +12,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from segtk.core.attack import Oracle, project
-from segtk.core.data import default_palette, read_image, write_png
-from segtk.core.errors import DataError, SegtkError
-from segtk.core.metrics import LabelConfusion
-from segtk.core.png import encode_png
-from segtk.core.proxy import Proxy
-from segtk.core.render import overlay
-from segtk.core.segmenter import QueryCounter, Segmenter
+from segtk.core import (
+    DataError,
+    LabelConfusion,
+    Oracle,
+    Proxy,
+    QueryCounter,
+    Segmenter,
+    SegtkError,
+    default_palette,
+    overlay,
+    project,
+    read_image,
+    write_png,
+)
+from segtk.core._png import encode_png
 from segtk.jobs.attack import quantise
 
 

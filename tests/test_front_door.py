@@ -21,10 +21,8 @@ from segtk.cli import cli
 from segtk.commands import extras as extras_module
 from segtk.commands.console import console
 from segtk.commands.train import split_augments
-from segtk.core.data import write_png
-from segtk.core.errors import DataError
-from segtk.core.plugins import reset_plugin_manager
-from segtk.core.specs import preferred_split
+from segtk.core import DataError, preferred_split, write_png
+from segtk.core._plugins import reset_plugin_manager
 
 
 def invoke(*args: str):
@@ -363,8 +361,7 @@ def test_checking_a_required_submodule_does_not_import_its_package(tmp_path: Pat
     (pkg / "__init__.py").write_text("raise RuntimeError('heavypkg was imported')\n")
     (pkg / "_ext.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
-    from segtk.core.registry import missing_modules
-
+    from segtk.core import missing_modules
     assert missing_modules(("heavypkg", "heavypkg._ext")) == []
     assert missing_modules(("heavypkg._nope", "nopkg_at_all._ext")) == ["heavypkg._nope",
                                                                          "nopkg_at_all._ext"]

@@ -12,12 +12,8 @@ import torch
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core import registry
-from segtk.core.errors import DataError
-from segtk.core.hookspecs import hookimpl
-from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
-from segtk.core.registry import SegmenterPlugin
-from segtk.core.specs import load_dataset
+from segtk.core import DataError, SegmenterPlugin, hookimpl, load_dataset, registry
+from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 from segtk.testing import TinySegmenter
 
 

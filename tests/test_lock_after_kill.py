@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from segtk.core.runs import LOCK_FILE, RESULTS_FILE, RunLock, make_run_dir
+from segtk.storage.runs import LOCK_FILE, RESULTS_FILE, RunLock, make_run_dir
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 

@@ -10,15 +10,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from segtk.core.metrics import (
+from segtk.core import (
     ConfusionAccumulator,
+    Proxy,
     confusion,
     iou_per_class,
     mean_iou,
     mean_robustness,
     pixel_accuracy,
 )
-from segtk.core.proxy import Proxy
 
 
 def brute_force(pred: np.ndarray, label: np.ndarray, k: int, ignore: int = 255):
@@ -112,7 +112,7 @@ def test_mean_robustness() -> None:
 
 
 def test_label_confusion_scores_rows_against_their_owners() -> None:
-    from segtk.core.metrics import LabelConfusion
+    from segtk.core import LabelConfusion
 
     g = torch.Generator().manual_seed(0)
     labels = torch.randint(0, 4, (3, 5, 6), generator=g)
@@ -156,7 +156,7 @@ def test_ignore_index_255_is_ignored_by_default_even_with_more_classes() -> None
 
 
 def test_shape_errors_name_both_shapes() -> None:
-    from segtk.core.metrics import LabelConfusion
+    from segtk.core import LabelConfusion
 
     with pytest.raises(ValueError, match=r"^prediction \(1, 2\) and label \(1, 3\) differ$"):
         confusion(torch.zeros(1, 2, dtype=torch.long), torch.zeros(1, 3, dtype=torch.long), 2)
@@ -170,7 +170,7 @@ def test_shape_errors_name_both_shapes() -> None:
 
 
 def test_label_confusion_leaves_out_its_ignore_index_and_ids_outside_the_classes() -> None:
-    from segtk.core.metrics import LabelConfusion
+    from segtk.core import LabelConfusion
 
     labels = torch.tensor([[[-1, 1, 2, 0, 5, 0, 7, 1]]])  # -1, 5 and 7: no class of 3
     pred = torch.tensor([[[0, 1, 2, 1, 0, 2, 3, 1]]])

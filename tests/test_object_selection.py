@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core.samples import Skip, prepare_sample, ranked_instances
-from segtk.core.specs import load_dataset
+from segtk.core import load_dataset
+from segtk.core._samples import Skip, prepare_sample, ranked_instances
 from segtk.datasets.formats import (
     ADE20K_CLASSES,
     ADE20K_THING_IDS,

@@ -9,11 +9,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from segtk.core.attack import Attack, Oracle, box, project
-from segtk.core.errors import BudgetExceeded, SegtkError
-from segtk.core.metrics import confusion
-from segtk.core.proxy import Proxy
-from segtk.core.segmenter import QueryCounter
+from segtk.core import Proxy, QueryCounter, confusion
+from segtk.core._attack import Attack, Oracle, box, project
+from segtk.core._errors import BudgetExceeded, SegtkError
 from segtk.testing import RecordingSegmenter, TinySegmenter, toy_batch
 
 EPS = 8 / 255
@@ -171,7 +169,7 @@ def test_a_refusal_names_the_gap_eps_and_the_fix(owners) -> None:
         o.query(one_value_past(o, 1, 1.2), owners)
     assert err.value.message == ("attack produced a candidate outside the ε-ball or [0,1] "
                                  "(L∞ = 9.600/255, ε = 8.000/255)")
-    assert err.value.hint == "project candidates with segtk.core.attack.project before querying"
+    assert err.value.hint == "project candidates with segtk.core.project before querying"
     assert model.calls == 0
 
 
@@ -378,8 +376,7 @@ def test_query_each_puts_each_images_rows_in_its_own_place() -> None:
 
 
 def test_uniform_noise_fills_minus_half_to_half() -> None:
-    from segtk.core.attack import uniform_noise
-
+    from segtk.core import uniform_noise
     noise = uniform_noise((20_000,), 0.5, torch.Generator().manual_seed(0))
     assert float(noise.min()) >= -0.5 and float(noise.max()) <= 0.5
     assert float(noise.min()) < -0.49 and float(noise.max()) > 0.49 and abs(float(noise.mean())) < 0.01
@@ -422,8 +419,7 @@ class OneThenTwo(Attack):
 
 
 def test_the_time_limit_stops_the_attack_and_names_the_images_it_cut_short(monkeypatch) -> None:
-    from segtk.core import segmenter as segmenter_module
-
+    from segtk.core import _segmenter as segmenter_module
     monkeypatch.setattr(segmenter_module, "monotonic", Ticks())  # made at 1: queries at 2, 3, 4
     images, labels = toy_batch(2, 6, 7)
     result = OneThenTwo(budget=2, time_limit=2.5).run(TinySegmenter(), images, labels)

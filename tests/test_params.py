@@ -10,13 +10,21 @@ from typing import Any, ClassVar, Literal
 
 import pytest
 
-from segtk.core import registry
-from segtk.core.attack import Attack, AttackParams
-from segtk.core.editing import EditedSample, Editor
-from segtk.core.errors import ModelError, PluginError, SegtkError
-from segtk.core.filtering import Filter, FilterResult
-from segtk.core.hookspecs import hookimpl
-from segtk.core.params import (
+from segtk.core import (
+    Attack,
+    AttackParams,
+    EditedSample,
+    Editor,
+    Filter,
+    FilterResult,
+    ModelError,
+    PluginError,
+    SegmenterPlugin,
+    SegtkError,
+    hookimpl,
+    registry,
+)
+from segtk.core._params import (
     build,
     build_attack,
     convert,
@@ -25,8 +33,7 @@ from segtk.core.params import (
     kind_of,
     parse_pairs,
 )
-from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
-from segtk.core.registry import SegmenterPlugin
+from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 
 # --- convert ----------------------------------------------------------------------------------
 

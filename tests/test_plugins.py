@@ -16,18 +16,15 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from segtk.core import plugins as plugins_module
-from segtk.core import registry
-from segtk.core.attack import Attack
-from segtk.core.errors import PluginError
-from segtk.core.hookspecs import hookimpl
-from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
+from segtk.core import Attack, PluginError, hookimpl, registry
+from segtk.core import _plugins as plugins_module
+from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 from segtk.testing import FakeEntryPoint, TinySegmenter, toy_batch
 
 HELLO = '''
-from segtk.core.attack import Attack, project
-from segtk.core.hookspecs import hookimpl
-from segtk.core.registry import SegmenterPlugin
+from segtk.core import Attack, project
+from segtk.core import hookimpl
+from segtk.core import SegmenterPlugin
 
 
 class Hello(Attack):

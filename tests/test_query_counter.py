@@ -7,8 +7,8 @@ import threading
 import pytest
 import torch
 
-from segtk.core.errors import BudgetExceeded, ModelError
-from segtk.core.segmenter import QueryCounter, Segmenter, check_prediction, labels_from_logits
+from segtk.core import QueryCounter, Segmenter, check_prediction, labels_from_logits
+from segtk.core._errors import BudgetExceeded, ModelError
 from segtk.testing import TinySegmenter
 
 
@@ -80,7 +80,7 @@ def test_wrong_shape_and_nan_are_model_errors() -> None:
 
 
 def test_naming_prefixes_segtk_errors_and_wraps_others() -> None:
-    from segtk.core.errors import PluginError, SegtkError, naming
+    from segtk.core import PluginError, SegtkError, naming
 
     with pytest.raises(ModelError, match=r"^while predicting a\.png: the model raised ValueError: boom$"):
         with naming("while predicting a.png", ModelError, "the model"):
@@ -157,7 +157,7 @@ def test_a_labels_only_segmenter_says_it_has_no_scores() -> None:
 
 def test_a_time_limit_refuses_queries_once_passed_without_charging_them() -> None:
     """No clock is waited on: a limit already passed (negative) and one far away (an hour)."""
-    from segtk.core.segmenter import TimeUp
+    from segtk.core._segmenter import TimeUp
 
     model = TinySegmenter()
     late = QueryCounter(model, budget=5, n_images=1, time_limit=-1.0)
@@ -172,7 +172,7 @@ def test_a_time_limit_refuses_queries_once_passed_without_charging_them() -> Non
 
 
 def test_gradient_passes_are_charged_to_their_owners_and_checked_word_for_word() -> None:
-    from segtk.core.segmenter import check_gradient_logits
+    from segtk.core._segmenter import check_gradient_logits
 
     model = TinySegmenter()
     counter = QueryCounter(model, budget=3, n_images=2)

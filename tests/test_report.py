@@ -23,17 +23,13 @@ from click.testing import CliRunner
 from PIL import Image
 
 from segtk.cli import cli
-from segtk.core import registry
-from segtk.core.data import default_palette, read_image, read_label, to_uint8, write_png
-from segtk.core.errors import SegtkError
-from segtk.core.hookspecs import hookimpl
-from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
-from segtk.core.registry import SegmenterPlugin
-from segtk.core.render import amplify
-from segtk.core.runs import read_results
+from segtk.core import SegmenterPlugin, SegtkError, amplify, hookimpl, registry
+from segtk.core._data import default_palette, read_image, read_label, to_uint8, write_png
+from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 from segtk.jobs.attack import summarise
 from segtk.reports.svg import Series, line_chart, nice_ticks
 from segtk.reports.writer import FILES_DIR, detect_kind, write_report
+from segtk.storage.runs import read_results
 from segtk.testing import TinySegmenter, toy_batch
 
 # --- run directories ----------------------------------------------------------------------------
@@ -250,8 +246,7 @@ def test_legend_uses_the_dataset_palette(runs, tmp_path) -> None:
     colours = ["#{:02x}{:02x}{:02x}".format(*c) for c in default_palette(4)]
     assert all(c in page(runs.attack) for c in colours)  # folder datasets use default_palette
     # A hand-written run on the demo dataset gets the demo's own colours and class names.
-    from segtk.core.specs import load_dataset
-
+    from segtk.core import load_dataset
     demo = load_dataset("demo", limit=1)
     run = tmp_path / "demo-run"
     run.mkdir()

@@ -16,11 +16,10 @@ from click.testing import CliRunner
 from segtk.cli import cli
 from segtk.commands.attack import RECORDED
 from segtk.commands.resume import as_text, pairs
-from segtk.core import registry
-from segtk.core.params import build_attack, convert, parse_pairs
-from segtk.core.runs import RESULTS_FILE, RUN_FILE, read_results
+from segtk.core import build_attack, convert, parse_pairs, registry
 from segtk.jobs.attack import run_settings
 from segtk.jobs.edit import build_editor
+from segtk.storage.runs import RESULTS_FILE, RUN_FILE, read_results
 
 # Not the defaults: the model names two classes otherwise than the data (so it needs
 # --classes-from-data) and the data is a fresh demo draw.

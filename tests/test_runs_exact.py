@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from segtk.core import runs
-from segtk.core.errors import SegtkError
-from segtk.core.runs import RESULTS_FILE, RunDir, append_line, read_results
+from segtk.core import SegtkError
+from segtk.storage import runs
+from segtk.storage.runs import RESULTS_FILE, RunDir, append_line, read_results
 
 HINT_EDITED = "it ends with a newline, so it is no interrupted append: something else wrote it"
 HINT_KEPT = "the lines after it hold finished results, so it is not dropped"
@@ -161,7 +161,7 @@ def test_run_folder_refusals_word_for_word(tmp_path) -> None:
 
 
 def test_setting_changes_name_each_difference_dotted_cut_and_counted() -> None:
-    from segtk.core.runs import setting_changes
+    from segtk.storage.runs import setting_changes
 
     old = {"budget": 8, "params": {"exploration": 0.2, "values": "discrete", "same": 1},
            "model": "a" * 70, "seed": 0}

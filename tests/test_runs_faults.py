@@ -24,13 +24,11 @@ from hypothesis import strategies as st
 from segtk.benchmarks import attacks as bench_attacks
 from segtk.benchmarks import edits as bench_edits
 from segtk.cli import cli
-from segtk.core import registry, runs
-from segtk.core.errors import SegtkError
-from segtk.core.hookspecs import hookimpl
-from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
-from segtk.core.registry import SegmenterPlugin
-from segtk.core.runs import LOCK_FILE, RESULTS_FILE, RUN_FILE, RunDir, read_results
+from segtk.core import SegmenterPlugin, SegtkError, hookimpl, registry
+from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 from segtk.jobs import attack as attack_job
+from segtk.storage import runs
+from segtk.storage.runs import LOCK_FILE, RESULTS_FILE, RUN_FILE, RunDir, read_results
 from segtk.testing import TinySegmenter
 
 DEMO = ["attack", "--plugin", "dla", "--limit", "1", "--budget", "2"]  # the bundled demo model
@@ -114,7 +112,7 @@ def held_by_another_process(path: Path):
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from segtk.core.runs import RunLock, make_run_dir
+        from segtk.storage.runs import RunLock, make_run_dir
         make_run_dir(Path({str(path)!r}))
         lock = RunLock(Path({str(path)!r}))
         print("locked", flush=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from segtk.core.editing import EditedSample, Editor, Sample, caption
-from segtk.core.samples import (
+from segtk.core._editing import EditedSample, Editor, Sample, caption
+from segtk.core._samples import (
     DEFAULT_EXCLUDE,
     SKIP_REASONS,
     Skip,

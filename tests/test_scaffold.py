@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from segtk.cli import cli
 from segtk.commands.scaffold import KINDS, names, render
-from segtk.core.errors import SegtkError
+from segtk.core import SegtkError
 from segtk.testing import AttackSuite, EditorSuite, FilterSuite, SegmenterSuite
 
 SUITES = {"attack": AttackSuite, "segmenter": SegmenterSuite, "editor": EditorSuite,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from segtk.core.specs import load_dataset, load_segmenter
+from segtk.core import load_dataset, load_segmenter
 from segtk.jobs.predict import predict_dataset
 from segtk.testing import shared
 

@@ -12,12 +12,20 @@ import pytest
 import torch
 
 import segtk.testing
-from segtk.core.attack import Attack, Oracle, project
-from segtk.core.editing import EditedSample, Editor, Sample, SkipSample
-from segtk.core.editkit import transform_object
-from segtk.core.errors import SegtkError
-from segtk.core.filtering import Filter, FilterResult
-from segtk.core.segmenter import Segmenter
+from segtk.core import (
+    Attack,
+    EditedSample,
+    Editor,
+    Filter,
+    FilterResult,
+    Oracle,
+    Sample,
+    Segmenter,
+    SegtkError,
+    SkipSample,
+    project,
+)
+from segtk.core._editkit import transform_object
 from segtk.testing import (
     TOY_CLASSES,
     AttackSuite,

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core.data import temp_file
-from segtk.core.runs import RUN_FILE, RunDir
+from segtk.core._data import temp_file
 from segtk.jobs.train import TrainConfig, train
+from segtk.storage.runs import RUN_FILE, RunDir
 
 
 def left_by_a_kill(path: Path) -> Path:

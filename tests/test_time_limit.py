@@ -10,10 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core import segmenter as segmenter_module
-from segtk.core.attack import EPS_TOLERANCE
-from segtk.core.errors import SegtkError
-from segtk.core.runs import read_results
+from segtk.core import EPS_TOLERANCE, SegtkError
+from segtk.core import _segmenter as segmenter_module
+from segtk.storage.runs import read_results
 from segtk.testing import RecordingSegmenter, toy_batch
 from segtk_dla import DLA
 from segtk_random import RandomAttack

@@ -13,12 +13,19 @@ from safetensors.torch import load_file
 
 from segtk.benchmarks import augment as augment_bench
 from segtk.benchmarks.augment import AugmentBench
-from segtk.core.augment import require_trainable, save_safetensors
-from segtk.core.errors import DataError, ModelError, PluginError, SegtkError
-from segtk.core.provenance import spec_file_hashes
-from segtk.core.specs import load_segmenter, resolve_spec
+from segtk.core import (
+    DataError,
+    ModelError,
+    PluginError,
+    SegtkError,
+    load_segmenter,
+    require_trainable,
+    resolve_spec,
+    save_safetensors,
+)
 from segtk.jobs import train as train_job
 from segtk.jobs.train import TrainConfig, checkpoint_hashes, read_spec, train
+from segtk.storage.provenance import spec_file_hashes
 
 
 @pytest.fixture(scope="module")
@@ -126,8 +133,7 @@ def test_bad_input_is_one_clear_error(random_demo, tmp_path) -> None:
 def test_images_of_different_sizes_need_size_or_crop(random_demo, tmp_path) -> None:
     import numpy as np
 
-    from segtk.core.data import write_png
-
+    from segtk.core import write_png
     root = tmp_path / "data"
     (root / "classes.txt").parent.mkdir(parents=True)
     from segtk_demo.scenes import CLASSES

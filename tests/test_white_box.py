@@ -15,17 +15,27 @@ from click.testing import CliRunner
 
 from segtk.benchmarks.attacks import white_box_gaps
 from segtk.cli import cli
-from segtk.core import registry
-from segtk.core.attack import Attack, Oracle
-from segtk.core.data import batch_tensors, read_image, to_tensor
-from segtk.core.errors import AttackError, ModelError, SegtkError
-from segtk.core.hookspecs import hookimpl
-from segtk.core.metrics import confusion, mean_iou
-from segtk.core.plugins import get_plugin_manager, reset_plugin_manager
-from segtk.core.registry import SegmenterPlugin
-from segtk.core.segmenter import Segmenter
-from segtk.core.specs import load_dataset, load_segmenter
-from segtk.core.whitebox import GradientAttack, pixel_cross_entropy
+from segtk.core import (
+    Attack,
+    AttackError,
+    GradientAttack,
+    ModelError,
+    Oracle,
+    Segmenter,
+    SegmenterPlugin,
+    SegtkError,
+    batch_tensors,
+    confusion,
+    hookimpl,
+    load_dataset,
+    load_segmenter,
+    mean_iou,
+    pixel_cross_entropy,
+    read_image,
+    registry,
+    to_tensor,
+)
+from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 from segtk.testing import TinySegmenter, shared, toy_batch
 from segtk.testing.attack_suite import every_query_checked
 

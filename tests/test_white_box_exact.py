@@ -7,10 +7,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from segtk.core.attack import Attack, Oracle, check_gradients
-from segtk.core.errors import AttackError, SegtkError
-from segtk.core.proxy import Proxy
-from segtk.core.segmenter import QueryCounter, Segmenter
+from segtk.core import (
+    Attack,
+    AttackError,
+    Oracle,
+    Proxy,
+    QueryCounter,
+    Segmenter,
+    SegtkError,
+    check_gradients,
+)
 from segtk.testing import TinySegmenter, toy_batch
 
 EPS = 8 / 255

@@ -1,6 +1,6 @@
 """segtk plugin: the Bandits_TD black-box attack (Ilyas et al. 2019)."""
 
-from segtk.core.hookspecs import Register, hookimpl
+from segtk.core import Register, hookimpl
 from segtk_bandits.attack import BanditsAttack, BanditsParams
 
 __all__ = ["BanditsAttack", "BanditsParams"]

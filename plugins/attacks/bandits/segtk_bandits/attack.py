@@ -18,8 +18,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from segtk.core.attack import Attack, AttackParams, Oracle, project
-from segtk.core.errors import SegtkError
+from segtk.core import Attack, AttackParams, Oracle, SegtkError, project
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """segtk plugin: colour-stripes, segtk's own decision-based attack."""
 
-from segtk.core.hookspecs import hookimpl
+from segtk.core import hookimpl
 from segtk_colour_stripes.attack import ColourStripes, ColourStripesParams
 
 __all__ = ["ColourStripes", "ColourStripesParams"]

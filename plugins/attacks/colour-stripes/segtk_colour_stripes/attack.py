@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from segtk.core.attack import Attack, AttackParams, Oracle, Verified
-from segtk.core.errors import SegtkError
+from segtk.core import Attack, AttackParams, Oracle, SegtkError, Verified
 from segtk_dla.attack import DLA, HORIZONTAL, VERTICAL
 
 CHANNELS = 3

@@ -1,6 +1,6 @@
 """segtk plugin: CosPGD (Agnihotri, Jung and Keuper, ICML 2024), a white-box L∞ attack."""
 
-from segtk.core.hookspecs import Register, hookimpl
+from segtk.core import Register, hookimpl
 from segtk_cospgd.attack import CosPGDAttack, CosPGDParams
 
 __all__ = ["CosPGDAttack", "CosPGDParams"]

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from segtk.core.errors import SegtkError
-from segtk.core.whitebox import GradientAttack, PGDParams, pixel_cross_entropy
+from segtk.core import GradientAttack, PGDParams, SegtkError, pixel_cross_entropy
 
 
 @dataclass

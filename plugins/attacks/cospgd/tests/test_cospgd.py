@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from segtk.core.errors import SegtkError
+from segtk.core import SegtkError
 from segtk.testing import AttackSuite
 from segtk_cospgd import CosPGDAttack
 from segtk_cospgd.attack import cosine_weight

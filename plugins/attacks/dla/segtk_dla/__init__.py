@@ -1,6 +1,6 @@
 """segtk plugin: the Discrete Linear Attack."""
 
-from segtk.core.hookspecs import hookimpl
+from segtk.core import hookimpl
 from segtk_dla.attack import DLA, DLAParams
 
 __all__ = ["DLA", "DLAParams"]

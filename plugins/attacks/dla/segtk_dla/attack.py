@@ -23,8 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from segtk.core.attack import Attack, AttackParams, Oracle, Verified, uniform_noise
-from segtk.core.errors import SegtkError
+from segtk.core import Attack, AttackParams, Oracle, SegtkError, Verified, uniform_noise
 
 HORIZONTAL, VERTICAL = 1, 0  # k = t % 2 in Algorithm 1: 1 = one sign per row
 DIRECTIONS = ("iterative", "horizontal", "vertical", "random")

@@ -5,9 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from segtk.core.attack import box
-from segtk.core.errors import SegtkError
-from segtk.core.segmenter import Segmenter
+from segtk.core import Segmenter, SegtkError, box
 from segtk.testing import AttackSuite, RecordingSegmenter, TinySegmenter, toy_batch
 from segtk_dla import DLA
 from segtk_dla.attack import _State

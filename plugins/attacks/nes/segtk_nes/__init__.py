@@ -1,6 +1,6 @@
 """segtk plugin: the NES black-box attack (Ilyas et al. 2018)."""
 
-from segtk.core.hookspecs import Register, hookimpl
+from segtk.core import Register, hookimpl
 from segtk_nes.attack import NESAttack, NESParams
 
 __all__ = ["NESAttack", "NESParams"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from segtk.core.errors import SegtkError
+from segtk.core import SegtkError
 from segtk.testing import AttackSuite, toy_batch
 from segtk.testing import RecordingSegmenter as CallSizes
 from segtk_nes import NESAttack

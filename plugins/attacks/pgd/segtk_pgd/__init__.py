@@ -1,6 +1,6 @@
 """segtk plugin: white-box L∞ PGD on the per-pixel cross-entropy (Madry et al. 2018)."""
 
-from segtk.core.hookspecs import Register, hookimpl
+from segtk.core import Register, hookimpl
 from segtk_pgd.attack import PGDAttack
 
 __all__ = ["PGDAttack"]

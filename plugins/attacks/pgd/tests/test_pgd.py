@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from segtk.core.attack import EPS_TOLERANCE
+from segtk.core import EPS_TOLERANCE
 from segtk.testing import AttackSuite, TinySegmenter, toy_batch
 from segtk_pgd import PGDAttack
 

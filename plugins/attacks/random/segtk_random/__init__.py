@@ -1,6 +1,6 @@
 """segtk plugin: the Random attack of the DLA paper (Eq. 2)."""
 
-from segtk.core.hookspecs import Register, hookimpl
+from segtk.core import Register, hookimpl
 from segtk_random.attack import RandomAttack, RandomParams
 
 __all__ = ["RandomAttack", "RandomParams"]

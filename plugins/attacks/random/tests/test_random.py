@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from segtk.core.attack import EPS_TOLERANCE
-from segtk.core.proxy import Proxy
+from segtk.core import EPS_TOLERANCE, Proxy
 from segtk.testing import AttackSuite, TinySegmenter, toy_batch
 from segtk.testing import RecordingSegmenter as Recorder
 from segtk_random import RandomAttack

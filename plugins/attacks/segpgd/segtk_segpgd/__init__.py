@@ -1,6 +1,6 @@
 """segtk plugin: SegPGD (Gu et al., ECCV 2022), a white-box L∞ segmentation attack."""
 
-from segtk.core.hookspecs import Register, hookimpl
+from segtk.core import Register, hookimpl
 from segtk_segpgd.attack import SegPGDAttack
 
 __all__ = ["SegPGDAttack"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from segtk.core.whitebox import GradientAttack, PGDParams, pixel_cross_entropy
+from segtk.core import GradientAttack, PGDParams, pixel_cross_entropy
 
 
 def segpgd_lambda(iteration: int, iterations: int) -> float:

@@ -1,6 +1,6 @@
 """segtk plugin: the SignHunter black-box attack (Al-Dujaili & O'Reilly 2020)."""
 
-from segtk.core.hookspecs import Register, hookimpl
+from segtk.core import Register, hookimpl
 from segtk_signhunter.attack import SignHunterAttack, SignHunterParams
 
 __all__ = ["SignHunterAttack", "SignHunterParams"]

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from segtk.core.attack import Attack, AttackParams, Oracle, project
-from segtk.core.errors import SegtkError
+from segtk.core import Attack, AttackParams, Oracle, SegtkError, project
 
 ORDERS = ("chw", "hwc")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from segtk.core.attack import project
+from segtk.core import project
 from segtk.testing import AttackSuite, toy_batch
 from segtk.testing import RecordingSegmenter as Recorder
 from segtk_signhunter import SignHunterAttack

@@ -1,6 +1,6 @@
 """segtk plugin: the SimBA black-box attack (Guo et al. 2019), pixel or DCT basis."""
 
-from segtk.core.hookspecs import Register, hookimpl
+from segtk.core import Register, hookimpl
 from segtk_simba.attack import SimBAAttack, SimBAParams
 
 __all__ = ["SimBAAttack", "SimBAParams"]

@@ -74,7 +74,7 @@ def test_pixel_trials_change_one_value_and_minus_follows_a_failed_plus() -> None
 
 
 def _proxy(images: list[torch.Tensor], labels: torch.Tensor) -> torch.Tensor:
-    from segtk.core.proxy import Proxy
+    from segtk.core import Proxy
 
     preds = TinySegmenter().predict(torch.stack(images))
     return Proxy(4)(preds, labels.expand_as(preds))

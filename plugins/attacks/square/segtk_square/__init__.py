@@ -1,6 +1,6 @@
 """segtk plugin: the Square Attack, L∞ (Andriushchenko et al. 2020)."""
 
-from segtk.core.hookspecs import Register, hookimpl
+from segtk.core import Register, hookimpl
 from segtk_square.attack import SquareAttack, SquareParams
 
 __all__ = ["SquareAttack", "SquareParams"]

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from segtk.core.attack import Attack, AttackParams, Oracle, project
-from segtk.core.errors import SegtkError
+from segtk.core import Attack, AttackParams, Oracle, SegtkError, project
 
 # p is halved when iteration / budget · 10 000 passes each of these (the paper's schedule).
 _HALVINGS = (10, 50, 200, 500, 1000, 2000, 4000, 6000, 8000)

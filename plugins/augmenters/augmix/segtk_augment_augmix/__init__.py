@@ -18,9 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from segtk.core.augment import Augmenter, seeds
-from segtk.core.errors import PluginError
-from segtk.core.hookspecs import hookimpl
+from segtk.core import Augmenter, PluginError, hookimpl, seeds
 
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # no network check at import
 

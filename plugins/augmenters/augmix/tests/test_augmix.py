@@ -5,9 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from segtk.core import registry
-from segtk.core.augment import build_augmenter
-from segtk.core.errors import PluginError
+from segtk.core import PluginError, build_augmenter, registry
 from segtk_augment_augmix import OPS, AugMix
 
 

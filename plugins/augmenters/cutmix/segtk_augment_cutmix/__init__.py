@@ -17,9 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from segtk.core.augment import Augmenter, seeds
-from segtk.core.errors import PluginError
-from segtk.core.hookspecs import hookimpl
+from segtk.core import Augmenter, PluginError, hookimpl, seeds
 
 
 def cut_box(height: int, width: int, lam: float, rng: np.random.Generator) -> tuple[int, int, int, int]:

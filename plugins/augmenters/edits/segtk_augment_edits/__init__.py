@@ -24,13 +24,18 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from segtk.core.augment import AugmentContext, Augmenter, seeds
-from segtk.core.editing import SkipSample
-from segtk.core.errors import PluginError
-from segtk.core.hookspecs import hookimpl
-from segtk.core.params import build
-from segtk.core.samples import Skip, prepare_sample
-from segtk.core.specs import load_dataset
+from segtk.core import (
+    AugmentContext,
+    Augmenter,
+    PluginError,
+    Skip,
+    SkipSample,
+    build,
+    hookimpl,
+    load_dataset,
+    prepare_sample,
+    seeds,
+)
 
 
 def _parts(text: str) -> list[str]:

@@ -9,10 +9,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from segtk.core import registry
-from segtk.core.augment import AugmentContext, build_augmenter
-from segtk.core.errors import PluginError
-from segtk.core.specs import load_dataset
+from segtk.core import AugmentContext, PluginError, build_augmenter, load_dataset, registry
 from segtk_augment_edits import Edits
 
 
@@ -124,6 +121,6 @@ def test_bad_parameters(edit_dir: Path, tmp_path: Path) -> None:
         aug.setup(AugmentContext(["a", "b"]))
     with pytest.raises(PluginError, match="no value 'octarine'"):
         build_augmenter("edits:editor=color,values=octarine").setup(AugmentContext(["a"]))
-    from segtk.core.errors import DataError
+    from segtk.core import DataError
     with pytest.raises(DataError, match="not found"):
         build_augmenter(f"edits:dir={tmp_path / 'nope'}").setup(AugmentContext(["a"]))

@@ -13,9 +13,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from segtk.core.colour import oklab_to_linear, oklab_to_rgb, rgb_to_oklab
-from segtk.core.editing import EditedSample, Sample
-from segtk.core.editkit import AttributeEditor
+from segtk.core import (
+    AttributeEditor,
+    EditedSample,
+    Sample,
+    oklab_to_linear,
+    oklab_to_rgb,
+    rgb_to_oklab,
+)
 
 COLOURS = ("red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "white",
            "black", "grey")

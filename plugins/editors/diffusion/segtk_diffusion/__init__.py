@@ -11,10 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from segtk.core.editing import EditedSample, Editor, Sample
-from segtk.core.errors import PluginError
-from segtk.core.hookspecs import hookimpl
-from segtk.core.registry import missing_modules
+from segtk.core import EditedSample, Editor, PluginError, Sample, hookimpl, missing_modules
 from segtk_diffusion.pipelines import INSTALL, REQUIRES, Gen4SegBackend
 
 __all__ = ["INSTALL", "REQUIRES", "Gen4SegBackend", "ReconEditor", "get_backend"]

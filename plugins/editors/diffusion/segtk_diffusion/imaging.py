@@ -10,8 +10,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from segtk.core.errors import DataError
-from segtk.core.render import colourise, voc_colormap
+from segtk.core import DataError, colourise, voc_colormap
 
 
 def work_size(height: int, width: int, resolution: int, multiple: int) -> tuple[int, int]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from segtk.core.errors import ModelError
+from segtk.core import ModelError
 
 SUBFOLDERS = ("unet", "vae", "text_encoder", "tokenizer", "scheduler")
 LAYOUT = (

@@ -9,8 +9,7 @@ from typing import Any
 
 import torch
 
-from segtk.core.errors import DataError
-from segtk.core.params import convert
+from segtk.core import DataError, convert
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 

@@ -19,8 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from segtk.core.editing import EditBackend, EditedSample, Sample
-from segtk.core.errors import DataError, ModelError
+from segtk.core import DataError, EditBackend, EditedSample, ModelError, Sample
 from segtk_diffusion import attention, imaging
 from segtk_diffusion.loading import (
     SDStack,

@@ -16,11 +16,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segtk.core import registry
-from segtk.core.editing import EditedSample, Sample
-from segtk.core.editkit import AttributeEditor
-from segtk.core.errors import ModelError, PluginError
-from segtk.core.plugins import reset_plugin_manager
+from segtk.core import (
+    AttributeEditor,
+    EditedSample,
+    ModelError,
+    PluginError,
+    Sample,
+    registry,
+    reset_plugin_manager,
+)
 from segtk_diffusion import INSTALL, REQUIRES, Gen4SegBackend, ReconEditor, get_backend
 
 SIZE = 64
@@ -352,7 +356,7 @@ def test_options_from_cli_strings() -> None:
     ({"blend": 0}, "blend must be true or false, got 0"),  # a Python value is not read as text
 ])
 def test_unknown_or_unreadable_options_are_refused(options, message) -> None:
-    from segtk.core.errors import DataError
+    from segtk.core import DataError
     from segtk_diffusion.options import DiffusionOptions
 
     with pytest.raises(DataError) as err:
@@ -363,7 +367,7 @@ def test_unknown_or_unreadable_options_are_refused(options, message) -> None:
 
 
 def test_an_unknown_option_is_refused_through_an_editor(stack) -> None:
-    from segtk.core.errors import DataError
+    from segtk.core import DataError
 
     with pytest.raises(DataError, match="unknown option 'energie'"):
         Tint(backend="diffusion", energie="false", **_options(stack))

@@ -4,7 +4,7 @@
 `LMPromptWriter` to the editor, which asks it instead of using its own prompt templates.
 """
 
-from segtk.core.hookspecs import hookimpl
+from segtk.core import hookimpl
 from segtk_lm_prompts.writer import SYSTEM_PROMPT, LMPromptWriter, clean_line
 
 __all__ = ["SYSTEM_PROMPT", "LMPromptWriter", "clean_line"]

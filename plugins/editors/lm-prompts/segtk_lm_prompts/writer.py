@@ -16,8 +16,7 @@ from typing import Any
 
 import torch
 
-from segtk.core.editing import PromptWriter, Sample
-from segtk.core.errors import PluginError
+from segtk.core import PluginError, PromptWriter, Sample
 
 SYSTEM_PROMPT = (
     "You rewrite image captions for an image editing model. Given a caption, an object class, "

@@ -11,9 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core import registry
-from segtk.core.editing import Editor
-from segtk.core.errors import PluginError, SegtkError
+from segtk.core import Editor, PluginError, SegtkError, registry
 from segtk.jobs.edit import EditConfig, edit_dataset
 from segtk_lm_prompts import SYSTEM_PROMPT, LMPromptWriter, clean_line
 

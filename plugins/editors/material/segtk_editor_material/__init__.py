@@ -1,6 +1,6 @@
 """segtk plugin: the `material` editor (procedural textures, classical or diffusion backend)."""
 
-from segtk.core.hookspecs import hookimpl
+from segtk.core import hookimpl
 from segtk_editor_material.editor import MaterialEditor
 
 __all__ = ["MaterialEditor"]

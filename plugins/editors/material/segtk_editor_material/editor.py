@@ -15,8 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from segtk.core.editing import EditedSample, Sample
-from segtk.core.editkit import AttributeEditor, bbox
+from segtk.core import AttributeEditor, EditedSample, Sample, bbox
 from segtk_editor_material.textures import SHADING, TEXTURES
 
 MATERIALS = ("wood", "metal", "stone", "marble", "glass", "fabric", "gold")

@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segtk.core import registry
-from segtk.core.errors import PluginError
+from segtk.core import PluginError, registry
 from segtk.testing import CAR_CLASSES, car_sample, car_scene
 from segtk_editor_material import MaterialEditor
 

@@ -1,6 +1,6 @@
 """segtk plugin: the `position` editor (classical or diffusion backend)."""
 
-from segtk.core.hookspecs import hookimpl
+from segtk.core import hookimpl
 from segtk_editor_position.editor import PositionEditor
 
 __all__ = ["PositionEditor"]

@@ -8,9 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segtk.core import registry
-from segtk.core.editing import SkipSample
-from segtk.core.errors import PluginError
+from segtk.core import PluginError, SkipSample, registry
 from segtk.testing import CAR_CLASSES, car_sample, car_scene, check_geometry, shifted
 from segtk_editor_position import PositionEditor
 

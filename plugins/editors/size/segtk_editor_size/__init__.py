@@ -1,6 +1,6 @@
 """segtk plugin: the `size` editor (classical or diffusion backend)."""
 
-from segtk.core.hookspecs import hookimpl
+from segtk.core import hookimpl
 from segtk_editor_size.editor import SizeEditor
 
 __all__ = ["SizeEditor"]

@@ -1,6 +1,6 @@
 """segtk plugin: the `style` editor (classical or diffusion backend)."""
 
-from segtk.core.hookspecs import hookimpl
+from segtk.core import hookimpl
 from segtk_editor_style.editor import StyleEditor
 
 __all__ = ["StyleEditor"]

@@ -15,8 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from segtk.core.editing import EditedSample, Sample
-from segtk.core.editkit import AttributeEditor
+from segtk.core import AttributeEditor, EditedSample, Sample
 
 WEATHERS = ("snow", "rain", "fog", "night")
 

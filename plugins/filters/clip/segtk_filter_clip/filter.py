@@ -8,9 +8,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 
-from segtk.core.editing import EditedSample, Sample
-from segtk.core.errors import PluginError
-from segtk.core.filtering import Filter, FilterResult
+from segtk.core import EditedSample, Filter, FilterResult, PluginError, Sample
 
 DEFAULTS = {"min_image": 0.7, "min_text": 0.15, "min_direction": 0.07}
 

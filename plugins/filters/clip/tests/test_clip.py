@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segtk.core.editing import EditedSample, Sample
-from segtk.core.errors import PluginError
+from segtk.core import EditedSample, PluginError, Sample
 from segtk_filter_clip import ClipFilter, clip_scores, passes
 
 

@@ -19,12 +19,18 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 
-from segtk.core.data import Dataset, atomic_write_bytes, to_tensor
-from segtk.core.editing import EditedSample, Sample
-from segtk.core.errors import PluginError
-from segtk.core.filtering import Filter, FilterResult
-from segtk.core.segmenter import Segmenter
-from segtk.core.specs import load_segmenter
+from segtk.core import (
+    Dataset,
+    EditedSample,
+    Filter,
+    FilterResult,
+    PluginError,
+    Sample,
+    Segmenter,
+    atomic_write_bytes,
+    load_segmenter,
+    to_tensor,
+)
 
 MODES = ("upper", "paper", "code")
 

@@ -9,10 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from segtk.core.data import Dataset, Item
-from segtk.core.editing import EditedSample, Sample
-from segtk.core.errors import PluginError
-from segtk.core.segmenter import Segmenter
+from segtk.core import Dataset, EditedSample, Item, PluginError, Sample, Segmenter
 from segtk_filter_surrogate import SurrogateFilter, class_losses, filter_label, loss_map
 
 
@@ -116,8 +113,7 @@ def test_real_espnet_camvid(tmp_path, shared_path) -> None:
     """The surrogate is the real ESPNet CamVid model, l_g comes from 3 val images; on the first,
     unedited, the default keeps > 85% of the labelled pixels and the printed two-sided rule
     (still `mode=paper`) far fewer; every mode drops most of a region replaced by noise."""
-    from segtk.core.specs import load_dataset
-
+    from segtk.core import load_dataset
     weights = shared_path("models/espnet_camvid.safetensors")
     root = shared_path("data/camvid")
     data = load_dataset(f"camvid:{root}", "val", limit=3)

@@ -5,10 +5,7 @@ Needs nothing outside the package, so `segtk attack --plugin dla` works out of t
 
 from __future__ import annotations
 
-from segtk.core.data import DatasetPlugin
-from segtk.core.hookspecs import Register, hookimpl
-from segtk.core.registry import SegmenterPlugin
-from segtk.core.segmenter import Segmenter
+from segtk.core import DatasetPlugin, Register, Segmenter, SegmenterPlugin, hookimpl
 
 __version__ = "0.1.0"
 

@@ -10,9 +10,16 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-from segtk.core.data import Dataset, Item, check_flat_split, read_image, read_label
-from segtk.core.errors import DataError
-from segtk.core.params import convert, parse_pairs
+from segtk.core import (
+    DataError,
+    Dataset,
+    Item,
+    check_flat_split,
+    convert,
+    parse_pairs,
+    read_image,
+    read_label,
+)
 from segtk_demo.scenes import CLASSES, IGNORE_INDEX, PALETTE, TRAIN_SEED_BASE, make_scene
 
 DATA_DIR = Path(__file__).resolve().parent / "data"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from segtk.core.data import write_png
+from segtk.core import write_png
 from segtk_demo.datasets import DATA_DIR, SHIPPED_SEEDS, scene_name
 from segtk_demo.scenes import PALETTE, make_scene
 

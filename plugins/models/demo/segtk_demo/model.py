@@ -13,9 +13,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import nn
 
-from segtk.core.augment import ModuleTrainable, save_safetensors
-from segtk.core.errors import ModelError
-from segtk.core.segmenter import Segmenter, labels_from_logits
+from segtk.core import ModelError, ModuleTrainable, Segmenter, labels_from_logits, save_safetensors
 from segtk_demo.scenes import CLASSES
 
 WEIGHTS = Path(__file__).resolve().parent / "weights" / "demo.safetensors"

@@ -18,8 +18,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 
-from segtk.core.data import to_tensor
-from segtk.core.metrics import ConfusionAccumulator
+from segtk.core import ConfusionAccumulator, to_tensor
 from segtk_demo.model import DemoNet, padded_logits
 from segtk_demo.scenes import CLASSES, TRAIN_SEED_BASE, make_scene
 

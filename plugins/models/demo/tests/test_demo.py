@@ -8,10 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from segtk.core import registry
-from segtk.core.data import to_tensor
-from segtk.core.errors import DataError, ModelError
-from segtk.core.metrics import ConfusionAccumulator
+from segtk.core import ConfusionAccumulator, DataError, ModelError, registry, to_tensor
 from segtk_demo.datasets import SHIPPED_SEEDS, fresh, scene_name
 from segtk_demo.model import WEIGHTS, DemoNet, DemoSegmenter, load_net
 from segtk_demo.scenes import CLASSES, HEIGHT, TRAIN_SEED_BASE, WIDTH, make_scene

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from segtk.core import registry
-from segtk.core.segmenter import Segmenter
+from segtk.core import Segmenter, registry
 from segtk.testing import SegmenterSuite
 
 

@@ -27,9 +27,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from segtk.core.errors import ModelError
-from segtk.core.params import convert, parse_pairs
-from segtk.core.segmenter import Segmenter, labels_from_logits
+from segtk.core import ModelError, Segmenter, convert, labels_from_logits, parse_pairs
 
 HINT = ("syntax: detectron2:CONFIG.yaml,WEIGHTS.pth[,classes=a;b;c|vocab=a;b;c]"
         "[,add_config=module:function][,dataset=NAME][,opts=KEY=VALUE;KEY=VALUE]")

@@ -17,8 +17,7 @@ import torch.nn.functional as F
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core.errors import ModelError, PluginError
-from segtk.core.specs import load_segmenter
+from segtk.core import ModelError, PluginError, load_segmenter
 from segtk_detectron2.segmenter import (
     Detectron2Segmenter,
     pack_inputs,

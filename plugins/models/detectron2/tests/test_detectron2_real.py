@@ -25,8 +25,7 @@ import torch
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core.errors import ModelError
-from segtk.core.specs import load_dataset, load_segmenter
+from segtk.core import ModelError, load_dataset, load_segmenter
 from segtk.testing import requires_stack
 
 FLAG = "SEGTK_REQUIRE_DETECTRON2"
@@ -148,8 +147,7 @@ def spec(case: Case, weights: Path, names: list[str] = DEMO, **extra: str) -> st
 @pytest.fixture(scope="module")
 def demo_images() -> tuple[np.ndarray, torch.Tensor]:
     """Four demo street scenes (160x120) as uint8 HWC and as segtk's float [B,3,H,W]."""
-    from segtk.core.data import to_tensor
-
+    from segtk.core import to_tensor
     items = list(load_dataset("demo", limit=4))
     arrays = np.stack([it.image for it in items])
     return arrays, to_tensor(list(arrays))

@@ -14,11 +14,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 
-from segtk.core.data import atomic_write_bytes
-from segtk.core.errors import ModelError
-from segtk.core.hookspecs import hookimpl
-from segtk.core.params import parse_pairs
-from segtk.core.registry import SegmenterPlugin
+from segtk.core import ModelError, SegmenterPlugin, atomic_write_bytes, hookimpl, parse_pairs
 from segtk_espnet.network import ESPNet, ESPNetConfig, infer_config
 from segtk_espnet.segmenter import CAMVID, CITYSCAPES, VARIANTS, ESPNetSegmenter, Variant
 

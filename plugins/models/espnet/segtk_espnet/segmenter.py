@@ -8,8 +8,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from segtk.core.augment import ModuleTrainable, save_safetensors
-from segtk.core.segmenter import Segmenter, labels_from_logits
+from segtk.core import ModuleTrainable, Segmenter, labels_from_logits, save_safetensors
 from segtk_espnet.network import ESPNet, flush_denormals_
 
 

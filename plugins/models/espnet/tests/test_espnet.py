@@ -10,11 +10,16 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from segtk.core import registry
-from segtk.core.data import read_image, read_label, to_tensor
-from segtk.core.errors import ModelError
-from segtk.core.metrics import ConfusionAccumulator
-from segtk.core.specs import load_dataset, load_segmenter
+from segtk.core import (
+    ConfusionAccumulator,
+    ModelError,
+    load_dataset,
+    load_segmenter,
+    read_image,
+    read_label,
+    registry,
+    to_tensor,
+)
 from segtk.testing import shared
 from segtk_espnet import ESPNetSegmenter, build_network, convert, load
 from segtk_espnet.network import ESPNet, infer_config

@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from segtk.core.specs import load_segmenter
+from segtk.core import load_segmenter
 from segtk.jobs.train import TrainConfig, read_spec, train
 from segtk.testing import shared
 

@@ -31,11 +31,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from segtk.core.augment import ModuleTrainable
-from segtk.core.data import TEMP_SUFFIX
-from segtk.core.errors import ModelError
-from segtk.core.params import convert, parse_pairs
-from segtk.core.segmenter import Segmenter, labels_from_logits
+from segtk.core import (
+    TEMP_SUFFIX,
+    ModelError,
+    ModuleTrainable,
+    Segmenter,
+    convert,
+    labels_from_logits,
+    parse_pairs,
+)
 
 HINT = ("syntax: hf:FOLDER_OR_REPO_ID[,classes=a;b;c][,prompt=a photo of {}][,size=WxH]"
         "[,revision=R][,download]")
@@ -163,7 +167,7 @@ class HFSegmenter(Segmenter, ModuleTrainable):
         directory.parent.mkdir(parents=True, exist_ok=True)
         self.model.config.id2label = dict(enumerate(self.classes))
         self.model.config.label2id = {c: i for i, c in enumerate(self.classes)}
-        # Hidden names ending in .tmp: a run removes those a kill leaves (segtk.core.runs).
+        # Hidden names ending in .tmp: a run removes those a kill leaves (segtk.storage.runs).
         tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.",
                                     suffix=TEMP_SUFFIX))
         try:

@@ -20,8 +20,7 @@ from click.testing import CliRunner
 from transformers.models.clip.tokenization_clip import bytes_to_unicode
 
 from segtk.cli import cli
-from segtk.core.errors import ModelError
-from segtk.core.specs import load_segmenter
+from segtk.core import ModelError, load_segmenter
 from segtk_hf.segmenter import CLIPSegSegmenter, UniversalSegmenter, parse
 
 ID2LABEL = {0: "sky", 1: "road", 2: "car"}

@@ -9,8 +9,7 @@ import torch
 import transformers as T
 from safetensors.torch import load_file
 
-from segtk.core.errors import ModelError
-from segtk.core.specs import load_segmenter
+from segtk.core import ModelError, load_segmenter
 from segtk.jobs.train import TrainConfig, read_spec, train
 from segtk_demo.scenes import CLASSES
 

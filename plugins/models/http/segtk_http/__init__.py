@@ -5,8 +5,7 @@
 
 from __future__ import annotations
 
-from segtk.core.hookspecs import hookimpl
-from segtk.core.registry import SegmenterPlugin
+from segtk.core import SegmenterPlugin, hookimpl
 from segtk_http.client import SYNTAX, HttpSegmenter, load
 from segtk_http.protocol import PROTOCOL
 

@@ -22,8 +22,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from segtk.core.errors import SegtkError
-from segtk.core.segmenter import Segmenter
+from segtk.core import Segmenter, SegtkError
 from segtk_http.limits import MIB, Limits
 
 # float32 images (12), one image's decode temporaries (9), wire labels and the npz answer (8),

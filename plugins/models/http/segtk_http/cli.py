@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import click
 
-from segtk.core.errors import PluginError
-from segtk.core.registry import missing_modules
-from segtk.core.specs import load_segmenter
+from segtk.core import PluginError, load_segmenter, missing_modules
 from segtk_http.budget import DEFAULT_MEMORY_MB, plan_limits
 from segtk_http.limits import MIB, Limits
 

@@ -24,9 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from segtk.core.errors import ModelError
-from segtk.core.params import convert, parse_pairs
-from segtk.core.segmenter import Segmenter
+from segtk.core import ModelError, Segmenter, convert, parse_pairs
 from segtk_http.npzfile import NPZ_ERRORS, Header, as_array, check_directory, open_member
 from segtk_http.protocol import NPZ, PROTOCOL, ProtocolError, bounded, dump_npz
 

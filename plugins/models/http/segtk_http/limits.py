@@ -23,7 +23,7 @@ from typing import BinaryIO
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from segtk.core.errors import SegtkError
+from segtk.core import SegtkError
 from segtk_http.npzfile import NPZ_ERRORS, check_directory, open_member
 from segtk_http.protocol import LimitError, ProtocolError
 

@@ -24,8 +24,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from segtk.core.errors import SegtkError
-from segtk.core.segmenter import Segmenter, check_prediction
+from segtk.core import Segmenter, SegtkError, check_prediction
 from segtk_http.limits import MIB, Limits, npz_images, png_images
 from segtk_http.protocol import (
     JSON,

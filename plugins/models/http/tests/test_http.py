@@ -34,11 +34,9 @@ from click.testing import CliRunner
 from PIL import Image
 
 from segtk.cli import cli, pm_commands
-from segtk.core.errors import ModelError
-from segtk.core.params import build_attack
-from segtk.core.runs import RunDir
-from segtk.core.specs import load_dataset, load_segmenter
+from segtk.core import ModelError, build_attack, load_dataset, load_segmenter
 from segtk.jobs.attack import attack_dataset, run_settings
+from segtk.storage.runs import RunDir
 from segtk_http.client import parse
 from segtk_http.protocol import dump_npz, load_npz
 

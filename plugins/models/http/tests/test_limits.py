@@ -35,8 +35,7 @@ import pytest
 import torch
 from PIL import Image
 
-from segtk.core.errors import SegtkError
-from segtk.core.segmenter import Segmenter
+from segtk.core import Segmenter, SegtkError
 from segtk_http.budget import forward_cost, plan_limits, reset_peak, rss_bytes
 from segtk_http.limits import Limits, npz_images, png_images
 from segtk_http.protocol import LimitError, ProtocolError, dump_npz, load_npz

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from segtk.core.hookspecs import hookimpl
-from segtk.core.registry import SegmenterPlugin
+from segtk.core import SegmenterPlugin, hookimpl
 
 __version__ = "0.1.0"
 

@@ -25,9 +25,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from segtk.core.errors import ModelError
-from segtk.core.params import convert, parse_pairs
-from segtk.core.segmenter import Segmenter
+from segtk.core import ModelError, Segmenter, convert, parse_pairs
 
 HINT = "syntax: mmseg:CONFIG.py,CHECKPOINT.pth[,classes=a;b;c][,opts=KEY=VALUE;KEY=VALUE][,trust]"
 

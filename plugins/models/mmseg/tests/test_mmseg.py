@@ -19,8 +19,7 @@ import torch
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core.errors import ModelError
-from segtk.core.registry import missing_modules
+from segtk.core import ModelError, missing_modules
 from segtk.testing import requires_stack
 from segtk_mmseg.segmenter import (
     classes_from_checkpoint,
@@ -151,8 +150,7 @@ MODELS = {
 def test_equals_mmseg_inference_model(kind, tmp_path) -> None:
     from mmseg.apis import inference_model, init_model
 
-    from segtk.core.specs import load_segmenter
-
+    from segtk.core import load_segmenter
     base, extra = MODELS[kind]
     config, checkpoint = write_model(tmp_path, base, extra, scale=(96, 64))
     model = load_segmenter(f"mmseg:{config},{checkpoint}")
@@ -194,8 +192,7 @@ def test_float_resize_matches_mmcv_imresize() -> None:
 
 @needs_mm
 def test_classes_override_fallback_and_errors(tmp_path) -> None:
-    from segtk.core.specs import load_segmenter
-
+    from segtk.core import load_segmenter
     base, extra = MODELS["fcn"]
     config, checkpoint = write_model(tmp_path, base, extra, scale=(32, 32), meta=False)
     with pytest.raises(ModelError, match="predicts 3 classes but 19 are named"):

@@ -16,10 +16,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from segtk.core.errors import ModelError
-from segtk.core.params import convert
-from segtk.core.preprocessing import Preprocessing, parse_options
-from segtk.core.segmenter import Segmenter, labels_from_logits
+from segtk.core import (
+    ModelError,
+    Preprocessing,
+    Segmenter,
+    convert,
+    labels_from_logits,
+    parse_options,
+)
 
 META_KEY = "segtk"
 HINT = "syntax: onnx:FILE.onnx[,classes=a;b;c][,mean=R;G;B][,std=R;G;B][,scale=255][,bgr][,size=WxH]"

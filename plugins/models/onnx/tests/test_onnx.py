@@ -11,8 +11,7 @@ import torch.nn.functional as F
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core.errors import ModelError
-from segtk.core.specs import load_segmenter
+from segtk.core import ModelError, load_segmenter
 from segtk_onnx import Preprocessing, save_metadata
 from segtk_onnx.segmenter import parse
 

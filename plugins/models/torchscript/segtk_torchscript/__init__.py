@@ -1,7 +1,6 @@
 """segtk plugin: bring your own model as a TorchScript file."""
 
-from segtk.core.hookspecs import hookimpl
-from segtk.core.registry import SegmenterPlugin
+from segtk.core import SegmenterPlugin, hookimpl
 from segtk_torchscript.segmenter import META_FILE, TorchScriptSegmenter, load, save_with_metadata
 
 __all__ = ["META_FILE", "TorchScriptSegmenter", "load", "save_with_metadata"]

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import torch
 
-from segtk.core.errors import ModelError
-from segtk.core.preprocessing import Preprocessing, parse_options
-from segtk.core.segmenter import Segmenter, labels_from_logits
+from segtk.core import ModelError, Preprocessing, Segmenter, labels_from_logits, parse_options
 
 META_FILE = "segtk.json"
 HINT = "syntax: torchscript:FILE.pt[,classes=a;b;c][,mean=R;G;B][,std=R;G;B][,scale=255][,bgr][,size=WxH]"

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from segtk.core.errors import ModelError
-from segtk.core.specs import load_segmenter
+from segtk.core import ModelError, load_segmenter
 from segtk_torchscript import save_with_metadata
 from segtk_torchscript.segmenter import Preprocessing
 

@@ -17,8 +17,8 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from segtk.core.attack import Attack, AttackParams, Oracle, project, uniform_noise
-from segtk.core.errors import SegtkError
+from segtk.core._attack import Attack, AttackParams, Oracle, project, uniform_noise
+from segtk.core._errors import SegtkError
 
 
 @dataclass

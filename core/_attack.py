@@ -29,10 +29,10 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 import torch
 
-from segtk.core.errors import AttackError, SegtkError
-from segtk.core.metrics import LabelConfusion, confusion
-from segtk.core.proxy import Proxy
-from segtk.core.segmenter import QueryCounter, Segmenter, TimeUp
+from segtk.core._errors import AttackError, SegtkError
+from segtk.core._metrics import LabelConfusion, confusion
+from segtk.core._proxy import Proxy
+from segtk.core._segmenter import QueryCounter, Segmenter, TimeUp
 
 # Slack for float32 rounding when checking the ε-ball; far below one 8-bit grey level.
 EPS_TOLERANCE = 1e-6
@@ -450,7 +450,7 @@ class Oracle:
                 raise SegtkError(
                     f"attack produced a candidate outside the ε-ball or [0,1] "
                     f"(L∞ = {float(gap) * 255:.3f}/255, ε = {self.eps_unit * 255:.3f}/255)",
-                    hint="project candidates with segtk.core.attack.project before querying",
+                    hint="project candidates with segtk.core.project before querying",
                 )
 
     def _record(self, images, owners, labels, scores, conf) -> None:

@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from segtk.core.editing import EditedSample, Sample
+from segtk.core._editing import EditedSample, Sample
 
 
 @dataclass

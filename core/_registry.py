@@ -11,15 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-import click
-
-from segtk.core.attack import Attack
-from segtk.core.data import DatasetPlugin
-from segtk.core.editing import EditBackend, Editor, PromptWriter
-from segtk.core.errors import PluginError, UnknownPlugin
-from segtk.core.filtering import Filter
-from segtk.core.plugins import PluginManager, contained, failure, get_plugin_manager
-from segtk.core.segmenter import Segmenter
+from segtk.core._attack import Attack
+from segtk.core._data import DatasetPlugin
+from segtk.core._editing import EditBackend, Editor, PromptWriter
+from segtk.core._errors import PluginError, UnknownPlugin
+from segtk.core._filtering import Filter
+from segtk.core._plugins import PluginManager, contained, failure, get_plugin_manager
+from segtk.core._segmenter import Segmenter
 
 KINDS = {
     "attack": "register_attacks",
@@ -253,10 +251,11 @@ def _usable(kind: str, name: str) -> PluginInfo:
     return info
 
 
-def add_commands(group: Any) -> None:
+def add_commands(group: Any, refusing: Callable[[str, str], Any]) -> None:
     """Let each plugin add commands to the click `group` (hook register_commands), one plugin at
     a time. A plugin that raises adds nothing and is listed as broken. A name segtk already has
-    stays segtk's; a name two plugins add runs neither: both are listed as conflicts."""
+    stays segtk's; a name two plugins add runs neither: `refusing(name, message)` stands in for
+    it (core has no Click: the CLI makes that command) and both are listed as conflicts."""
     pm = _current_manager()
     if id(group) in _command_groups:
         return  # once per group: a second pass would take the plugins' commands for segtk's own
@@ -292,19 +291,9 @@ def add_commands(group: Any) -> None:
             message = f"command {name!r} is registered by {' and '.join(_owner(i) for i in infos)}"
             for info in infos:
                 info.conflict = message
-            group.commands[name] = _refusing_command(name, message)
+            group.commands[name] = refusing(name, message)
         else:
             group.commands[name] = infos[0].obj
-
-
-def _refusing_command(name: str, message: str) -> Any:
-    """Stands in for a command two plugins claim: running it says so instead of picking one."""
-    def refuse() -> None:
-        raise PluginError(f"{message}; refusing to guess which one to run",
-                          hint="uninstall one of them (pip uninstall NAME); see `segtk plugins`")
-
-    return click.Command(name, callback=refuse, help=f"Refused: {message}.", add_help_option=False,
-                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 
 
 # --- typed lookups: a registration of the wrong type is the plugin's bug, named here ------------

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import ndimage
 
-from segtk.core.editing import Sample, caption, phrase
+from segtk.core._editing import Sample, caption, phrase
 
 DEFAULT_MIN_AREA = 0.2
 DEFAULT_EXCLUDE = ("background", "_background_", "void", "unlabeled", "unlabelled", "other",

@@ -13,7 +13,7 @@ Three plugin kinds meet here:
   editors' templates (`segtk edit --prompt-writer NAME --prompt-model MODEL`).
 
 The shared machinery of the bundled editors (backends, value checks, the rigid geometry
-transform, repainting) is the editing kit, `segtk.core.editkit`.
+transform, repainting) is the editing kit, `segtk.core._editkit`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from segtk.core.errors import PluginError
+from segtk.core._errors import PluginError
 
 EDIT_KINDS = ("appearance", "geometry")
 # The prompt of a value no template covers (`Editor.prompt_templates`).

@@ -14,7 +14,7 @@ from time import monotonic
 
 import torch
 
-from segtk.core.errors import BudgetExceeded, ModelError, SegtkError
+from segtk.core._errors import BudgetExceeded, ModelError, SegtkError
 
 
 class Segmenter(ABC):

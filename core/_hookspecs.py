@@ -45,7 +45,7 @@ def register_commands(cli: Any) -> None:
 @hookspec
 def register_datasets(register: Register) -> None:
     """Register DatasetPlugin entries (a `--data FORMAT:PATH` reader each). A reader must refuse a
-    `split` it has no use for (segtk.core.data.check_flat_split), never ignore it."""
+    `split` it has no use for (segtk.core.check_flat_split), never ignore it."""
 
 
 @hookspec

@@ -12,7 +12,7 @@ from typing import Any
 
 import pluggy
 
-from segtk.core import hookspecs
+from segtk.core import _hookspecs as hookspecs
 
 GROUP = "segtk"
 BUILTIN = "segtk"  # the core distribution's own plugins (dataset readers) always load

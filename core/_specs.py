@@ -7,11 +7,11 @@ from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
-from segtk.core import registry
-from segtk.core.data import Dataset
-from segtk.core.errors import DataError, ModelError, NoSplits, SegtkError
-from segtk.core.params import convert
-from segtk.core.segmenter import Segmenter
+from segtk.core import _registry as registry
+from segtk.core._data import Dataset
+from segtk.core._errors import DataError, ModelError, NoSplits, SegtkError
+from segtk.core._params import convert
+from segtk.core._segmenter import Segmenter
 
 
 def split_spec(spec: str) -> tuple[str, str]:

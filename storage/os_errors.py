@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import errno
 
-from segtk.core.errors import SegtkError
+from segtk.core import SegtkError
 
 _FULL = "the disk is full: free space (or choose an --out on another disk), then rerun with --resume"
 _DENIED = "permission denied: choose an --out you can write to, or fix the folder's permissions"

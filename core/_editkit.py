@@ -22,10 +22,10 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from PIL import Image
 
-from segtk.core import registry
-from segtk.core.editing import EditBackend, EditedSample, Editor, Sample, SkipSample
-from segtk.core.errors import PluginError, UnknownPlugin
-from segtk.core.params import convert, kind_of
+from segtk.core import _registry as registry
+from segtk.core._editing import EditBackend, EditedSample, Editor, Sample, SkipSample
+from segtk.core._errors import PluginError, UnknownPlugin
+from segtk.core._params import convert, kind_of
 
 CLASSICAL = "classical"
 BACKEND_KIND = "edit-backend"

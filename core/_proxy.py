@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from segtk.core.metrics import confusion, mean_iou, pixel_accuracy
+from segtk.core._metrics import confusion, mean_iou, pixel_accuracy
 
 PROXIES = ("miou", "pacc")
 

@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
-from segtk.core.errors import DataError, NoSplits
-from segtk.core.png import encode_png
+from segtk.core._errors import DataError, NoSplits
+from segtk.core._png import encode_png
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from segtk.core.data import default_palette, temp_file
+from segtk.core._data import default_palette, temp_file
 
 IGNORE_COLOUR = np.array([0, 0, 0], dtype=np.uint8)
 

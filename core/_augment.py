@@ -29,9 +29,9 @@ from typing import Any, ClassVar
 import torch
 from safetensors.torch import save
 
-from segtk.core.data import atomic_write_bytes
-from segtk.core.errors import ModelError, PluginError
-from segtk.core.params import build, convert, kind_of, parse_pairs
+from segtk.core._data import atomic_write_bytes
+from segtk.core._errors import ModelError, PluginError
+from segtk.core._params import build, convert, kind_of, parse_pairs
 
 NO_AUGMENTATION = ("baseline", "none")
 

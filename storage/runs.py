@@ -23,10 +23,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
-from segtk.core.data import atomic_write_json, is_temp
-from segtk.core.errors import SegtkError
-from segtk.core.os_errors import os_error
-from segtk.core.provenance import git_commit, spec_file_hashes, versions
+from segtk.core import SegtkError, atomic_write_json, is_temp
+from segtk.storage.os_errors import os_error
+from segtk.storage.provenance import git_commit, spec_file_hashes, versions
 
 __all__ = ["RUN_FILE", "RESULTS_FILE", "LOCK_FILE", "RunDir", "RunLock", "append_line",
            "read_results", "load_run_file", "run_record", "command_of", "make_run_dir",

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.nn.functional as F
 
-from segtk.core.errors import ModelError
-from segtk.core.params import convert, parse_pairs
+from segtk.core._errors import ModelError
+from segtk.core._params import convert, parse_pairs
 
 
 @dataclass

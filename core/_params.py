@@ -28,9 +28,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
-from segtk.core import registry
-from segtk.core.attack import Attack
-from segtk.core.errors import PluginError, SegtkError
+from segtk.core import _registry as registry
+from segtk.core._attack import Attack
+from segtk.core._errors import PluginError, SegtkError
 
 __all__ = ["TRUE", "FALSE", "NONE", "convert", "kind_of", "describe", "parse_pairs",
            "declared", "param_docs", "type_name", "build", "build_attack"]
