@@ -117,6 +117,7 @@ from segtk.core._samples import (
 )
 from segtk.core._segmenter import QueryCounter, Segmenter, check_prediction, labels_from_logits
 from segtk.core._specs import (
+    brief_spec,
     cached_segmenter,
     check_compatible,
     check_models,
@@ -192,6 +193,7 @@ __all__ = [
     "bbox",
     "box",
     "border_sides",
+    "brief_spec",
     "build",
     "build_attack",
     "build_augmenter",

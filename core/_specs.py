@@ -44,6 +44,39 @@ def relative_spec(spec: str, folder: Path) -> str:
     return "".join(tokens)
 
 
+_WEIGHTS = {".safetensors", ".pth", ".pt", ".bin", ".ckpt", ".pkl"}  # KEY=WEIGHTS: the key says it
+_FILE_SUFFIXES = _WEIGHTS | {".onnx", ".ts", ".spec", ".py"}
+
+
+def _is_path(token: str) -> bool:
+    return "/" in token or "\\" in token or Path(token).suffix.lower() in _FILE_SUFFIXES
+
+
+def brief_spec(spec: str | None) -> str:
+    """A spec as titles and chart legends show it, without any folder of a machine:
+    'espnet:camvid=/x/w.safetensors' -> 'espnet:camvid' (KEY=WEIGHTS keeps its key),
+    'hf:../models/segformer-b0' -> 'hf:segformer-b0' (another path its last part),
+    'runs/t/model.spec' -> 't/model.spec'; 'demo' stays 'demo'."""
+    if not spec:
+        return "?"
+    spec = spec.strip().rstrip("/\\")
+    if spec.startswith(("http://", "https://")):
+        return spec
+    if spec.endswith(SPEC_SUFFIX) and ":" not in spec:
+        path = Path(spec)
+        return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+    tokens = _TOKENS.split(spec)
+    out = tokens[:1]
+    for i in range(2, len(tokens), 2):
+        sep, token = tokens[i - 1], tokens[i]
+        name = Path(token.replace("\\", "/").rstrip("/")).name or token
+        if not _is_path(token):
+            out += [sep, token]
+        elif sep != "=" or Path(name).suffix.lower() not in _WEIGHTS:  # its last part names it
+            out += [sep, name]
+    return "".join(out)
+
+
 def resolve_spec(spec: str, folder: Path) -> str:
     """The inverse of `relative_spec`: each `./REL` path joined to `folder` (the spec file's
     folder). Specs without one (absolute paths, as older files hold) are returned unchanged."""
