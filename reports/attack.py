@@ -8,10 +8,17 @@ from typing import Any
 
 import numpy as np
 
-from segtk.core import Dataset, SegtkError, amplify, iou_per_class, overlay, read_image
+from segtk.core import (
+    Dataset,
+    SegtkError,
+    amplify,
+    brief_spec,
+    iou_per_class,
+    overlay,
+    read_image,
+)
 from segtk.jobs.attack import summarise
 from segtk.reports.common import (
-    _brief,
     _classes_and_palette,
     _derived,
     _href,
@@ -73,8 +80,8 @@ def attack_context(run: Path, meta: dict[str, Any], data_spec: str | None,
             xlabel="queries", ylabel="best proxy so far (%)", width=600, height=330)
     eps = params.get("eps")
     return {
-        "title": f"{config.get('attack', 'attack')} attack on {_brief(config.get('model'))} / "
-                 f"{_brief(config.get('data'))}",
+        "title": f"{config.get('attack', 'attack')} attack on {brief_spec(config.get('model'))} / "
+                 f"{brief_spec(config.get('data'))}",
         "summary": {
             "images": table["images"],
             "rows": [

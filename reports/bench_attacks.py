@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from segtk.benchmarks.attacks import Shard, aggregate, curve_label, white_box_gaps
-from segtk.core import SegtkError
+from segtk.core import SegtkError, brief_spec
 from segtk.reports.common import (
-    _brief,
     _classes_and_palette,
     _legend,
     _load_dataset,
@@ -89,7 +88,7 @@ def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
     models = config.get("models") or list(dict.fromkeys(t["source"] for t in tables))
     return {
         "title": f"Attack benchmark: {', '.join(config.get('attacks') or [])} on "
-                 f"{', '.join(_brief(m) for m in models)} / {_brief(config.get('data'))}",
+                 f"{', '.join(brief_spec(m) for m in models)} / {brief_spec(config.get('data'))}",
         "budgets": budgets,
         "tables": tables,
         "repeats": repeats,

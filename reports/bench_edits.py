@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from segtk.benchmarks.edits import ORIGINAL_OBJECT, Shard, Subset, aggregate
-from segtk.core import SegtkError
-from segtk.reports.common import REPORT_FILE, _brief, _href, _note
+from segtk.core import SegtkError, brief_spec
+from segtk.reports.common import REPORT_FILE, _href, _note
 from segtk.storage.runs import RESULTS_FILE, read_results
 
 TABLE_FILE = "table.json"
@@ -97,7 +97,7 @@ def bench_edits_context(run: Path, meta: dict[str, Any], data_spec: str | None,
     attrs = config.get("attributes") or [s["name"] for s in subset_info if s["role"] != "reference"]
     return {
         "title": f"Edit benchmark: {', '.join(str(a) for a in attrs)} on "
-                 f"{', '.join(_brief(m) for m in models)} / {_brief(config.get('data'))}",
+                 f"{', '.join(brief_spec(m) for m in models)} / {brief_spec(config.get('data'))}",
         "models": models,
         "subsets": subsets,
         "rows": rows,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -12,7 +13,8 @@ from typing import Any
 from urllib.parse import quote
 
 import numpy as np
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, pass_context
+from jinja2.runtime import Context
 from markupsafe import Markup, escape
 
 from segtk.core import Dataset, SegtkError, default_palette, load_dataset, split_spec, write_png
@@ -22,20 +24,58 @@ FILES_DIR = "report_files"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
+RUN_DIR = "run_dir"  # the context key holding the run folder's absolute path
+
+# An absolute POSIX path in text: a '/' that starts a word (not '//' of a URL, not 'a/b').
+_ABSOLUTE = re.compile(r"(?<![\w.~/-])/(?![/\s])[^\s:,;=\"'<>()|]+")
+
+
 @lru_cache(maxsize=1)
 def _environment():
-
+    """Every value a template prints passes `_finalize` (absolute paths made relative)."""
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True,
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                      finalize=_finalize)
     env.filters["num"] = _num
     env.filters["wbr"] = _wbr
     return env
 
 
-def _wbr(text: Any):
-    """Escaped text with line-break opportunities after _ / - . (long image names)."""
+def shown_path(path: str, run: Path) -> str:
+    """An absolute path as a page shows it: relative to the run folder (so the page names no
+    folder of the machine that made it), or under ~ where that relative path would pass
+    through the home folder."""
+    target, base, home = Path(path), run.resolve(), Path.home().resolve()
+    try:
+        return target.relative_to(base).as_posix() or "."
+    except ValueError:
+        pass
+    inside_home = home != Path(home.anchor) and home in (target, *target.parents)
+    if inside_home and home not in (base, *base.parents):
+        return "~/" + target.relative_to(home).as_posix()
+    return Path(os.path.relpath(target, base)).as_posix()
 
-    return Markup(re.sub(r"([_/.-]+)", r"\1<wbr>", str(escape(str(text)))))
+
+def relative_paths(text: str, run: Path) -> str:
+    """`text` with every absolute path in it shown relative to the run folder (`shown_path`)."""
+    return _ABSOLUTE.sub(lambda m: shown_path(m.group(0), run), text)
+
+
+@pass_context
+def _finalize(context: Context, value: Any) -> Any:
+    """Plain text printed by a template, its absolute paths relative to the run folder (markup
+    such as the charts is ours and holds none)."""
+    run = context.get(RUN_DIR)
+    if run and isinstance(value, str) and not isinstance(value, Markup) and "/" in value:
+        return relative_paths(value, Path(run))
+    return value
+
+
+@pass_context
+def _wbr(context: Context, text: Any):
+    """Escaped text with line-break opportunities after _ / - . (long image names)."""
+    shown = _finalize(context, str(text))
+    return Markup(re.sub(r"([_/.-]+)", r"\1<wbr>", str(escape(shown))))
 
 
 def _num(value: Any, digits: int = 2) -> str:
@@ -53,7 +93,7 @@ def _common_context(run: Path, meta: dict[str, Any], kind: str) -> dict[str, Any
     return {
         "kind": kind,
         "run_name": run.resolve().name,
-        "run_path": str(run.resolve()),
+        RUN_DIR: str(run.resolve()),
         "generated": datetime.now().strftime("%Y-%m-%d %H:%M"),
         "command": _short_command(command),
         "command_full": command,
@@ -70,12 +110,6 @@ def _short_command(command: str) -> str:
     if head.endswith("/segtk") or head.endswith("\\segtk") or head.endswith("segtk.exe"):
         return f"segtk {rest}".strip()
     return command
-
-
-def _brief(spec: Any) -> str:
-    """A spec for a title: folders dropped ('camvid:../data/camvid' -> 'camvid:camvid')."""
-
-    return re.sub(r"[^\s:=,;]*[/\\]", "", str(spec).rstrip("/\\")) if spec else "?"
 
 
 def _flatten(config: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:

@@ -17,13 +17,13 @@ from segtk.core import (
     SKIP_REASONS,
     Dataset,
     SegtkError,
+    brief_spec,
     overlay,
     read_image,
     read_label,
 )
 from segtk.datasets.readers import read_classes, read_manifest
 from segtk.reports.common import (
-    _brief,
     _classes_and_palette,
     _derived,
     _href,
@@ -72,8 +72,8 @@ def edit_context(run: Path, meta: dict[str, Any], data_spec: str | None,
     summary = meta.get("summary") or {}
     plugin = config.get("plugin")
     return {
-        "title": (f"{plugin} edits of {_brief(source)}" if plugin
-                  else f"Edited images from {_brief(source) if source else run.name}"),
+        "title": (f"{plugin} edits of {brief_spec(source)}" if plugin
+                  else f"Edited images from {brief_spec(source) if source else run.name}"),
         "sheets": [_picture(_href(p.name), None) for p in _contact_sheets(run)],
         "values_table": _values_table(rows, skipped, attribute),
         "skips": _skip_table(skipped),
