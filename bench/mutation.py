@@ -32,7 +32,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = ["__init__.py", "cli.py", "core", "jobs", "benchmarks", "reports", "datasets", "commands",
-           "testing"]
+           "testing", "storage"]
 HTTP = "plugins/models/http/segtk_http"
 EQUIVALENT = REPO / "bench" / "mutation-equivalent.txt"
 # A test failed (or, for a timeout, ran 10x past the tests' time: e.g. hypothesis shrinking a
@@ -93,7 +93,8 @@ GROUPS = {
                    "x_attack_dataset", "x__attack_batch", "x__num"),
         what="quantising to 8 bits, scoring the stored image, per-image records, the summary"),
     "runs": Group("segtk/storage/runs.py",
-                  ("tests/test_runs.py", "tests/test_runs_exact.py", "tests/test_attack_job.py",
+                  ("tests/test_runs.py", "tests/test_runs_exact.py", "tests/test_runs_inprocess.py",
+                   "tests/test_attack_job.py",
                    *(f"tests/test_runs_faults.py::{t}" for t in (  # the in-process ones
                        "test_out_under_a_regular_file", "test_unwritable_out",
                        "test_disk_full_while_appending_exits_1_and_counts_only_what_is_written",
