@@ -9,6 +9,7 @@ import base64
 import io
 import struct
 import warnings
+import zipfile
 import zlib
 
 import numpy as np
@@ -161,3 +162,19 @@ def test_a_zip_declaring_too_many_entries_names_the_npz_body() -> None:
     raw[end + 8:end + 12] = struct.pack("<2H", 100, 100)  # entries on this disk, in total
     assert refusal(lambda: npz_images(io.BytesIO(bytes(raw)), DEFAULT)).startswith(
         "npz body is a zip declaring 100 entries in a ")
+
+
+def test_an_images_npy_shorter_than_its_zip_entry_declares_ends_early() -> None:
+    """A deflated member whose stream stops short of the size the zip declares, its CRC that of
+    the short data: zipfile hands back fewer bytes without an error, and the decoder says so."""
+    buf = io.BytesIO()
+    np.save(buf, np.zeros((1, 3, 2, 2), np.uint8))
+    whole = buf.getvalue()
+    body = io.BytesIO()
+    with zipfile.ZipFile(body, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("images.npy", whole[:-5])  # 7 of the 12 pixel values
+    raw = bytearray(body.getvalue())
+    struct.pack_into("<L", raw, raw.index(b"PK\x03\x04") + 22, len(whole))  # local header
+    struct.pack_into("<L", raw, raw.index(b"PK\x01\x02") + 24, len(whole))  # central directory
+    assert refusal(lambda: npz_images(io.BytesIO(bytes(raw)), DEFAULT)) == \
+        "images.npy ends early: 12 values declared"
