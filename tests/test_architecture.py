@@ -10,12 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["core", "storage", "jobs", "benchmarks", "reports", "datasets", "commands", "testing"]
+PACKAGES = ["api", "core", "storage", "jobs", "benchmarks", "reports", "datasets", "commands",
+            "testing"]
 API = ("segtk.core", "segtk.testing")
 # Optional stacks a module may import inside the function that needs them.
 OPTIONAL = {
     "albumentations", "cv2", "detectron2", "diffusers", "huggingface_hub", "kornia", "matplotlib",
-    "mmcv", "mmengine", "mmseg", "onnx", "onnxruntime", "onnxscript", "ray", "starlette",
+    "mmcv", "mmengine", "mmseg", "onnx", "onnxruntime", "onnxscript", "pandas", "ray", "starlette",
     "transformers", "uvicorn",
 }  # fmt: skip
 
@@ -164,3 +165,17 @@ def test_only_core_imports_its_private_modules() -> None:
 def test_core_modules_are_private() -> None:
     public = [p.name for p in (ROOT / "core").glob("*.py") if not p.name.startswith("_")]
     assert public == [], f"core's modules are private (core/_NAME.py): {public}"
+
+
+def test_the_documented_api_is_exactly_core_all() -> None:
+    """docs/write-a-plugin.md lists every name segtk.core exports, and nothing else."""
+    import segtk.core as core
+
+    text = (ROOT / "docs" / "write-a-plugin.md").read_text()
+    section = text.split("### Everything `segtk.core` exports", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "`" in line]
+    documented = {name for row in rows for name in re.findall(r"`([A-Za-z_]+)`", row.split("|")[2])}
+    missing, extra = set(core.__all__) - documented, documented - set(core.__all__)
+    assert not missing and not extra, (
+        f"add to docs/write-a-plugin.md's API table: {sorted(missing)}; "
+        f"documented but not exported: {sorted(extra)}")
