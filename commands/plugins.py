@@ -86,7 +86,7 @@ def install_of(info: PluginInfo, extras: dict[str, Extra]) -> dict[str, str]:
 
 @plugins.command("show")
 @click.argument("name")
-@click.option("--kind", type=click.Choice(list(registry.KINDS) + ["command"]), default=None,
+@click.option("--kind", type=click.Choice([k.name for k in registry.KINDS] + ["command"]), default=None,
               help="Only the plugin of this kind (a name may be, e.g., a model and a dataset).")
 @click.option("--json", "as_json", is_flag=True,
               help="Machine-readable: a list with one object per plugin of that name.")
@@ -135,10 +135,7 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
 
 
-# how a parameter of each class kind is set, and the command whose options set the shared ones
-SET_WITH = {"attack": "--param {key}=VALUE", "editor": "--param {key}=VALUE",
-            "filter": "--filter-param {name}.{key}=VALUE", "augmenter": "--augment {name}:{key}=VALUE",
-            "edit-backend": "--param {key}=VALUE"}
+# the command whose options set a kind's shared parameters (budget, backend, ...)
 OPTIONS_OF = {"attack": attack_command, "editor": edit_command}
 
 
@@ -151,7 +148,8 @@ def details(info: PluginInfo) -> dict[str, Any]:
     if info.missing:
         out.update(missing=info.missing, install=info.install)
     obj = info.obj
-    if info.kind in ("segmenter", "dataset") and obj is not None:
+    row = registry.BY_NAME.get(info.kind)
+    if row is not None and not row.is_class and obj is not None:  # a loader: its spec
         out.update(description=obj.description, syntax=obj.syntax, example=obj.example)
         if info.kind == "segmenter":
             out["classes"] = ("classes=a;b;c: read by the adapter" if obj.reads_classes else
@@ -196,7 +194,8 @@ def parameters(info: PluginInfo) -> list[dict[str, Any]]:
     cls = info.obj
     docs = param_docs(cls)
     options = {p.name: p for p in OPTIONS_OF[info.kind].params} if info.kind in OPTIONS_OF else {}
-    pattern = SET_WITH.get(info.kind, "")
+    row = registry.BY_NAME.get(info.kind)
+    pattern = row.set_with if row is not None else ""
     rows = []
     for key, (kind, default) in declared(cls).params.items():
         option = options.get(key)

@@ -26,12 +26,11 @@ from segtk.core._augment import (
     Augmenter,
     ModuleTrainable,
     Trainable,
-    build_augmenter,
-    parse_augment,
     require_trainable,
     save_safetensors,
     seeds,
 )
+from segtk.core._build import build, build_attack, build_augmenter, parse_augment
 from segtk.core._colour import oklab_to_linear, oklab_to_rgb, rgb_to_oklab
 from segtk.core._data import (
     IMAGE_SUFFIXES,
@@ -92,8 +91,6 @@ from segtk.core._metrics import (
     pixel_accuracy,
 )
 from segtk.core._params import (
-    build,
-    build_attack,
     convert,
     declared,
     param_docs,
@@ -103,7 +100,7 @@ from segtk.core._params import (
 from segtk.core._plugins import reset_plugin_manager
 from segtk.core._preprocessing import Preprocessing, parse_options
 from segtk.core._proxy import Proxy
-from segtk.core._registry import PluginInfo, SegmenterPlugin, missing_modules
+from segtk.core._registry import PluginInfo, missing_modules
 from segtk.core._render import amplify, colourise, overlay, save_figure, voc_colormap
 from segtk.core._samples import (
     DEFAULT_EXCLUDE,
@@ -115,7 +112,13 @@ from segtk.core._samples import (
     prepare_sample,
     thing_classes,
 )
-from segtk.core._segmenter import QueryCounter, Segmenter, check_prediction, labels_from_logits
+from segtk.core._segmenter import (
+    QueryCounter,
+    Segmenter,
+    SegmenterPlugin,
+    check_prediction,
+    labels_from_logits,
+)
 from segtk.core._specs import (
     brief_spec,
     cached_segmenter,

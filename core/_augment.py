@@ -31,10 +31,7 @@ from safetensors.torch import save
 
 from segtk.core._data import atomic_write_bytes
 from segtk.core._errors import ModelError, PluginError
-from segtk.core._params import build, convert, kind_of, parse_pairs
-
-NO_AUGMENTATION = ("baseline", "none")
-
+from segtk.core._params import Declared
 
 # (uint8 image [H,W,3], int64 label [H,W], generator) -> (image [3,h,w] in [0,1], label [h,w])
 Prepare = Callable[[Any, Any, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -74,14 +71,8 @@ class Augmenter(ABC):
     install: ClassVar[str] = ""
 
     def __init__(self, **params: Any) -> None:
-        known = f"{self.name} takes: " + (
-            ", ".join(f"{k}={v}" for k, v in self.defaults.items()) or "none")
-        unknown = sorted(k for k in params if k not in self.defaults)
-        if unknown:
-            raise PluginError(f"unknown parameter {unknown[0]!r} for augmenter {self.name!r}",
-                              hint=known)
-        self.params = {k: convert(params.get(k, v), kind_of(v), k, error=PluginError, hint=known)
-                       for k, v in self.defaults.items()}
+        given = Declared.of_defaults(self.defaults).read(params, "augmenter", self.name)
+        self.params = {**self.defaults, **given}
         self.context = AugmentContext([])
 
     def setup(self, context: AugmentContext) -> None:
@@ -112,36 +103,6 @@ class Augmenter(ABC):
             raise PluginError(f"augmenter {self.name} returned {out_labels.dtype} labels, "
                               "expected int64")
         return out_images.clamp(0, 1).to(torch.float32), out_labels
-
-
-def split_params(text: str, name: str = "augmenter") -> dict[str, str]:
-    """'alpha=1,p=0.5' -> {'alpha': '1', 'p': '0.5'}; a part without '=' is an error."""
-    return parse_pairs([p for p in text.split(",") if p.strip()], f"--augment {name} option",
-                       error=PluginError,
-                       hint="write NAME:key=value,key=value, e.g. cutmix:alpha=1")
-
-
-def parse_augment(spec: str) -> tuple[str, dict[str, str]]:
-    """'cutmix:alpha=1' -> ('cutmix', {'alpha': '1'})."""
-    name, _, rest = spec.strip().partition(":")
-    if not name.strip():
-        raise PluginError("empty --augment", hint="e.g. --augment cutmix or --augment baseline")
-    return name.strip().lower(), split_params(rest, name.strip().lower())
-
-
-def build_augmenter(spec: str) -> Augmenter | None:
-    """The augmenter a spec names (None for baseline), built by core.params.build."""
-    name, params = parse_augment(spec)
-    if name in NO_AUGMENTATION:
-        if params:
-            raise PluginError(f"{name} takes no parameters")
-        return None
-    augmenter = build("augmenter", name, params)
-    if not isinstance(augmenter, Augmenter):
-        raise PluginError(f"augmenter plugin {name!r} registered {type(augmenter).__name__}, "
-                          "which is not an Augmenter",
-                          hint="fix that plugin's register_augmenters hook, or uninstall it")
-    return augmenter
 
 
 # --- trainable segmenters ---------------------------------------------------------------------

@@ -19,12 +19,14 @@ transform, repainting) is the editing kit, `segtk.core._editkit`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from segtk.core._errors import PluginError
+from segtk.core._params import declared
 
 EDIT_KINDS = ("appearance", "geometry")
 # The prompt of a value no template covers (`Editor.prompt_templates`).
@@ -101,7 +103,8 @@ class PromptWriter(ABC):
     """Writes edit prompts in place of the editors' templates (a language model, say).
 
     Registered as a class through `register_prompt_writers`; `segtk edit --prompt-writer NAME
-    --prompt-model MODEL` constructs `cls(MODEL)` and hands it to the editor.
+    --prompt-model MODEL` builds it as `cls(model=MODEL)` (`segtk.core.build`: other
+    parameters are the constructor's, with defaults) and hands it to the editor.
     """
 
     name: ClassVar[str] = "prompt-writer"
@@ -188,14 +191,20 @@ class Editor(ABC):
         return self.prompt_writer.rewrite(sample, self.attribute or self.name, value, text)
 
 
+@dataclass
+class NoOptions:
+    """The options of an edit backend that declares none: it takes no `--param` key."""
+
+
 class EditBackend(ABC):
     """Carries out attribute edits in place of an editor's own (classical) code.
 
     Registered as a class through `register_edit_backends`; an editor built with `--backend
-    NAME` constructs `cls(options)`, options being the `--param` keys it does not know itself.
-    `reference` names an editor whose output is this backend's robustness reference (the
-    diffusion backend's `recon`: its reconstruction without an edit); `segtk bench edits`
-    builds and scores that subset too.
+    NAME` builds it as `cls(options)` (`segtk.core.build`), options being the `--param` keys
+    the editor does not know itself, read as the fields of the backend's `Params` dataclass
+    declare them (a key it does not declare is refused). `reference` names an editor whose
+    output is this backend's robustness reference (the diffusion backend's `recon`: its
+    reconstruction without an edit); `segtk bench edits` builds and scores that subset too.
     """
 
     name: ClassVar[str] = "backend"
@@ -203,11 +212,12 @@ class EditBackend(ABC):
     install: ClassVar[str] = ""
     description: ClassVar[str] = ""
     reference: ClassVar[str] = ""
+    Params: ClassVar[type] = NoOptions  # a dataclass: the options it takes, with defaults
 
-    def __init__(self, options: dict[str, Any]) -> None:
-        """`options`: the `--param` keys the editor does not know itself, as given (text); a
-        subclass may keep them in its own parsed form."""
-        self.options: Any = dict(options)
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        """`options`: the keys given (text, or typed values from Python), read as `Params`
+        declares them; a subclass may keep them in its own parsed form."""
+        self.options: Any = declared(type(self)).read(options, "edit-backend", self.name)
 
     @abstractmethod
     def appearance(self, sample: Sample, value: str, prompt_src: str, prompt_edit: str,

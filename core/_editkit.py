@@ -23,9 +23,10 @@ import numpy as np
 from PIL import Image
 
 from segtk.core import _registry as registry
+from segtk.core._build import build
 from segtk.core._editing import EditBackend, EditedSample, Editor, Sample, SkipSample
 from segtk.core._errors import PluginError, UnknownPlugin
-from segtk.core._params import convert, kind_of
+from segtk.core._params import Declared
 
 CLASSICAL = "classical"
 BACKEND_KIND = "edit-backend"
@@ -54,9 +55,11 @@ def backend_class(name: str, who: str = "") -> type[EditBackend] | None:
 
 
 def make_backend(cls: type[EditBackend], options: dict[str, Any]) -> EditBackend:
-    """`cls(options)`; a dependency it imports and lacks becomes a PluginError naming it."""
+    """The backend `cls` built from `options` as its `Params` declare them (`build`); a
+    dependency it imports and lacks becomes a PluginError naming it."""
     try:
-        return cls(dict(options))
+        backend: EditBackend = build(BACKEND_KIND, cls.name, options)
+        return backend
     except ImportError as exc:
         missing = (exc.name or "a module").split(".")[0]
         also = f"  (or: {cls.install})" if cls.install else ""
@@ -86,18 +89,14 @@ class AttributeEditor(Editor):
 
     def __init__(self, backend: str = CLASSICAL, **params: Any) -> None:
         engine_cls = backend_class(backend, self.name)
-        known = f"{self.name} takes: " + (
-            ", ".join(f"{k}={v}" for k, v in self.defaults.items()) or "none")
-        unknown = sorted(k for k in params if k not in self.defaults)
-        if unknown and engine_cls is None:
-            raise PluginError(f"unknown parameter {unknown[0]!r} for editor {self.name!r}",
-                              hint=known)
+        # Parameters the editor does not know are the backend's options (refused by the backend
+        # if it does not declare them either; without a backend, refused here).
+        own = {k: v for k, v in params.items() if k in self.defaults or engine_cls is None}
         self.backend = backend
         # `--param` text (or typed values) read as the type of each default (core.params)
-        self.params = {k: convert(params.get(k, v), kind_of(v), k, error=PluginError, hint=known)
-                       for k, v in self.defaults.items()}
-        # Parameters the editor does not know are the backend's options.
-        self.backend_options = {k: v for k, v in params.items() if k not in self.defaults}
+        self.params = {**self.defaults,
+                       **Declared.of_defaults(self.defaults).read(own, "editor", self.name)}
+        self.backend_options = {k: v for k, v in params.items() if k not in own}
         self.engine = make_backend(engine_cls, self.backend_options) if engine_cls else None
 
     def parameters(self) -> dict[str, Any]:

@@ -1,25 +1,28 @@
-"""Plugin parameters from text: one converter, one `KEY=VALUE` reader, one way to build a plugin.
+"""Plugin parameters from text: one converter, one `KEY=VALUE` reader, one declaration of what
+a plugin takes.
 
 Every value a user types (`--param k=v`, `--filter-param f.k=v`, spec options such as
 `hf:org/m,size=64x32`, `--augment cutmix:alpha=1`) is read by `parse_pairs` and `convert`,
 so the same text means the same value everywhere and a mistake is one line naming the key,
-the value and what was expected. `build(kind, name, params, **shared)` turns a registered
-plugin name and its text parameters into an object, reading each parameter as the type the
-plugin declares:
+the value and what was expected. `declared(cls)` says what a plugin class takes, reading each
+parameter as the type the plugin declares:
 
-- attacks: the fields of their `Params` dataclass (annotations);
-- anything else (editors, filters, augmenters): the constructor's named parameters (their
-  annotations, else their defaults' types), plus the entries of a `defaults` dict (the knobs
-  an attribute editor or augmenter takes through `**params`), read as each default's type.
+- a `Params` dataclass (attacks, edit backends): its fields (annotations);
+- anything else (editors, filters, augmenters, prompt writers): the constructor's named
+  parameters (their annotations, else their defaults' types), plus the entries of a `defaults`
+  dict (the knobs an attribute editor or augmenter takes through `**params`), read as each
+  default's type.
 
-`shared` values (an attack's budget, an editor's backend) are set by their own options and are
-passed as they are; naming one in the text parameters is an error.
+`Declared.read` reads a plugin's parameters and refuses an unknown key with the one error
+every kind shares (`unknown_parameter`); `segtk.core.build` (core/_build.py) builds any kind
+with it.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import inspect
 import re
 import types
@@ -28,12 +31,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
-from segtk.core import _registry as registry
-from segtk.core._attack import Attack
 from segtk.core._errors import PluginError, SegtkError
 
 __all__ = ["TRUE", "FALSE", "NONE", "convert", "kind_of", "describe", "parse_pairs",
-           "declared", "param_docs", "type_name", "build", "build_attack"]
+           "Declared", "declared", "param_docs", "type_name", "unknown_parameter"]
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
@@ -204,6 +205,37 @@ class Declared:
     params: dict[str, tuple[Any, Any]]
     open: bool = False
 
+    @classmethod
+    def of_defaults(cls, defaults: Mapping[str, Any]) -> Declared:
+        """The knobs of a `defaults` dict, each read as the type of its default."""
+        return cls({k: (kind_of(v), v) for k, v in defaults.items()})
+
+    def takes(self, name: str) -> str:
+        """'dla takes: eps=8.0, budget=50, ...': the hint of every parameter error."""
+        return f"{name} takes: " + (", ".join(f"{k}={d}" for k, (_, d) in self.params.items())
+                                    or "no parameters")
+
+    def read(self, params: Mapping[str, Any], kind: str, name: str) -> dict[str, Any]:
+        """`params` (text, or values already typed) read as the declared types ('-' in keys
+        reads as '_'); a key not declared is `unknown_parameter`, the one error of every kind."""
+        out: dict[str, Any] = {}
+        for raw_key, raw in params.items():
+            key = raw_key.strip().replace("-", "_")
+            if key not in self.params:
+                raise unknown_parameter(raw_key, kind, name, self)
+            out[key] = convert(raw, self.params[key][0], key, error=PluginError,
+                               hint=self.takes(name))
+        return out
+
+
+def unknown_parameter(key: str, kind: str, name: str, spec: Declared) -> PluginError:
+    """The one error for a key a plugin does not declare, whatever its kind: it names the key,
+    the plugin, the closest declared key and (the hint) every key it takes with its default."""
+    close = difflib.get_close_matches(key.strip().replace("-", "_"), list(spec.params), n=1)
+    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    return PluginError(f"unknown parameter {key!r} for {kind} {name!r}{guess}",
+                       hint=spec.takes(name))
+
 
 def _hints(obj: type) -> dict[str, Any]:
     try:
@@ -279,47 +311,3 @@ def type_name(kind: Any) -> str:
     if isinstance(kind, type) and not get_args(kind):
         return kind.__name__
     return re.sub(r"\b(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)", r"\1", str(kind))  # typing.Any -> Any
-
-
-def _takes(spec: Declared) -> str:
-    return ", ".join(f"{k}={d}" for k, (_, d) in spec.params.items()) or "no parameters"
-
-
-def build(kind: str, name: str, params: Mapping[str, Any] | None = None, **shared: Any) -> Any:
-    """The registered `kind` plugin `name`, constructed with `params` (text, read as the
-    types the plugin declares; '-' in keys reads as '_') and the `shared` settings.
-
-    A constructor with an `options` parameter and no `**kwargs` receives the keys it does not
-    declare there, as text (e.g. an editor handing them to its backend).
-    """
-    cls = registry.plugin_class(kind, name)
-    spec = declared(cls)
-    label = f"{kind} {name!r}"
-    takes = f"{name} takes: {_takes(spec)}"
-    values: dict[str, Any] = dict(shared)
-    rest: dict[str, Any] = {}
-    for raw_key, raw in (params or {}).items():
-        key = raw_key.strip().replace("-", "_")
-        if key in shared:  # one value, one place: --param must not silently override --budget
-            raise PluginError(f"parameter {key!r} of {label} is set by its own option",
-                              hint=f"use --{key.replace('_', '-')} {raw} instead")
-        if key in spec.params and key != "options":
-            values[key] = convert(raw, spec.params[key][0], key, error=PluginError, hint=takes)
-        elif spec.open:
-            values[key] = raw
-        elif "options" in spec.params:
-            rest[key] = raw
-        else:
-            raise PluginError(f"unknown parameter {raw_key!r} for {label}", hint=takes)
-    if rest:
-        values["options"] = rest
-    try:
-        return cls(**values)
-    except (ValueError, TypeError) as exc:
-        raise PluginError(f"bad parameters for {label}: {exc}", hint=takes) from exc
-
-
-def build_attack(name: str, extra: Iterable[str] = (), **shared: Any) -> Attack:
-    """The attack `name` from `--param KEY=VALUE` items and the shared knobs (budget, eps, seed)."""
-    attack = build("attack", name, parse_pairs(extra, "--param"), **shared)
-    return typing.cast(Attack, attack)

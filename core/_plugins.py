@@ -16,7 +16,7 @@ from segtk.core import _hookspecs as hookspecs
 
 GROUP = "segtk"
 BUILTIN = "segtk"  # the core distribution's own plugins (dataset readers) always load
-HOOKS = [name for name in dir(hookspecs) if name.startswith("register_")]
+HOOKS = hookspecs.HOOKS  # one per plugin kind (core/_kinds.py), and register_commands
 
 
 @dataclass
@@ -74,7 +74,7 @@ def unknown_hook_message(exc: pluggy.PluginValidationError) -> str:
 class PluginManager(pluggy.PluginManager):
     def __init__(self) -> None:
         super().__init__(GROUP)
-        self.add_hookspecs(hookspecs)
+        self.add_hookspecs(hookspecs.SPECS)
         self.broken: list[Broken] = []
         self.distributions: dict[str, tuple[str, str]] = {}
 

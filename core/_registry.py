@@ -9,46 +9,24 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 from segtk.core._attack import Attack
+from segtk.core._augment import Augmenter
 from segtk.core._data import DatasetPlugin
 from segtk.core._editing import EditBackend, Editor, PromptWriter
 from segtk.core._errors import PluginError, UnknownPlugin
 from segtk.core._filtering import Filter
+from segtk.core._kinds import BY_NAME, KINDS, Kind
+from segtk.core._kinds import kind as kind_row
 from segtk.core._plugins import PluginManager, contained, failure, get_plugin_manager
-from segtk.core._segmenter import Segmenter
+from segtk.core._segmenter import SegmenterPlugin
 
-KINDS = {
-    "attack": "register_attacks",
-    "segmenter": "register_segmenters",
-    "editor": "register_editors",
-    "filter": "register_filters",
-    "dataset": "register_datasets",
-    "augmenter": "register_augmenters",
-    "edit-backend": "register_edit_backends",
-    "prompt-writer": "register_prompt_writers",
-}
-
+__all__ = ["KINDS", "BY_NAME", "Kind", "PluginInfo", "plugins", "lookup", "origin", "reset",
+           "plugin_class", "attack", "segmenter_plugin", "editor", "filter_", "dataset_plugin",
+           "augmenter", "edit_backend", "prompt_writer", "missing_modules", "add_commands"]
 
 REGISTERED = "(registered object)"  # the distribution of a plugin registered in-process
-
-
-@dataclass
-class SegmenterPlugin:
-    """A `--model NAME:ARG` loader. `load(arg)` returns a ready Segmenter."""
-
-    name: str
-    load: Callable[[str], Segmenter]
-    syntax: str
-    example: str
-    description: str = ""
-    requires: tuple[str, ...] = ()
-    install: str = ""
-    convert: Callable[[str, str], None] | None = None  # `segtk models convert NAME IN OUT`
-    # True: `load` reads a `classes=a;b;c` option itself (e.g. as prompts); False: segtk takes it
-    # out of the spec before `load` and renames the loaded model's classes (count checked)
-    reads_classes: bool = False
 
 
 @dataclass
@@ -154,7 +132,8 @@ def plugins() -> list[PluginInfo]:
     if _infos is not None:
         return sorted(_infos + _commands, key=lambda i: (i.kind, i.name))
     infos: list[PluginInfo] = []
-    for kind, hook in KINDS.items():
+    for row in KINDS:
+        kind, hook = row.name, row.hook
         for impl in getattr(pm.hook, hook).get_hookimpls():
             dist, version = pm.distributions.get(impl.plugin_name, (REGISTERED, ""))
 
@@ -298,13 +277,6 @@ def add_commands(group: Any, refusing: Callable[[str, str], Any]) -> None:
 
 # --- typed lookups: a registration of the wrong type is the plugin's bug, named here ------------
 
-# kind -> the class every registration must subclass (class kinds) or be an instance of
-CLASSES: dict[str, type] = {"attack": Attack, "editor": Editor, "filter": Filter, "augmenter": object,
-                            "edit-backend": EditBackend, "prompt-writer": PromptWriter}
-INSTANCES: dict[str, type] = {"segmenter": SegmenterPlugin, "dataset": DatasetPlugin}
-T = TypeVar("T")
-
-
 def _wrong(info: PluginInfo, expected: str) -> PluginError:
     return PluginError(
         f"{info.kind} plugin {info.name!r} from {_owner(info)} registered {info.obj!r}, "
@@ -313,60 +285,59 @@ def _wrong(info: PluginInfo, expected: str) -> PluginError:
     )
 
 
-def _subclass(kind: str, name: str, base: type) -> type:
-    """The registered class, checked to be `base` or a subclass (the callers say which type)."""
-    info = _usable(kind, name)
-    if not (isinstance(info.obj, type) and issubclass(info.obj, base)):
-        raise _wrong(info, "a class" if base is object else f"a subclass of {base.__name__}")
+def get(row: Kind, name: str) -> Any:
+    """The usable registration `name` of kind `row`, checked against the kind's base: a subclass
+    of it (class kinds) or an instance of it (loaders)."""
+    info = _usable(row.name, name)
+    if row.is_class and not (isinstance(info.obj, type) and issubclass(info.obj, row.base)):
+        raise _wrong(info, f"a subclass of {row.base.__name__}")
+    if not row.is_class and not isinstance(info.obj, row.base):
+        raise _wrong(info, f"an instance of {row.base.__name__}")
     return info.obj
 
 
-def _instance(kind: str, name: str, cls: type[T]) -> T:
-    info = _usable(kind, name)
-    if not isinstance(info.obj, cls):
-        raise _wrong(info, f"an instance of {cls.__name__}")
-    return info.obj
+def plugin_class(kind_name: str, name: str) -> type:
+    """The registered class `name` of a class kind (attack, editor, filter, ...), checked."""
+    row = kind_row(kind_name)
+    if not row.is_class:
+        raise PluginError(f"{kind_name} plugins are not classes",
+                          hint=f"class kinds: {', '.join(k.name for k in KINDS if k.is_class)}")
+    return cast(type, get(row, name))
 
 
-def plugin_class(kind: str, name: str) -> type:
-    """The registered class `name` of a class kind (attack, editor, filter, augmenter), checked."""
-    if kind not in CLASSES:
-        raise PluginError(f"{kind} plugins are not classes",
-                          hint=f"class kinds: {', '.join(CLASSES)}")
-    return _subclass(kind, name, CLASSES[kind])
+# One typed lookup per kind, for callers' types; the check is `get`'s, from the table.
 
 
 def attack(name: str) -> type[Attack]:
-    return cast("type[Attack]", _subclass("attack", name, Attack))
+    return cast("type[Attack]", get(kind_row("attack"), name))
 
 
 def segmenter_plugin(name: str) -> SegmenterPlugin:
-    return _instance("segmenter", name, SegmenterPlugin)
+    return cast(SegmenterPlugin, get(kind_row("segmenter"), name))
 
 
 def editor(name: str) -> type[Editor]:
-    return cast("type[Editor]", _subclass("editor", name, Editor))
+    return cast("type[Editor]", get(kind_row("editor"), name))
 
 
 def filter_(name: str) -> type[Filter]:
-    return cast("type[Filter]", _subclass("filter", name, Filter))
+    return cast("type[Filter]", get(kind_row("filter"), name))
 
 
 def dataset_plugin(name: str) -> DatasetPlugin:
-    return _instance("dataset", name, DatasetPlugin)
+    return cast(DatasetPlugin, get(kind_row("dataset"), name))
 
 
-def augmenter(name: str) -> type:
-    """The registered augmenter class `name` (`segtk train --augment NAME`). Only its being a
-    class is checked here: core.augment builds on this module, not the other way round."""
-    return _subclass("augmenter", name, object)
+def augmenter(name: str) -> type[Augmenter]:
+    """The registered Augmenter class `name` (`segtk train --augment NAME`)."""
+    return cast("type[Augmenter]", get(kind_row("augmenter"), name))
 
 
 def edit_backend(name: str) -> type[EditBackend]:
     """The registered EditBackend class `name` (`segtk edit --backend NAME`)."""
-    return cast("type[EditBackend]", _subclass("edit-backend", name, EditBackend))
+    return cast("type[EditBackend]", get(kind_row("edit-backend"), name))
 
 
 def prompt_writer(name: str) -> type[PromptWriter]:
     """The registered PromptWriter class `name` (`segtk edit --prompt-writer NAME`)."""
-    return cast("type[PromptWriter]", _subclass("prompt-writer", name, PromptWriter))
+    return cast("type[PromptWriter]", get(kind_row("prompt-writer"), name))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from time import monotonic
 
 import torch
@@ -59,6 +60,23 @@ class Segmenter(ABC):
         runs it (eval mode: BatchNorm on running statistics): what white-box attacks
         differentiate. `logits` may run under inference mode for speed; this must not."""
         raise NotImplementedError(f"{self.name} gives no gradients")
+
+
+@dataclass
+class SegmenterPlugin:
+    """A `--model NAME:ARG` loader. `load(arg)` returns a ready Segmenter."""
+
+    name: str
+    load: Callable[[str], Segmenter]
+    syntax: str
+    example: str
+    description: str = ""
+    requires: tuple[str, ...] = ()
+    install: str = ""
+    convert: Callable[[str, str], None] | None = None  # `segtk models convert NAME IN OUT`
+    # True: `load` reads a `classes=a;b;c` option itself (e.g. as prompts); False: segtk takes it
+    # out of the spec before `load` and renames the loaded model's classes (count checked)
+    reads_classes: bool = False
 
 
 def labels_from_logits(logits: torch.Tensor) -> torch.Tensor:

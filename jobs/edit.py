@@ -524,7 +524,8 @@ def load_prompt_writer(name: str | None, model: str | None) -> PromptWriter | No
             raise SegtkError(f"--prompt-writer {name} needs --prompt-model MODEL",
                              hint="add --prompt-model, e.g. a local chat LM folder for lm")
         return None
-    return registry.prompt_writer(name or DEFAULT_PROMPT_WRITER)(model)
+    writer: PromptWriter = build("prompt-writer", name or DEFAULT_PROMPT_WRITER, {}, model=model)
+    return writer
 
 
 def prompt_settings(name: str | None, model: str | None) -> dict[str, str]:

@@ -6,6 +6,7 @@ registered in-process). The bundled editors' own behaviour is tested in their pl
 from __future__ import annotations
 
 import types
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -189,13 +190,20 @@ def test_uncovered_area_gets_background_class_when_there_is_one() -> None:
 # --- backends and prompt writers through their hooks -----------------------------------------
 
 
+@dataclass
+class FakeOptions:
+    steps: int = 1
+
+
 class FakeBackend(EditBackend):
     name = "fake"
     reference = "tint"
+    Params = FakeOptions
     made: ClassVar[list[FakeBackend]] = []
 
     def __init__(self, options: dict[str, Any]) -> None:
-        self.options, self.calls = options, []
+        super().__init__(options)
+        self.calls: list[tuple] = []
         FakeBackend.made.append(self)
 
     def appearance(self, sample, value, prompt_src, prompt_edit, rng):
@@ -257,7 +265,7 @@ def test_a_backend_plugin_gets_the_unknown_parameters_and_the_edit(hooks) -> Non
     s = sample()
     out = Tint(backend="fake", amount="0.2", steps="3").edit(s, "dark", rng())
     backend = FakeBackend.made[0]
-    assert backend.options == {"steps": "3"}
+    assert backend.options == {"steps": 3}  # read as its Params declare it
     kind, got, value, src, dst = backend.calls[0]
     assert (kind, value, src, dst) == ("appearance", "dark", "a photo of a car",
                                        "a photo of a dark car")
@@ -310,5 +318,5 @@ def test_a_prompt_writer_plugin_writes_the_prompts(hooks) -> None:
 def test_building_an_editor_by_name_passes_the_backend_and_its_options(hooks) -> None:
     editor = build_editor("tint", "fake", {"amount": "0.2", "steps": "3"})
     assert isinstance(editor, Tint) and editor.backend == "fake"
-    assert editor.params["amount"] == 0.2 and FakeBackend.made[0].options == {"steps": "3"}
+    assert editor.params["amount"] == 0.2 and FakeBackend.made[0].options == {"steps": 3}
     assert build_editor("tint", "classical", {}).engine is None

@@ -24,9 +24,8 @@ from segtk.core import (
     hookimpl,
     registry,
 )
+from segtk.core._build import build, build_attack
 from segtk.core._params import (
-    build,
-    build_attack,
     convert,
     declared,
     describe,

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 import typing
 from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
 
-from segtk.core import DataError, convert
+from segtk.core import DataError, declared
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -46,15 +45,11 @@ class DiffusionOptions:
 
     @classmethod
     def from_dict(cls, options: dict[str, Any]) -> DiffusionOptions:
+        """The options given (`--param` text read as each field's type, or Python values); an
+        unknown key is refused with segtk's one error for it, naming every option."""
         kinds = typing.get_type_hints(cls)
-        kwargs = {}
-        for key, value in options.items():
-            k = key.replace("-", "_")
-            if k not in kinds:
-                raise unknown_option(key, list(kinds))
-            if value is not None:  # `--param` text read as the field's type (core.params)
-                kwargs[k] = convert(value, kinds[k], k, error=DataError)
-        opts = cls(**kwargs)
+        given = declared(cls).read(options, "edit-backend", "diffusion")
+        opts = cls(**{k: v for k, v in given.items() if v is not None})
         for f in fields(cls):  # a Python value must already be a bool (1 is not "on")
             if kinds[f.name] is bool and not isinstance(getattr(opts, f.name), bool):
                 raise DataError(f"{f.name} must be true or false, got {getattr(opts, f.name)!r}")
@@ -75,11 +70,3 @@ class DiffusionOptions:
             raise DataError(f"dtype must be one of {sorted(DTYPES)}, got {opts.dtype!r}")
         return opts
 
-
-def unknown_option(key: str, known: list[str]) -> DataError:
-    """The error for an option the backend does not have (a typo would silently run the full
-    method, e.g. in an ablation), naming the closest option."""
-    close = difflib.get_close_matches(key.replace("-", "_"), known, n=1)
-    guess = f"did you mean {close[0]}? " if close else ""
-    return DataError(f"diffusion backend: unknown option {key!r}",
-                     hint=f"{guess}options: {', '.join(known)} (plugins/editors/diffusion/README.md)")

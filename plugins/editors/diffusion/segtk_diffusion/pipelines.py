@@ -47,8 +47,8 @@ def clear_cache() -> None:
 class Gen4SegBackend(EditBackend):
     """The `diffusion` edit backend: `appearance`, `geometry` and `recon` (its reference).
 
-    `Gen4SegBackend(options)` with a dict of `DiffusionOptions` fields (`--param` strings are
-    read as their types). Weights load lazily, from local folders or the Hugging Face cache
+    `Gen4SegBackend(options)` with a dict of `DiffusionOptions` fields, its `Params` (`--param`
+    strings are read as their types; a key it does not declare is refused). Weights load lazily, from local folders or the Hugging Face cache
     only; a method whose weights were not given raises a ModelError naming the option. Without
     a seg ControlNet the edits are not tied to the label map the benchmark reuses, so the
     backend refuses to run without one unless `allow_no_controlnet` is set (ablations).
@@ -59,6 +59,7 @@ class Gen4SegBackend(EditBackend):
     install = INSTALL
     description = "Gen4Seg mask-guided diffusion editing and inpainting (diffusers, SD 2.1)"
     reference = "recon"
+    Params = DiffusionOptions
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = o = DiffusionOptions.from_dict(dict(options or {}))

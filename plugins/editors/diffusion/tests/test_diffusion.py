@@ -350,26 +350,28 @@ def test_options_from_cli_strings() -> None:
 
 
 @pytest.mark.parametrize("options,message", [
-    ({"blnd": "false"}, "unknown option 'blnd'"),  # a typo would silently run the full method
-    ({"fill": "auto"}, "unknown option 'fill'"),
+    # a typo would silently run the full method: segtk's one unknown-parameter error
+    ({"blnd": "false"}, "unknown parameter 'blnd' for edit-backend 'diffusion' (did you mean "
+                        "'blend'?)"),
+    ({"fill": "auto"}, "unknown parameter 'fill' for edit-backend 'diffusion'"),
     ({"energy": "maybe"}, "cannot read energy='maybe'"),
     ({"blend": 0}, "blend must be true or false, got 0"),  # a Python value is not read as text
 ])
 def test_unknown_or_unreadable_options_are_refused(options, message) -> None:
-    from segtk.core import DataError
+    from segtk.core import SegtkError
     from segtk_diffusion.options import DiffusionOptions
 
-    with pytest.raises(DataError) as err:
+    with pytest.raises(SegtkError) as err:
         DiffusionOptions.from_dict(options)
     assert message in err.value.message and "\n" not in str(err.value)
     if "blnd" in options:
-        assert err.value.hint.startswith("did you mean blend?") and "energy" in err.value.hint
+        assert err.value.hint.startswith("diffusion takes: sd=None") and "energy=True" in err.value.hint
 
 
 def test_an_unknown_option_is_refused_through_an_editor(stack) -> None:
-    from segtk.core import DataError
+    from segtk.core import PluginError
 
-    with pytest.raises(DataError, match="unknown option 'energie'"):
+    with pytest.raises(PluginError, match="unknown parameter 'energie' for edit-backend 'diffusion'"):
         Tint(backend="diffusion", energie="false", **_options(stack))
 
 

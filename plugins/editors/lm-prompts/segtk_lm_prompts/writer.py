@@ -52,11 +52,14 @@ class LMPromptWriter(PromptWriter):
     install = "pip install transformers  (or: pip install -e plugins/editors/lm-prompts)"
     description = "a local transformers chat LM rewrites the source caption (--prompt-model DIR)"
 
-    def __init__(self, path: str | Path, max_new_tokens: int = 40, device: str = "cpu",
+    def __init__(self, model: str | Path, max_new_tokens: int = 40, device: str = "cpu",
                  option: str = "--prompt-model") -> None:
-        self.path = Path(path)
-        if not str(path).strip() or not self.path.is_dir():
-            raise PluginError(f"{option} {path}: no such model folder",
+        """model: the local folder of the causal LM and its tokenizer (`--prompt-model`).
+        max_new_tokens: the longest answer generated. device: where the LM runs. option: the
+        option that named the folder, in errors."""
+        self.path = Path(model)
+        if not str(model).strip() or not self.path.is_dir():
+            raise PluginError(f"{option} {model}: no such model folder",
                               hint="give a local folder holding a transformers causal LM and its "
                                    "tokenizer (save_pretrained); nothing is downloaded")
         try:
@@ -68,17 +71,17 @@ class LMPromptWriter(PromptWriter):
             self.tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
             self.model = AutoModelForCausalLM.from_pretrained(self.path, local_files_only=True)
         except (OSError, ValueError) as exc:
-            raise PluginError(f"{option} {path}: cannot load a causal LM and tokenizer: {exc}",
+            raise PluginError(f"{option} {model}: cannot load a causal LM and tokenizer: {exc}",
                               hint="the folder needs config.json, the weights and the tokenizer "
                                    "files") from exc
         if not getattr(self.tokenizer, "chat_template", None):
-            raise PluginError(f"{option} {path}: the tokenizer has no chat template",
+            raise PluginError(f"{option} {model}: the tokenizer has no chat template",
                               hint="use an instruction/chat model (tokenizer_config.json "
                                    "'chat_template')")
         self.model.to(device).eval()
         self.device = device
         self.max_new_tokens = max_new_tokens
-        self.source = f"lm:{path}"
+        self.source = f"lm:{model}"
         self._cache: dict[tuple[str, str, str, str], tuple[str, str]] = {}
 
     def messages(self, caption: str, class_name: str, attribute: str,
