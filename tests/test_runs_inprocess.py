@@ -75,12 +75,12 @@ def test_a_run_held_elsewhere_is_refused_in_one_line_naming_its_pid(tmp_path, lo
     out = tmp_path / "r"
     holder = b"4242424242424242\n"  # longer than any pid: the next owner must truncate it
     with held_elsewhere(out, holder):
-        before = open_fds()
+        before, held = open_fds(), dict(runs._HELD)
         expected = (f"{out} is in use by process 4242424242424242", IN_USE_HINT)
         assert refusal(lambda: RunLock(out)) == expected
         assert refusal(lambda: RunDir(out, {"budget": 8}, resume=False, kind="attack")) == expected
         assert open_fds() == before  # the refused lock's fd is closed
-        assert not runs._HELD
+        assert runs._HELD == held  # nor counts a holder
         assert (out / LOCK_FILE).read_bytes() == holder  # a refusal does not touch the holder's pid
         assert not (out / RUN_FILE).exists()  # nor writes anything
     lock = RunLock(out)  # freed: taken, and the pid in the file is ours alone
