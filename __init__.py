@@ -1,3 +1,28 @@
-"""segtk: stress-test semantic segmentation models before they ship."""
+"""segtk: stress-test semantic segmentation models before they ship.
+
+The Python API (`segtk.attack`, `segtk.bench_attacks`, `segtk.edit`, `segtk.bench_edits`,
+`segtk.train`, `segtk.bench_augment`, `segtk.load_model`, `segtk.load_dataset`) lives in
+`segtk.api` and is imported on first use, so `import segtk` stays light (no torch).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
+
+API = ("AttackRun", "Table", "attack", "bench_attacks", "bench_augment", "bench_edits", "edit",
+       "load_dataset", "load_model", "train")
+__all__ = [*API, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    """`segtk.attack` and the rest of the API, imported when first used (PEP 562)."""
+    if name in API:
+        return getattr(importlib.import_module("segtk.api"), name)
+    raise AttributeError(f"module 'segtk' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *API])

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
+from segtk import api
 from segtk.benchmarks.attacks import SHARED
-from segtk.commands.console import console, pct, progress, quiet_option, result_line, table
+from segtk.commands.console import JobProgress, console, pct, quiet_option, result_line, table
 from segtk.commands.options import (
     classes_from_data_option,
     data_option,
@@ -17,10 +18,8 @@ from segtk.commands.options import (
     split_option,
 )
 from segtk.commands.resume import Recorded, pairs, resumable
-from segtk.core import build_attack, check_compatible, check_gradients, load_dataset, load_segmenter
-from segtk.jobs.attack import attack_dataset, run_settings
+from segtk.core import parse_pairs
 from segtk.reports.writer import write_report
-from segtk.storage.runs import RunDir
 
 time_limit_option = click.option(  # segtk attack and segtk bench attacks
     "--time-limit", type=click.FloatRange(0, min_open=True), default=None, metavar="SECONDS",
@@ -87,27 +86,19 @@ def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, 
       segtk attack --plugin square --budget 1000 --time-limit 60
     """
 
-    attack_obj = build_attack(attack_name, budget=budget, eps=eps, seed=seed,
-                              time_limit=time_limit, extra=extra)
-    model = load_segmenter(model_spec)
-    data = load_dataset(data_spec, split, limit)
-    check_compatible(model, data, classes_from_data)  # before RunDir writes anything under --out
-    check_gradients(type(attack_obj), model)  # a white-box attack needs a model's gradients
     out = Path(default_out(out, attack_name))
-    config = {"attack": attack_name, **run_settings(attack_obj.params), "model": model_spec,
-              "data": data_spec, "split": split, "limit": limit,
-              **({"classes_from_data": True} if classes_from_data else {})}  # older runs lack it
-    run = RunDir(out, config, resume, may_differ=("limit",), kind="attack")  # records are per image
-    with progress() as bar:
-        task = bar.add_task(f"{attack_name} ε={eps:g} budget={budget}", total=len(data), status="")
-
+    with JobProgress() as bar:
         def tick(rec) -> None:
-            bar.update(task, advance=1, status=f"{rec['image']}: mIoU {pct(rec['clean_miou']):.1f}"
-                                               f" → {pct(rec['adv_miou']):.1f}")
+            bar.advance(1, status=f"{rec['image']}: mIoU {pct(rec['clean_miou']):.1f}"
+                                  f" → {pct(rec['adv_miou']):.1f}")
 
-        summary = attack_dataset(attack_obj, model, data, run, batch_size, save_images, tick,
-                                 classes_from_data=classes_from_data)
-    t = summary.table
+        summary = api.attack(
+            model_spec, data_spec, attack_name, budget, eps, seed, limit,
+            parse_pairs(extra, "--param"), out, split=split, batch_size=batch_size,
+            time_limit=time_limit, save_images=save_images, resume=resume,
+            classes_from_data=classes_from_data, on_image=tick,
+            on_start=lambda n: bar.start(f"{attack_name} ε={eps:g} budget={budget}", n))
+    t = summary.summary
     console.print(table(f"{attack_name} on {model_spec} / {data_spec} ({t['images']} images)",
                         ["", "clean", "adversarial"], [
         ["dataset mIoU %", pct(t["clean_miou"]), pct(t["adv_miou"])],

@@ -3,24 +3,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from segtk.benchmarks.attacks import (
-    SPEC_SYNTAX,
-    aggregate,
-    build_spec,
-    check_white_box,
-    parse_spec,
-    plan,
-    run_bench,
-    white_box_gaps,
-    write_contact_sheet,
-    write_outputs,
-)
+from segtk import api
+from segtk.api.attacks import BENCH_ATTACKS, BENCH_BUDGETS
+from segtk.benchmarks.attacks import SPEC_SYNTAX, white_box_gaps
 from segtk.commands.attack import time_limit_option
-from segtk.commands.console import console, progress, quiet_option, result_line, table
+from segtk.commands.console import JobProgress, console, quiet_option, result_line, table
 from segtk.commands.options import (
     DEMO_MODEL,
     classes_from_data_option,
@@ -32,12 +21,8 @@ from segtk.commands.options import (
     warn_sub_step_eps,
 )
 from segtk.commands.resume import Recorded, joined, resumable
-from segtk.core import SegtkError, check_models, convert, load_dataset
-from segtk.jobs.executors import make_executor
+from segtk.core import SegtkError, convert
 from segtk.reports.writer import write_report
-from segtk.storage.runs import RESULTS_FILE, RunDir
-
-SCORES = "stored 8-bit images"  # what the table scores (runs before this scored float candidates)
 
 
 def _eps_list(recorded: float | list[float]) -> list[float]:
@@ -74,11 +59,11 @@ def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[f
 
 
 @click.command("attacks")
-@click.option("--attacks", default="dla,random,nes,bandits,zo-signsgd,signhunter,simba,square",
+@click.option("--attacks", default=BENCH_ATTACKS,
               show_default=True,
               help=f"Comma-separated attack specs {SPEC_SYNTAX}, each its own table row, e.g. "
                    "'dla,dla:direction=horizontal;calibration=random' (quote the ';').")
-@click.option("--budgets", default="10,50,200", show_default=True, help="Comma-separated budgets.")
+@click.option("--budgets", default=BENCH_BUDGETS, show_default=True, help="Comma-separated budgets.")
 @click.option("--model", "models_", multiple=True, default=[DEMO_MODEL], show_default=True,
               help="Model spec; repeat for several models.")
 @data_option
@@ -125,41 +110,21 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_fr
       segtk bench attacks --attacks dla,colour-stripes --out runs/b --table-only
     """
 
-    labels = list(dict.fromkeys(parse_spec(s).label for s in csv_list(attacks)))
-    budget_list = [int(b) for b in csv_list(budgets)]
-    for label in labels:  # a bad spec, value or ε fails before any work
-        for e in eps:
-            build_spec(label, budget=max(budget_list), eps=e, seed=seed, time_limit=time_limit)
-    data = load_dataset(data_spec, split, limit)
-    if not table_only:  # before run.json is written
-        check_models(models_, data, classes_from_data)
-        check_white_box(models_, labels)  # a white-box spec on a model without gradients
-    shards = plan(list(models_), data_spec, split, labels, budget_list, repeats, data.names, chunk,
-                  eps, seed, batch_size, sheet_dir=str(Path(out) / "sheet"),
-                  time_limit=time_limit)
-    config = {"attacks": labels, "budgets": budget_list, "models": list(models_), "data": data_spec,
-              "split": split, "images": data.names, "repeats": repeats, "eps": eps, "seed": seed,
-              "limit": limit, "scores": SCORES,
-              **({"time_limit": time_limit} if time_limit is not None else {}),
-              **({"classes_from_data": True} if classes_from_data else {})}  # older runs lack it
-    if table_only and not (Path(out) / RESULTS_FILE).is_file():
-        raise SegtkError(f"{out} holds no benchmark records", hint="run it first, without --table-only")
-    # Records are keyed per spec, ε and image; --table-only may watch a bench still running.
-    run = RunDir(out, config, resume or table_only, may_differ=("attacks", "eps", "limit"),
-                 read_only=table_only, kind="bench-attacks")
-    total = sum(len(s.images) for s in shards)
-    if not table_only:
-        with progress() as bar:
-            task = bar.add_task(f"{len(shards)} shards", total=total, status="")
-            run_bench(shards, run, make_executor(executor, workers, address),
-                      lambda n: bar.advance(task, n), classes_from_data)
-    result = aggregate(run.done(key="key").values(), shards)
-    _print_tables(result.rows, list(dict.fromkeys(models_)), eps, sorted(set(budget_list)), repeats)
+    with JobProgress() as bar:
+        result = api.bench_attacks(
+            list(models_), data_spec, attacks, budgets, eps, repeats, seed, limit, out,
+            split=split, time_limit=time_limit, batch_size=batch_size, chunk=chunk,
+            executor=executor, workers=workers, address=address, resume=resume,
+            table_only=table_only, classes_from_data=classes_from_data,
+            on_start=lambda shards, total: bar.start(f"{shards} shards", total),
+            on_records=bar.advance)
+    budget_list = sorted({int(b) for b in csv_list(budgets)})
+    _print_tables(result, list(dict.fromkeys(models_)), eps, budget_list, repeats)
     console.print("Table: the stored 8-bit images at each budget; curves.png/curves.json: the "
                   "oracle's proxy of the float candidates.", soft_wrap=True)
-    for path in write_outputs(result, Path(out)):
+    for path in result.files:
         result_line(f"wrote {path}")
-    sheet = write_contact_sheet(Path(out), data, labels, max(budget_list), max(eps))
+    sheet = result.details["sheet"]
     if sheet:
         result_line(f"wrote {sheet}", f" (ε={max(eps):g})" if len(eps) > 1 else "")
     if write_html:

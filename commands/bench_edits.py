@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import Any
 
 import click
 
-from segtk.benchmarks.edits import aggregate, build_subsets, plan, run_bench, write_outputs
-from segtk.commands.console import console, progress, quiet_option, result_line, table
+from segtk import api
+from segtk.api.edits import BENCH_ATTRIBUTES
+from segtk.commands.console import JobProgress, console, quiet_option, result_line, table
 from segtk.commands.options import (
     DEMO_MODEL,
     classes_from_data_option,
@@ -26,16 +25,12 @@ from segtk.core import (
     DEFAULT_MIN_AREA,
     OBJECT_RULES,
     SegtkError,
-    check_models,
-    load_dataset,
     parse_pairs,
     registry,
     split_spec,
 )
-from segtk.jobs.edit import PICKS, load_prompt_writer, prompt_settings
-from segtk.jobs.executors import make_executor
+from segtk.jobs.edit import PICKS
 from segtk.reports.writer import write_report
-from segtk.storage.runs import RunDir
 
 
 def values_items(values: dict[str, list[str]]) -> tuple[str, ...]:
@@ -56,19 +51,6 @@ def split_models(value: str) -> list[str]:
         else:
             specs.append(part)
     return specs
-
-
-def selection_config(min_area: float, objects: str, things_only: bool) -> dict[str, Any]:
-    """How the salient object was chosen, for run.json: only what differs from the defaults,
-    so that runs from before these options resume."""
-    config: dict[str, Any] = {}
-    if min_area != DEFAULT_MIN_AREA:
-        config["min_area"] = min_area
-    if objects != "largest":
-        config["objects"] = objects
-    if things_only:
-        config["things_only"] = True
-    return config
 
 
 def parse_values(items: tuple[str, ...]) -> dict[str, list[str]]:
@@ -108,7 +90,7 @@ RECORDED = {
 @split_option
 @limit_option
 @classes_from_data_option
-@click.option("--attributes", default="color,material,style,weather,size,position",
+@click.option("--attributes", default=BENCH_ATTRIBUTES,
               show_default=True,
               help="Comma-separated editors: one edited subset each (size and position: one per level).")
 @click.option("--values", "values", multiple=True, metavar="ATTR=V1,V2",
@@ -172,55 +154,34 @@ def bench_edits(models_, data_spec, split, limit, classes_from_data, attributes,
           --data camvid:../shared/data/camvid --limit 20 --values color=red,blue
       segtk bench edits --attributes color,material --prompt-model MODELS/chat-lm
     """
-    models, attrs = split_models(models_), csv_list(attributes)
-    if not models or not attrs:
-        raise SegtkError("--models and --attributes must name at least one each")
-    out_dir = Path(out)
-    if not resume and (out_dir / "results.jsonl").exists():
-        raise SegtkError(f"{out_dir} already holds results",
-                         hint="pass --resume to continue that run, or choose another --out")
-
     def said(attr, summary) -> None:
         d = summary.as_dict()
         skipped = ", ".join(f"{k} {v}" for k, v in d["skipped"].items()) or "none"
         console.print(f"subset {attr}: {d['edited']} edits of {d['sources_edited']} images "
                       f"(skipped: {skipped})")
 
-    # before any subset is edited: the subsets keep the source data's classes
-    check_models(models, load_dataset(data_spec, split, 1), classes_from_data)
-    writer = load_prompt_writer(prompt_writer_name, prompt_model)
-    prompts = prompt_settings(prompt_writer_name, prompt_model)
-    subsets = build_subsets(data_spec, split, limit, attrs, out_dir, backend, parse_values(values),
-                            csv_list(filters), filter_params, seed, parse_pairs(extra, "--param"),
-                            said, pick, object_centric, writer, prompts, min_area, objects,
-                            things_only)
-    shards = plan(models, subsets, chunk, batch_size)
-    config = {"models": models, "data": data_spec, "split": split, "limit": limit,
-              "attributes": attrs, "backend": backend, "values": parse_values(values),
-              "filters": csv_list(filters), "filter_params": list(filter_params), "seed": seed,
-              "pick": pick, "object_centric": object_centric, **prompts,
-              **({"classes_from_data": True} if classes_from_data else {}),  # older runs lack it
-              **({"params": parse_pairs(extra, "--param")} if extra else {}),
-              **selection_config(min_area, objects, things_only)}
-    # --param is recorded (when given) for --resume to read; each subset's own run.json checks
-    # it, so it may differ here (runs made before it was recorded hold none)
-    run = RunDir(out_dir, config, resume, may_differ=("params",), kind="bench-edits")
-    with progress() as bar:
-        task = bar.add_task(f"{len(shards)} shards", total=sum(len(s.images) for s in shards),
-                            status="")
-        run_bench(shards, run, make_executor(executor, workers, address),
-                  lambda n: bar.advance(task, n), classes_from_data)
-    result = aggregate(list(run.done(key="key").values()), shards)
-    cols = result["subsets"]
+    with JobProgress() as bar:
+        result = api.bench_edits(
+            split_models(models_), data_spec, attributes, parse_values(values), out,
+            split=split, limit=limit, pick=pick, object_centric=object_centric,
+            min_area=min_area, objects=objects, things_only=things_only, backend=backend,
+            params=parse_pairs(extra, "--param"), filters=filters, filter_params=filter_params,
+            prompt_model=prompt_model, prompt_writer=prompt_writer_name, seed=seed,
+            batch_size=batch_size, chunk=chunk, executor=executor, workers=workers,
+            address=address, resume=resume, classes_from_data=classes_from_data,
+            on_subset=said, on_start=lambda shards, total: bar.start(f"{shards} shards", total),
+            on_records=bar.advance)
+    details = result.details
+    cols = details["subsets"]
     console.print(table("mIoU % per subset (geometry subsets: object pixels only)",
                         ["model", *cols],
-                        [[m, *(f"{result['miou'][m].get(s, float('nan')):.2f}" for s in cols)]
-                         for m in result["models"]]))
+                        [[m, *(f"{details['miou'][m].get(s, float('nan')):.2f}" for s in cols)]
+                         for m in details["models"]]))
     console.print(table("robustness: RmIoU = mean over edited subsets, mR = RmIoU / reference",
                         ["model", "group", "reference", "ref mIoU", "RmIoU", "mR"],
                         [[g["model"], g["group"], g["reference"], f"{g['reference_miou']:.2f}",
-                          f"{g['rmiou']:.2f}", f"{g['mr']:.3f}"] for g in result["groups"]]))
-    for path in write_outputs(result, out_dir):
+                          f"{g['rmiou']:.2f}", f"{g['mr']:.3f}"] for g in details["groups"]]))
+    for path in result.files:
         result_line(f"wrote {path}")
     if write_html:
-        result_line(f"report: {write_report(out_dir)}")
+        result_line(f"report: {write_report(out)}")

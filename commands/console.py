@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import ExitStack
 from typing import Any
 
 import click
@@ -58,6 +59,35 @@ def progress() -> Progress:
         transient=False,
         disable=console.quiet,
     )
+
+
+class JobProgress:
+    """A progress bar opened when a job says it starts (after its checks and its run folder),
+    so that a refused job prints its error alone; use it as a context manager around the job.
+    `start(description, total)` opens it, `advance(n)` and `update(**fields)` move it."""
+
+    def __init__(self) -> None:
+        self._stack = ExitStack()
+        self.bar: Progress | None = None
+        self.task: Any = None
+
+    def start(self, description: str, total: int) -> None:
+        if self.bar is None:
+            self.bar = self._stack.enter_context(progress())
+        self.task = self.bar.add_task(description, total=total, status="")
+
+    def advance(self, n: int = 1, **fields: Any) -> None:
+        self.update(advance=n, **fields)
+
+    def update(self, **fields: Any) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, **fields)
+
+    def __enter__(self) -> JobProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
 
 
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]],

@@ -6,9 +6,16 @@ from pathlib import Path
 
 import click
 
-from segtk.commands.console import console, err_console, progress, quiet_option, result_line, table
+from segtk import api
+from segtk.commands.console import (
+    JobProgress,
+    console,
+    err_console,
+    quiet_option,
+    result_line,
+    table,
+)
 from segtk.commands.options import (
-    csv_list,
     data_option,
     limit_option,
     prompt_options,
@@ -21,25 +28,9 @@ from segtk.core import (
     DEFAULT_MIN_AREA,
     OBJECT_RULES,
     SKIP_REASONS,
-    SegtkError,
-    backend_class,
-    load_dataset,
     parse_pairs,
 )
-from segtk.jobs.edit import (
-    PICKS,
-    EditConfig,
-    EditRun,
-    build_editor,
-    build_filter,
-    edit_dataset,
-    load_prompt_writer,
-    no_edits,
-    object_things,
-    parse_filter_params,
-    prompt_settings,
-    run_config,
-)
+from segtk.jobs.edit import PICKS
 from segtk.reports.writer import write_report
 
 # Where run.json records each option (see commands.resume and jobs.edit.run_config). --values,
@@ -157,56 +148,39 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, p
       segtk predict --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
                     --data edited:runs/edit-color
     """
-    backend_class(backend)  # an unknown backend or a missing dependency: say so before anything
-    prompt_writer = load_prompt_writer(prompt_writer_name, prompt_model)
-    editor = build_editor(editor_name, backend, parse_pairs(extra, "--param"))
-    filter_names = list(dict.fromkeys(filter_names))
-    filter_opts = parse_filter_params(filter_names, filter_params)
-    filters = [build_filter(n, filter_opts[n]) for n in filter_names]
-    value_list = [editor.check_value(v) for v in csv_list(values)] if values else list(editor.values)
-    if not value_list:
-        raise SegtkError(f"editor {editor_name!r} has no values", hint="pass --values")
-    value_list = list(dict.fromkeys(value_list))
-    data = load_dataset(data_spec, split, limit)
-    exclude_list = None if exclude is None else csv_list(exclude)
-    only_list = csv_list(only) if only else None
-    known = {c.lower() for c in data.classes}
-    if only_list and not any(c.lower() in known for c in only_list):
-        raise SegtkError(f"--classes {only}: none of these is a class of {data.name}",
-                         hint=f"classes: {', '.join(data.classes)}")
-    for name in (only_list or []) + (exclude_list or []):
-        if name.lower() not in known:
-            err_console.print(f"[yellow]warning:[/] {name!r} is not a class of {data.name}")
     out = Path(default_out(out, editor_name))
-    settings = EditConfig(value_list, variants, seed, min_area, exclude_list, only_list,
-                          save_sources, sheet_rows, filters, prompt_writer, pick, object_centric,
-                          objects, things_only)
-    object_things(data, settings)  # no thing class to pick: say so before OUT is made
-    per_image = 1 if pick == "one" else len(value_list)
-    run = EditRun(out, run_config(editor, editor_name, backend, data_spec, split, limit, settings,
-                                  filter_opts, **prompt_settings(prompt_writer_name, prompt_model)),
-                  resume)
-    with progress() as bar:
-        task = bar.add_task(f"{editor_name} ({backend})",
-                            total=len(data) * per_image * variants, status="")
 
+    def warn(message: str) -> None:
+        err_console.print(f"[yellow]warning:[/] {message}")
+
+    def show(summary: api.Table) -> None:  # before the error of a run that edited nothing
+        values = summary.details["values"]
+        console.print(table(
+            f"{editor_name} on {data_spec}: {summary.details['images']} images × "
+            + (f"1 of {len(values)} values" if pick == "one" else f"{len(values)} values")
+            + (f" × {variants} variants" if variants > 1 else ""),
+            ["", "edits", "source images"],
+            [(r["outcome"], r["edits"], r["source_images"]) for r in summary]))
+        for row in summary[1:]:
+            reason = row["outcome"].removeprefix("skipped: ")
+            console.print(f"  {reason}: {SKIP_REASONS.get(reason, '')}")
+
+    with JobProgress() as bar:
         def tick(rec) -> None:
             status = rec["name"] + (f": skipped ({rec['reason']})" if "reason" in rec else "")
-            bar.update(task, advance=1, status=status)
+            bar.advance(1, status=status)
 
-        summary = edit_dataset(editor, data, run, settings, tick)
-    console.print(table(
-        f"{editor_name} on {data_spec}: {len(data)} images × "
-        + (f"1 of {len(value_list)} values" if pick == "one" else f"{len(value_list)} values")
-        + (f" × {variants} variants" if variants > 1 else ""),
-        ["", "edits", "source images"], summary.table()))
-    for row, _, _ in summary.table()[1:]:
-        reason = row.removeprefix("skipped: ")
-        console.print(f"  {reason}: {SKIP_REASONS.get(reason, '')}")
-    if not summary.edited:
-        raise no_edits(summary, out)
+        api.edit(
+            data_spec, editor_name, values, out, backend=backend, split=split, limit=limit,
+            variants=variants, pick=pick, object_centric=object_centric, seed=seed,
+            resume=resume, min_area=min_area, exclude=exclude, classes=only, objects=objects,
+            things_only=things_only, params=parse_pairs(extra, "--param"),
+            filters=filter_names, filter_params=filter_params, prompt_model=prompt_model,
+            prompt_writer=prompt_writer_name, sheet_rows=sheet_rows, save_sources=save_sources,
+            on_start=lambda total: bar.start(f"{editor_name} ({backend})", total),
+            on_edit=tick, on_table=show, warn=warn)
     result_line(f"edited dataset: {out}", f"  (read it with --data edited:{out})")
-    if save_sources and summary.edited:
+    if save_sources:
         result_line(f"originals: {out / 'source'}", f"  (--data folder:{out / 'source'})")
     if (out / "contact_sheet.png").exists():
         result_line(f"contact sheet: {out / 'contact_sheet.png'}")

@@ -7,41 +7,18 @@ from pathlib import Path
 
 import click
 
-from segtk.benchmarks.augment import AugmentBench, columns, run, table_rows, write_outputs
+from segtk import api
+from segtk.api.training import AUGMENT_ATTRIBUTES, BENCH_AUGMENTS, split_augments
+from segtk.benchmarks.augment import columns, table_rows
 from segtk.commands.bench_edits import parse_values, values_items
-from segtk.commands.console import console, progress, quiet_option, result_line, table
+from segtk.commands.console import JobProgress, console, quiet_option, result_line, table
 from segtk.commands.options import classes_from_data_option, csv_list, limit_option
 from segtk.commands.resume import Recorded, joined, resumable, sized
-from segtk.core import CLASSICAL, SegtkError, preferred_split
-from segtk.jobs.train import TrainConfig, parse_size, train
+from segtk.core import CLASSICAL
+from segtk.jobs.train import parse_size
 
 TRAIN_SPLIT_HELP = ("Training split [default: train where the data has splits, else all of it]; "
                     "'' for none.")
-
-
-def chosen_split(data_spec: str, split: str | None, preferred: str) -> str | None:
-    """--split as given ('' = none) or, when not given, `preferred` where the data has splits and
-    none where it has none: a default the user did not type must not fail on the demo data."""
-    if split is None:
-        return preferred_split(data_spec, preferred)
-    return split or None
-
-
-def split_augments(value: str) -> list[str]:
-    """'baseline,cutmix:alpha=1,p=0.5' -> ['baseline', 'cutmix:alpha=1,p=0.5']: one separator,
-    the comma; a KEY=VALUE part (an '=' before any ':') continues the spec before it, since an
-    augmenter's name never holds an '='."""
-    specs: list[str] = []
-    for part in csv_list(value):
-        name = part.partition(":")[0]
-        if specs and "=" in name:
-            specs[-1] += "," + part
-        elif "+" in name:
-            raise SegtkError(f"--augment {value!r}: separate the augmentations with ','",
-                             hint="e.g. --augment baseline,cutmix:alpha=1,p=0.5,augmix")
-        else:
-            specs.append(part)
-    return specs
 
 
 def training_options(command):
@@ -105,16 +82,14 @@ BENCH_AUGMENT = {  # benchmarks.augment.AugmentBench.record: --augment may add a
 class StepBar:
     """A rich progress bar per epoch, fed by the training job's step hook."""
 
-    def __init__(self, bar) -> None:
-        self.bar, self.task, self.epoch = bar, None, None
+    def __init__(self, bar: JobProgress) -> None:
+        self.bar, self.epoch = bar, None
 
     def __call__(self, epoch: int, step: int, steps: int, loss: float) -> None:
         if epoch != self.epoch:
-            if self.task is not None:
-                self.bar.update(self.task, visible=True)
-            self.task = self.bar.add_task(f"epoch {epoch}", total=steps, status="")
+            self.bar.start(f"epoch {epoch}", steps)
             self.epoch = epoch
-        self.bar.update(self.task, completed=step, status=f"loss {loss:.4f}")
+        self.bar.update(completed=step, status=f"loss {loss:.4f}")
 
 
 @click.command("train")
@@ -153,16 +128,16 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
       segtk predict --model runs/train-cutmix/model.spec --data camvid:../shared/data/camvid
     """
 
-    split = chosen_split(data_spec, split, "train")
-    config = TrainConfig(model_spec, data_spec, split, limit, augment, epochs, batch_size,
-                         lr, weight_decay, seed, parse_size(size, "--size"),
-                         parse_size(crop, "--crop"), classes_from_data)
-    with progress() as bar:
-        results = train(config, out, resume, on_step=StepBar(bar))
-    rows = [(r.epoch, r.loss, r.steps, r.seconds) for r in results]
+    with JobProgress() as bar:
+        results = api.train(model_spec, data_spec, out, augment, split=split, limit=limit,
+                            epochs=epochs, batch_size=batch_size, lr=lr,
+                            weight_decay=weight_decay, seed=seed, size=size, crop=crop,
+                            classes_from_data=classes_from_data, resume=resume,
+                            on_step=StepBar(bar))
+    rows = [(r["epoch"], r["loss"], r["steps"], r["seconds"]) for r in results]
     console.print(table(f"segtk train --augment {augment}", ["epoch", "loss", "steps", "seconds"], rows))
     if results:
-        result_line(f"model: {results[-1].spec}", f"  (or --model {Path(out) / 'model.spec'}, "
+        result_line(f"model: {results.details['spec']}", f"  (or --model {Path(out) / 'model.spec'}, "
                     "which follows the run folder when it is moved)")
 
 
@@ -172,7 +147,7 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
 @click.option("--data", "data_spec", help="Training data spec FORMAT:PATH [required; --resume reads it from OUT].")
 @click.option("--split", default=None, help=TRAIN_SPLIT_HELP)
 @limit_option
-@click.option("--augment", "augments", default="baseline,cutout,cutmix,augmix", show_default=True,
+@click.option("--augment", "augments", default=BENCH_AUGMENTS, show_default=True,
               metavar="SPEC[,SPEC...]",
               help="Augmentations, comma-separated, one model each; a KEY=VALUE after a comma is "
                    "the parameter of the augmentation before it, and a list value takes ';' "
@@ -183,7 +158,7 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
                    "'' for none.")
 @click.option("--eval-limit", type=click.IntRange(min=1), default=None,
               help="Use only the first N evaluation images.")
-@click.option("--attributes", default="color,material,style,weather", show_default=True,
+@click.option("--attributes", default=AUGMENT_ATTRIBUTES, show_default=True,
               help="Editors making the edited evaluation subsets, comma-separated.")
 @click.option("--values", "values", multiple=True, metavar="ATTR=V1,V2",
               help="Values of one attribute, comma-separated; repeat the option for another "
@@ -218,38 +193,27 @@ def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval
           --values color=red,blue --values style=painting,sketch --out runs/bench-augment
     """
 
-    specs = split_augments(augments)
-    attrs = csv_list(attributes)
-    if not attrs:
-        raise SegtkError("--attributes must name at least one editor", hint="e.g. --attributes color,weather")
-    split = chosen_split(data_spec, split, "train")
-    eval_split = chosen_split(eval_data or data_spec, eval_split, "val")
-    training = TrainConfig(model_spec, data_spec, split, limit, "baseline", epochs,
-                           batch_size, lr, weight_decay, seed, parse_size(size, "--size"),
-                           parse_size(crop, "--crop"), classes_from_data)
-    bench = AugmentBench(training, tuple(s for s in specs if s), tuple(attrs), eval_data,
-                         eval_split, eval_limit, parse_values(values), backend)
-
     def said(attr, summary) -> None:
         d = summary.as_dict()
         console.print(f"subset {attr}: {d['edited']} edits of {d['sources_edited']} images")
 
-    with progress() as bar:
+    with JobProgress() as bar:
         steps = StepBar(bar)
-        state: dict = {}
 
         def on_train(label: str, info: dict) -> None:
             console.print(f"training {label} ({info['augment']}) into {info['out']}")
             steps.epoch = None
 
-        def on_scoring(total: int) -> None:
-            state["task"] = bar.add_task("scoring", total=total, status="")
-
-        def on_records(n: int) -> None:
-            bar.advance(state["task"], n)
-
-        result = run(bench, out, resume, said, on_train, steps, on_records, on_scoring)
+        result = api.bench_augment(
+            model_spec, data_spec, augments, out, split=split, limit=limit,
+            eval_data=eval_data, eval_split=eval_split, eval_limit=eval_limit,
+            attributes=attributes, values=parse_values(values), backend=backend,
+            epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay, seed=seed,
+            size=size, crop=crop, classes_from_data=classes_from_data, resume=resume,
+            on_subset=said, on_train=on_train, on_step=steps,
+            on_scoring=lambda total: bar.start("scoring", total), on_records=bar.advance)
+    details = result.details
     console.print(table("mIoU % per subset, mR = RmIoU / mIoU(reference) (Gen4Seg Tab. IV)",
-                        columns(result), table_rows(result)))
-    for path in write_outputs(result, Path(out)):
+                        columns(details), table_rows(details)))
+    for path in result.files:
         result_line(f"wrote {path}")

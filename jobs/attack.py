@@ -141,8 +141,11 @@ def attack_dataset(
     save_images: bool = True,
     on_image: Callable[[dict[str, Any]], None] | None = None,
     classes_from_data: bool = False,
+    on_stored: Callable[[str, np.ndarray], None] | None = None,
 ) -> Summary:
-    """Attack every image not yet in results.jsonl; return the summary over the whole set."""
+    """Attack every image not yet in results.jsonl; return the summary over the whole set.
+    `on_stored(name, image)` sees each stored 8-bit adversarial image (what the scores are
+    computed on; the Python API keeps them in memory when it writes no files)."""
     check_compatible(segmenter, dataset, classes_from_data)  # labels of other classes: noise
     check_gradients(type(attack), segmenter)  # a white-box attack on a labels-only model
     done = run.done()
@@ -152,7 +155,8 @@ def attack_dataset(
         if name in done and on_image:
             on_image(done[name])
     for batch in same_size_batches(dataset, pending, batch_size):
-        for record in _attack_batch(attack, segmenter, dataset, batch, run.path, save_images, palette):
+        for record in _attack_batch(attack, segmenter, dataset, batch, run.path, save_images,
+                                    palette, on_stored):
             run.append(record)
             done[record["image"]] = record
             if on_image:
@@ -160,7 +164,8 @@ def attack_dataset(
     return summarise([done[n] for n in dataset.names], len(dataset.classes))
 
 
-def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path, save_images, palette):
+def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path, save_images, palette,
+                  on_stored):
     names = [item.name for item in batch]
     clean_u8 = np.stack([item.image for item in batch])
     x, y = batch_tensors(batch, segmenter.device)
@@ -182,6 +187,8 @@ def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path, save
                       overlay(item.image, clean_pred[i].numpy(), palette, ignore_index=ignore))
             write_png(out / "overlays" / f"{item.name}_adv.png",
                       overlay(stored[i], adv_pred[i].numpy(), palette, ignore_index=ignore))
+        if on_stored:
+            on_stored(item.name, stored[i])
         linf = int(np.abs(stored[i].astype(np.int16) - item.image.astype(np.int16)).max())
         yield {
             "image": item.name,

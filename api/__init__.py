@@ -1,0 +1,19 @@
+"""segtk's Python API: the functions behind the CLI commands, so both give the same numbers.
+
+    import segtk
+    result = segtk.attack("demo", "demo", attack="dla", budget=50, limit=4)
+    print(result.adv_miou, result.records[0]["queries"])
+
+Models and data are specs (as `--model` and `--data` take them) or loaded objects
+(`load_model`, `load_dataset`); attacks and benchmarks write nothing unless given `out`,
+a run folder written exactly as the CLI writes it (and resumable by either).
+"""
+
+from segtk.api.attacks import attack, bench_attacks
+from segtk.api.edits import bench_edits, edit
+from segtk.api.loading import load_dataset, load_model
+from segtk.api.results import AttackRun, Table
+from segtk.api.training import bench_augment, train
+
+__all__ = ["AttackRun", "Table", "attack", "bench_attacks", "bench_augment", "bench_edits", "edit",
+           "load_dataset", "load_model", "train"]

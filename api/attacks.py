@@ -1,0 +1,193 @@
+"""`segtk.attack` and `segtk.bench_attacks`: the jobs behind `segtk attack` and `segtk bench
+attacks`, which call these functions, so Python and the CLI give the same numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from segtk.api.loading import (
+    comma_list,
+    data_of,
+    model_of,
+    pairs_of,
+    spec_of,
+    specs_only,
+    split_of,
+)
+from segtk.api.results import AttackRun, MemoryRun, StoredImages, Table
+from segtk.benchmarks.attacks import (
+    BenchResult,
+    Shard,
+    aggregate,
+    build_spec,
+    check_white_box,
+    parse_spec,
+    plan,
+    run_bench,
+    white_box_gaps,
+    with_recorded,
+    write_contact_sheet,
+    write_outputs,
+)
+from segtk.core import (
+    Dataset,
+    Segmenter,
+    SegtkError,
+    build,
+    check_compatible,
+    check_gradients,
+    check_models,
+    load_dataset,
+)
+from segtk.jobs.attack import attack_dataset, run_settings
+from segtk.jobs.executors import make_executor
+from segtk.storage.runs import RESULTS_FILE, RunDir
+
+__all__ = ["attack", "bench_attacks", "BENCH_ATTACKS", "BENCH_BUDGETS", "SCORES"]
+
+BENCH_ATTACKS = "dla,random,nes,bandits,zo-signsgd,signhunter,simba,square"
+BENCH_BUDGETS = "10,50,200"
+SCORES = "stored 8-bit images"  # what the bench table scores (runs before this scored floats)
+
+
+def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", budget: int = 50,
+           eps: float = 8.0, seed: int = 0, limit: int | None = None,
+           params: Mapping[str, Any] | Iterable[str] | None = None,
+           out: str | Path | None = None, *, split: str | None = None,
+           batch_size: int = 8, time_limit: float | None = None, save_images: bool = True,
+           resume: bool = False, classes_from_data: bool = False,
+           on_start: Callable[[int], None] | None = None,
+           on_image: Callable[[dict[str, Any]], None] | None = None) -> AttackRun:
+    """Run the attack plugin `attack` on every image of `data` against `model`; score the
+    stored 8-bit adversarial images.
+
+    `model`, `data`: a spec (as `--model`, `--data`) or a loaded object (`load_model`,
+    `load_dataset`). `budget`: queries per image (the clean query counts); `eps`: L∞ bound on
+    the 0–255 scale; `params`: the attack's own parameters (a dict, or KEY=VALUE items as
+    `--param` takes them). `out`: a run folder written exactly as `segtk attack --out` writes
+    it (resumable with `resume=True`); None keeps everything in memory and writes nothing.
+    `on_start(images)` and `on_image(record)` follow the progress (the CLI's progress bar).
+    """
+    attack_obj = build("attack", attack, pairs_of(params, "--param"), budget=budget, eps=eps,
+                       seed=seed, time_limit=time_limit)
+    if out is None and resume:
+        raise SegtkError("resume=True needs the run folder to resume", hint="pass out=FOLDER")
+    segmenter = model_of(model)
+    dataset = data_of(data, split, limit)
+    check_compatible(segmenter, dataset, classes_from_data)  # before the run writes anything
+    check_gradients(type(attack_obj), segmenter)  # a white-box attack needs a model's gradients
+    config = {"attack": attack, **run_settings(attack_obj.params), "model": spec_of(segmenter),
+              "data": spec_of(dataset), "split": split_of(dataset), "limit": limit,
+              **({"classes_from_data": True} if classes_from_data else {})}  # older runs lack it
+    kept: dict[str, np.ndarray] = {}
+    if out is None:
+        run: RunDir | MemoryRun = MemoryRun()
+    else:  # records are per image, so --limit may change
+        run = RunDir(out, config, resume, may_differ=("limit",), kind="attack")
+    try:
+        if on_start:
+            on_start(len(dataset))
+        summary = attack_dataset(attack_obj, segmenter, dataset, run, batch_size,
+                                 save_images and out is not None, on_image,
+                                 classes_from_data=classes_from_data,
+                                 on_stored=kept.__setitem__ if out is None else None)
+    finally:
+        run.close()
+    images = kept if out is None else \
+        StoredImages(Path(out) / "images", dataset.names) if save_images else {}
+    return AttackRun(summary.records, summary.table, images, None if out is None else Path(out))
+
+
+def _eps_values(eps: float | Sequence[float]) -> list[float]:
+    values = [float(e) for e in ([eps] if isinstance(eps, int | float) else eps)]
+    if not values:
+        raise SegtkError("eps names no value", hint="e.g. eps=8 or eps=[4, 8, 16]")
+    for v in values:
+        if not 0 < v <= 255:
+            raise SegtkError(f"eps {v:g} is not in the range 0<x<=255 (the 0–255 scale)")
+    return list(dict.fromkeys(values))
+
+
+def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
+                  attacks: str | Sequence[str] = BENCH_ATTACKS,
+                  budgets: str | Sequence[int] = BENCH_BUDGETS, eps: float | Sequence[float] = 8.0,
+                  repeats: int = 3, seed: int = 0, limit: int | None = None,
+                  out: str | Path | None = None, *, split: str | None = None,
+                  time_limit: float | None = None, batch_size: int = 8, chunk: int = 8,
+                  executor: str = "local", workers: int | None = None,
+                  address: str | None = None, resume: bool = False, table_only: bool = False,
+                  classes_from_data: bool = False,
+                  on_start: Callable[[int, int], None] | None = None,
+                  on_records: Callable[[int], None] | None = None) -> Table:
+    """Attack specs × budgets (× ε × models) → dataset mIoU % of the stored 8-bit images, mean
+    ± std over `repeats` (repeat r uses seed + r): `segtk bench attacks`.
+
+    `models`: model specs (the shards load them in their workers); `attacks`: specs
+    NAME[:KEY=VALUE;...] (a list, or comma-separated); `budgets`, `eps`: one value or several.
+    Returns the table's rows (model, attack, eps, budget, miou_mean, miou_std, pacc_mean,
+    images, repeats, white_box, and the visibility columns at the largest budget) with
+    `details["curves"]` (the proxy per query, per model and attack) and `details["gaps"]` (each
+    decision-based attack's distance to the best white-box one). `out`: the run folder, written
+    as the CLI writes it (table.csv, table.json, curves, contact sheet; resumable); None keeps
+    the records in memory and writes nothing. `table_only`: run nothing, tabulate what `out`
+    holds. `on_start(shards, images)` and `on_records(n)` follow the progress.
+    """
+    model_list = specs_only(models, data, "bench_attacks")
+    if not model_list:
+        raise SegtkError("models names no model", hint="e.g. models=['demo']")
+    labels = list(dict.fromkeys(parse_spec(s).label for s in comma_list(attacks)))
+    budget_list = [int(b) for b in comma_list(budgets)]
+    sweep = _eps_values(eps)
+    for label in labels:  # a bad spec, value or ε fails before any work
+        for e in sweep:
+            build_spec(label, budget=max(budget_list), eps=e, seed=seed, time_limit=time_limit)
+    if out is None and (resume or table_only):
+        raise SegtkError("resume and table_only need the run folder", hint="pass out=FOLDER")
+    dataset = load_dataset(data, split, limit)
+    if not table_only:  # before run.json is written
+        check_models(model_list, dataset, classes_from_data)
+        check_white_box(model_list, labels)  # a white-box spec on a model without gradients
+    shards = plan(model_list, data, split, labels, budget_list, repeats, dataset.names, chunk,
+                  sweep, seed, batch_size, sheet_dir=None if out is None else str(Path(out) / "sheet"),
+                  time_limit=time_limit)
+    config = {"attacks": labels, "budgets": budget_list, "models": model_list, "data": data,
+              "split": split, "images": dataset.names, "repeats": repeats, "eps": sweep,
+              "seed": seed, "limit": limit, "scores": SCORES,
+              **({"time_limit": time_limit} if time_limit is not None else {}),
+              **({"classes_from_data": True} if classes_from_data else {})}  # older runs lack it
+    if out is None:
+        result = _run_bench(MemoryRun(), shards, on_start, on_records, classes_from_data,
+                            make_executor(executor, workers, address))
+        return Table(result.rows, details=_details(result))
+    if table_only and not (Path(out) / RESULTS_FILE).is_file():
+        raise SegtkError(f"{out} holds no benchmark records", hint="run it first, without --table-only")
+    # Records are keyed per spec, ε and image; table_only may watch a bench still running.
+    with RunDir(out, config, resume or table_only, may_differ=("attacks", "eps", "limit"),
+                read_only=table_only, kind="bench-attacks") as run:
+        result = _run_bench(run, shards, on_start, on_records, classes_from_data,
+                            None if table_only else make_executor(executor, workers, address))
+        files = write_outputs(result, Path(out))
+    sheet = write_contact_sheet(Path(out), dataset, labels, max(budget_list), max(sweep))
+    return Table(result.rows, out=Path(out), files=files, details={**_details(result), "sheet": sheet})
+
+
+def _run_bench(run: RunDir | MemoryRun, shards: list[Shard],
+               on_start: Callable[[int, int], None] | None,
+               on_records: Callable[[int], None] | None, classes_from_data: bool,
+               executor: Any | None) -> BenchResult:
+    """Run the shards not done yet into `run` (none without an `executor`: only tabulate), and
+    aggregate its records."""
+    if executor is not None:
+        if on_start:
+            on_start(len(shards), sum(len(s.images) for s in shards))
+        run_bench(shards, run, executor, on_records, classes_from_data)
+    records = list(run.done(key="key").values())  # with what earlier invocations added
+    return aggregate(records, with_recorded(shards, records))
+
+
+def _details(result: BenchResult) -> dict[str, Any]:
+    return {"curves": result.curves, "gaps": white_box_gaps(result.rows)}

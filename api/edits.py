@@ -1,0 +1,207 @@
+"""`segtk.edit` and `segtk.bench_edits`: the jobs behind `segtk edit` and `segtk bench edits`,
+which call these functions, so Python and the CLI make the same edits and numbers."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from segtk.api.loading import comma_list, data_of, pairs_of, spec_of, specs_only, split_of
+from segtk.api.results import Table
+from segtk.benchmarks.edits import aggregate, build_subsets, plan, run_bench, write_outputs
+from segtk.core import (
+    CLASSICAL,
+    DEFAULT_MIN_AREA,
+    Dataset,
+    SegtkError,
+    backend_class,
+    check_models,
+    load_dataset,
+)
+from segtk.jobs.edit import (
+    EditConfig,
+    EditRun,
+    EditSummary,
+    build_editor,
+    build_filter,
+    edit_dataset,
+    load_prompt_writer,
+    no_edits,
+    object_things,
+    parse_filter_params,
+    prompt_settings,
+    run_config,
+)
+from segtk.jobs.executors import make_executor
+from segtk.storage.runs import RunDir
+
+__all__ = ["edit", "bench_edits", "BENCH_ATTRIBUTES", "selection_config"]
+
+BENCH_ATTRIBUTES = "color,material,style,weather,size,position"
+FilterParams = Mapping[str, Mapping[str, Any]] | Iterable[str] | None
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, stacklevel=3)
+
+
+def filter_items(params: FilterParams) -> list[str]:
+    """Filter options as `--filter-param` items NAME.KEY=VALUE (a dict {NAME: {KEY: VALUE}}
+    is written as those items)."""
+    if params is None:
+        return []
+    if isinstance(params, Mapping):
+        return [f"{name}.{key}={value}" for name, opts in params.items() for key, value in opts.items()]
+    return [params] if isinstance(params, str) else list(params)
+
+
+def edit(data: str | Dataset, editor: str, values: str | Sequence[str] | None = None,
+         out: str | Path | None = None, *, backend: str = CLASSICAL, split: str | None = None,
+         limit: int | None = None, variants: int = 1, pick: str = "all",
+         object_centric: bool = False, seed: int = 0, resume: bool = False,
+         min_area: float = DEFAULT_MIN_AREA, exclude: str | Sequence[str] | None = None,
+         classes: str | Sequence[str] | None = None, objects: str = "largest",
+         things_only: bool = False, params: Mapping[str, Any] | Iterable[str] | None = None,
+         filters: str | Sequence[str] = (), filter_params: FilterParams = None,
+         prompt_model: str | None = None, prompt_writer: str | None = None,
+         sheet_rows: int = 12, save_sources: bool = True,
+         on_start: Callable[[int], None] | None = None,
+         on_edit: Callable[[dict[str, Any]], None] | None = None,
+         on_table: Callable[[Table], None] | None = None,
+         warn: Callable[[str], None] = _warn) -> Table:
+    """Edit an attribute of `data`'s labelled images with the editor plugin `editor` into an
+    edited dataset in `out` (default runs/edit-EDITOR), as `segtk edit` does; read it back with
+    `load_dataset("edited:OUT")`.
+
+    `values`: the attribute values (default: all the editor's); `params`: the editor's own
+    parameters (a dict, or KEY=VALUE items); `filters` and `filter_params` ({NAME: {KEY:
+    VALUE}}): noise filters. Returns the counts as rows (outcome "edited" or "skipped: REASON",
+    edits, source_images) with `details` holding the manifest records ("edited"), the skipped
+    ones ("skipped"), the "values" and the number of source "images". Raises SegtkError when
+    every planned edit was skipped, after `on_table` has seen the table.
+    """
+    backend_class(backend)  # an unknown backend or a missing dependency: say so before anything
+    writer = load_prompt_writer(prompt_writer, prompt_model)
+    editor_obj = build_editor(editor, backend, pairs_of(params, "--param"))
+    filter_names = list(dict.fromkeys(comma_list(filters)))
+    filter_opts = parse_filter_params(filter_names, filter_items(filter_params))
+    filter_objs = [build_filter(n, filter_opts[n]) for n in filter_names]
+    value_list = [editor_obj.check_value(v) for v in comma_list(values)] if values \
+        else list(editor_obj.values)
+    if not value_list:
+        raise SegtkError(f"editor {editor!r} has no values", hint="pass --values")
+    value_list = list(dict.fromkeys(value_list))
+    dataset = data_of(data, split, limit)
+    exclude_list = None if exclude is None else comma_list(exclude)
+    only_list = comma_list(classes) if classes else None
+    known = {c.lower() for c in dataset.classes}
+    if only_list and not any(c.lower() in known for c in only_list):
+        shown = classes if isinstance(classes, str) else ",".join(classes)
+        raise SegtkError(f"--classes {shown}: none of these is a class of {dataset.name}",
+                         hint=f"classes: {', '.join(dataset.classes)}")
+    for name in (only_list or []) + (exclude_list or []):
+        if name.lower() not in known:
+            warn(f"{name!r} is not a class of {dataset.name}")
+    folder = Path(out or f"runs/edit-{editor}")
+    settings = EditConfig(value_list, variants, seed, min_area, exclude_list, only_list,
+                          save_sources, sheet_rows, filter_objs, writer, pick, object_centric,
+                          objects, things_only)
+    object_things(dataset, settings)  # no thing class to pick: say so before OUT is made
+    config = run_config(editor_obj, editor, backend, spec_of(dataset), split_of(dataset), limit,
+                        settings, filter_opts, **prompt_settings(prompt_writer, prompt_model))
+    with EditRun(folder, config, resume) as run:
+        if on_start:
+            on_start(len(dataset) * (1 if pick == "one" else len(value_list)) * variants)
+        summary = edit_dataset(editor_obj, dataset, run, settings, on_edit)
+    table = _edit_table(summary, folder, value_list, len(dataset))
+    if on_table:
+        on_table(table)
+    if not summary.edited:
+        raise no_edits(summary, folder)
+    return table
+
+
+def _edit_table(summary: EditSummary, out: Path, values: list[str], images: int) -> Table:
+    rows = [{"outcome": outcome, "edits": edits, "source_images": sources}
+            for outcome, edits, sources in summary.table()]
+    return Table(rows, out=out, details={"edited": summary.edited, "skipped": summary.skipped,
+                                         "values": values, "images": images})
+
+
+def selection_config(min_area: float, objects: str, things_only: bool) -> dict[str, Any]:
+    """How the salient object was chosen, for run.json: only what differs from the defaults,
+    so that runs from before these options resume."""
+    config: dict[str, Any] = {}
+    if min_area != DEFAULT_MIN_AREA:
+        config["min_area"] = min_area
+    if objects != "largest":
+        config["objects"] = objects
+    if things_only:
+        config["things_only"] = True
+    return config
+
+
+def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
+                attributes: str | Sequence[str] = BENCH_ATTRIBUTES,
+                values: Mapping[str, Sequence[str]] | None = None,
+                out: str | Path = "runs/bench-edits", *, split: str | None = None,
+                limit: int | None = None, pick: str = "one", object_centric: bool = True,
+                min_area: float = DEFAULT_MIN_AREA, objects: str = "largest",
+                things_only: bool = False, backend: str = CLASSICAL,
+                params: Mapping[str, Any] | Iterable[str] | None = None,
+                filters: str | Sequence[str] = (), filter_params: FilterParams = None,
+                prompt_model: str | None = None, prompt_writer: str | None = None,
+                seed: int = 0, batch_size: int = 4, chunk: int = 8, executor: str = "local",
+                workers: int | None = None, address: str | None = None, resume: bool = False,
+                classes_from_data: bool = False,
+                on_subset: Callable[[str, EditSummary], None] | None = None,
+                on_start: Callable[[int, int], None] | None = None,
+                on_records: Callable[[int], None] | None = None) -> Table:
+    """Edited subsets × models → mIoU per subset, RmIoU and mR (Gen4Seg Tab. II/III), as
+    `segtk bench edits`: the subsets are built (or reused) in OUT/edits/SUBSET.
+
+    `values`: {ATTRIBUTE: [VALUE, ...]} (default: every editor's values). Returns one row per
+    model and subset (model, subset, miou in %, images), with `details` holding the whole
+    result: "groups" (one row per model and group: reference, reference_miou, rmiou, mr,
+    subsets), "miou" ({model: {subset: %}}), "subsets", "models", "images".
+    """
+    model_list = specs_only(models, data, "bench_edits")
+    attrs = comma_list(attributes)
+    if not model_list or not attrs:
+        raise SegtkError("--models and --attributes must name at least one each")
+    out_dir = Path(out)
+    if not resume and (out_dir / "results.jsonl").exists():
+        raise SegtkError(f"{out_dir} already holds results",
+                         hint="pass --resume to continue that run, or choose another --out")
+    # before any subset is edited: the subsets keep the source data's classes
+    check_models(model_list, load_dataset(data, split, 1), classes_from_data)
+    writer = load_prompt_writer(prompt_writer, prompt_model)
+    prompts = prompt_settings(prompt_writer, prompt_model)
+    editor_params = pairs_of(params, "--param")
+    value_map = {attr: list(vals) for attr, vals in (values or {}).items()}
+    filter_list, filter_param_items = comma_list(filters), filter_items(filter_params)
+    subsets = build_subsets(data, split, limit, attrs, out_dir, backend, value_map, filter_list,
+                            filter_param_items, seed, editor_params, on_subset, pick,
+                            object_centric, writer, prompts, min_area, objects, things_only)
+    shards = plan(model_list, subsets, chunk, batch_size)
+    config = {"models": model_list, "data": data, "split": split, "limit": limit,
+              "attributes": attrs, "backend": backend, "values": value_map,
+              "filters": filter_list, "filter_params": filter_param_items, "seed": seed,
+              "pick": pick, "object_centric": object_centric, **prompts,
+              **({"classes_from_data": True} if classes_from_data else {}),  # older runs lack it
+              **({"params": editor_params} if editor_params else {}),
+              **selection_config(min_area, objects, things_only)}
+    # params are recorded (when given) for --resume to read; each subset's own run.json checks
+    # them, so they may differ here (runs made before they were recorded hold none)
+    with RunDir(out_dir, config, resume, may_differ=("params",), kind="bench-edits") as run:
+        if on_start:
+            on_start(len(shards), sum(len(s.images) for s in shards))
+        run_bench(shards, run, make_executor(executor, workers, address), on_records,
+                  classes_from_data)
+        result = aggregate(list(run.done(key="key").values()), shards)
+        files = write_outputs(result, out_dir)
+    rows = [{"model": m, "subset": s, "miou": v, "images": result["images"][m][s]}
+            for m in result["models"] for s, v in result["miou"][m].items()]
+    return Table(rows, out=out_dir, files=files, details=result)

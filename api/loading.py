@@ -1,0 +1,108 @@
+"""Models and datasets from specs, as `--model` and `--data` read them, for the Python API.
+
+A loaded object remembers the spec it came from, so a run made with it records that spec in
+run.json (and `segtk ... --resume` can load it again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from segtk.core import Dataset, Segmenter, SegtkError, load_segmenter, parse_pairs
+from segtk.core import load_dataset as load_dataset_spec
+
+__all__ = ["load_model", "load_dataset", "model_of", "data_of", "spec_of", "split_of",
+           "pairs_of", "comma_list", "specs_only"]
+
+SPEC, SPLIT = "segtk_spec", "segtk_split"  # attributes a loaded object keeps its origin in
+
+
+def load_model(spec: str) -> Segmenter:
+    """The model a `--model` spec names (see `segtk models`), e.g. "demo" or
+    "espnet:camvid=../shared/models/espnet_camvid.safetensors"."""
+    model = load_segmenter(spec)
+    setattr(model, SPEC, spec)
+    return model
+
+
+def load_dataset(spec: str, split: str | None = None, limit: int | None = None) -> Dataset:
+    """The dataset a `--data` spec names (see `segtk datasets`), e.g. "demo" or
+    "camvid:../shared/data/camvid". Iterating it yields items with `.name`, `.image` (uint8
+    [H,W,3]) and `.label` (int64 [H,W], 255 = ignore), each read when it is reached."""
+    data = load_dataset_spec(spec, split, limit)
+    setattr(data, SPEC, spec)
+    setattr(data, SPLIT, split)
+    return data
+
+
+def spec_of(obj: Any) -> str:
+    """The spec a loaded model or dataset came from; for one made in Python, a description
+    (run.json records it; such a run resumes from Python with the same object)."""
+    return getattr(obj, SPEC, None) or f"<python object {type(obj).__name__} {obj.name}>"
+
+
+def split_of(data: Dataset) -> str | None:
+    return getattr(data, SPLIT, None)
+
+
+def model_of(model: str | Segmenter) -> Segmenter:
+    """A spec loaded, or a model as it is."""
+    if isinstance(model, str):
+        return load_model(model)
+    if not isinstance(model, Segmenter):
+        raise SegtkError(f"model must be a spec (str) or a segtk Segmenter, not "
+                         f"{type(model).__name__}",
+                         hint="e.g. segtk.load_model('demo'), or wrap your model in a "
+                              "segtk.core.Segmenter (see docs/python.md)")
+    return model
+
+
+def data_of(data: str | Dataset, split: str | None, limit: int | None) -> Dataset:
+    """A spec loaded (its split and limit applied), or a loaded dataset cut to `limit`."""
+    if isinstance(data, str):
+        return load_dataset(data, split, limit)
+    if not isinstance(data, Dataset):
+        raise SegtkError(f"data must be a spec (str) or a segtk Dataset, not {type(data).__name__}",
+                         hint="e.g. segtk.load_dataset('demo')")
+    if split is not None:
+        raise SegtkError("split= chooses the split of a dataset spec; this dataset is loaded "
+                         "already", hint="pass segtk.load_dataset(SPEC, split=...) or the spec")
+    if limit is None:
+        return data
+    cut = data.subset(limit=limit)
+    for name in (SPEC, SPLIT):
+        if hasattr(data, name):
+            setattr(cut, name, getattr(data, name))
+    return cut
+
+
+def specs_only(models: str | Sequence[str], data: Any, what: str) -> list[str]:
+    """A benchmark's model specs (one or a list) after checking that they, and `data`, are
+    specs: its shards load them in their own workers, so loaded objects cannot be passed."""
+    specs = [models] if isinstance(models, str) else list(models)
+    for value, name in [*((m, "models") for m in specs), (data, "data")]:
+        if not isinstance(value, str):
+            raise SegtkError(f"{what} takes {name} as specs (str), not {type(value).__name__}: "
+                             "each shard loads its own copy in its worker",
+                             hint="pass the spec, e.g. 'demo' (see `segtk models`, "
+                                  "`segtk datasets`)")
+    return specs
+
+
+def pairs_of(params: Mapping[str, Any] | Iterable[str] | None, what: str) -> dict[str, Any]:
+    """Parameters as a dict: a dict as it is, or KEY=VALUE items as the CLI's `what` reads them."""
+    if params is None:
+        return {}
+    if isinstance(params, Mapping):
+        return dict(params)
+    if isinstance(params, str):
+        params = [params]
+    return parse_pairs(params, what)
+
+
+def comma_list(value: str | Iterable[Any]) -> list[Any]:
+    """'a,b' -> ['a', 'b']; a list stays a list."""
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return list(value)
