@@ -2,7 +2,7 @@
 
 One run per attack spec at BUDGET, with the dataset mIoU read off at 10 / 50 / 200 queries
 (exact for `anytime` attacks; a budget-dependent one is run at BUDGET only). Every 13th val
-image by default, seed 0:
+image by default (`--start 20 --step 10`: nine images outside the first 20), seed 0:
 
     OMP_NUM_THREADS=1 python bench/attack_subset.py 200 colour-stripes colour-stripes:explore=6 dla
 """
@@ -28,12 +28,14 @@ def main() -> None:
     parser.add_argument("--model", default=f"espnet:camvid={SHARED}/models/espnet_camvid.safetensors")
     parser.add_argument("--data", default=f"camvid:{SHARED}/data/camvid")
     parser.add_argument("--step", type=int, default=13, help="use every STEP-th image")
+    parser.add_argument("--start", type=int, default=0,
+                        help="first val image used (20: keep the first 20, the confirmation set, out)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(1)
     model = load_segmenter(args.model)
     full = load_dataset(args.data)
-    data = full.subset(names=full.names[:: args.step])
+    data = full.subset(names=full.names[args.start :: args.step])
     x, y = batch_tensors([data[i] for i in range(len(data))], model.device)
     checkpoints = tuple(c for c in (10, 50, 200) if c <= args.budget) or (args.budget,)
     for spec in args.specs:

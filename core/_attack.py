@@ -418,6 +418,14 @@ class Oracle:
         """One model call for verified candidates (each owner with a query left); proxies."""
         if not candidates:
             return []
+        return self.answer_verified(candidates).scores.tolist()
+
+    def answer_verified(self, candidates: list[Verified]) -> Answer:
+        """`score_verified` with the model's decisions too (for attacks that read the label
+        map, e.g. to credit each region of a candidate with its own change)."""
+        if not candidates:
+            h, w = self._labels.shape[1:]
+            return Answer(torch.empty(0), self._labels.new_empty((0, h, w)))
         for v in candidates:
             self._check_verified(v)
         owners = [v.owner for v in candidates]
@@ -428,7 +436,7 @@ class Oracle:
             batch = candidates[0].image[None]
         else:
             batch = torch.stack([v.image for v in candidates])
-        return self._ask(batch, torch.tensor(owners, dtype=torch.long)).scores.tolist()
+        return self._ask(batch, torch.tensor(owners, dtype=torch.long))
 
     def _check_bounds(self, images: torch.Tensor, owners: torch.Tensor) -> None:
         if images.numel() == 0:

@@ -1,0 +1,198 @@
+"""colour-blocks: coloured ±ε blocks, each block credited with its own change of the decisions.
+
+SignHunter, DLA and colour-stripes learn one bit per query: did flipping this block lower the
+proxy? A segmenter answers with a whole label map, and a flip mostly changes the labels near
+it. So here one query tries many blocks at once and each block is judged by the labels inside
+it:
+
+1. the clean query, then `explore` random coloured stripe draws (colour-stripes' exploration,
+   the same queries); the best draw is the start, even if it did not beat the clean image;
+2. rounds over a grid of square cells, coarse to fine (`cells` along the shorter side, doubled
+   every `rounds` rounds up to `finest`, then staying there). A round is one *trial* query: the
+   kept signs with a random `rate` share of the cells given a new colour (a random non-empty
+   set of their channels flipped). A flipped cell whose class-balanced count of correctly
+   labelled pixels dropped is kept. If some but not all flipped cells are kept, one more
+   query *verifies* that mix; the kept signs become the best of the kept, the trial and the
+   mix, by the proxy (a strict drop), so the proxy of the kept signs only falls.
+
+Nothing depends on the budget, so the first b queries of a long run are the b-query run
+(`anytime`). Every value moves by exactly ±ε, like DLA and colour-stripes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from segtk.core import Attack, AttackParams, Oracle, SegtkError
+from segtk_colour_stripes.attack import CHANNELS, stripe_count, stripe_lines
+from segtk_dla.attack import HORIZONTAL
+
+
+@dataclass
+class ColourBlocksParams(AttackParams):
+    """explore: random coloured stripe draws before the block rounds (colour-stripes').
+    width: stripe width of those draws, as a share of the shorter image side.
+    cells: cells along the shorter side in the first round (the grid is of squares).
+    finest: the most cells along the shorter side; the grid stops doubling there.
+    rounds: trial rounds on a grid before it doubles.
+    rate: share of the cells a trial gives a new colour.
+    verify: query the mix of credited cells before keeping it (false: keep it unqueried, its
+        labels pieced together from the trial's and the kept ones).
+    """
+
+    explore: int = 4
+    width: float = 0.045
+    cells: int = 2
+    finest: int = 16
+    rounds: int = 4
+    rate: float = 0.5
+    verify: bool = True
+
+    def validate(self) -> None:
+        super().validate()
+        if self.explore < 0:
+            raise SegtkError(f"explore must be at least 0, got {self.explore}",
+                             hint="e.g. --param explore=4 (random draws before the block rounds)")
+        if not 0 < self.width <= 1:
+            raise SegtkError(f"width must be in (0, 1], got {self.width}",
+                             hint="it is a share of the shorter image side, e.g. --param width=0.045")
+        if not 1 <= self.cells <= self.finest:
+            raise SegtkError(f"need 1 <= cells <= finest, got cells={self.cells}, finest={self.finest}",
+                             hint="e.g. --param cells=2 --param finest=16")
+        if self.rounds < 1:
+            raise SegtkError(f"rounds must be at least 1, got {self.rounds}", hint="e.g. --param rounds=4")
+        if not 0 < self.rate <= 1:
+            raise SegtkError(f"rate must be in (0, 1], got {self.rate}", hint="e.g. --param rate=0.5")
+
+
+@dataclass
+class _Signs:
+    """A sign pattern (True: +ε) and what the model said about it."""
+
+    positive: torch.Tensor  # bool [3,H,W]
+    score: float = math.inf
+    labels: torch.Tensor | None = None  # [H,W]
+
+
+@dataclass
+class _State:
+    kept: _Signs | None = None
+    trial: _Signs | None = None  # queried, waiting for its mix to be verified
+    mix: _Signs | None = None  # the kept signs plus the trial's credited cells: query next
+    rounds: int = 0  # trial rounds so far
+
+
+def cell_sums(values: torch.Tensor, size: int) -> torch.Tensor:
+    """[H,W] -> [gh,gw] sums over square cells of `size` pixels (the last ones cut)."""
+    h, w = values.shape
+    padded = F.pad(values, (0, -w % size, 0, -h % size))
+    gh, gw = padded.shape[0] // size, padded.shape[1] // size
+    return padded.view(gh, size, gw, size).sum(dim=(1, 3))
+
+
+def expand_cells(cells: torch.Tensor, size: int, height: int, width: int) -> torch.Tensor:
+    """[..., gh, gw] -> [..., H, W]: each cell's value over its pixels."""
+    return cells.repeat_interleave(size, dim=-2).repeat_interleave(size, dim=-1)[..., :height, :width]
+
+
+class ColourBlocks(Attack):
+    """Coloured ±ε blocks; one query tries many, each judged by the labels inside it."""
+
+    name = "colour-blocks"
+    Params = ColourBlocksParams
+    anytime = True
+
+    def attack(self, oracle: Oracle) -> None:
+        b = oracle.clean.shape[0]
+        self._weights = [self._pixel_weights(oracle, i) for i in range(b)]
+        states = [_State() for _ in range(b)]
+        oracle.query(oracle.clean)
+        t = 0
+        while active := oracle.active().tolist():
+            t += 1
+            masks = [self._propose(states[i], oracle, i, t) for i in active]
+            answer = oracle.answer_verified([oracle.vertex(i, m, pin=True) for i, m in zip(active, masks)])
+            for i, score, labels, mask in zip(active, answer.scores.tolist(), answer.labels, masks):
+                self._learn(states[i], oracle, i, t, _Signs(mask, score, labels))
+
+    def _propose(self, st: _State, oracle: Oracle, i: int, t: int) -> torch.Tensor:
+        """Image i's next candidate as a bool [3,H,W] (+ε where True): a stripe draw, the
+        uniform start, a mix to verify or a trial."""
+        p = self.params
+        _, _, h, w = oracle.clean.shape
+        if t <= p.explore:
+            k = t % 2
+            stripes = stripe_count(h if k == HORIZONTAL else w, min(h, w), p.width)
+            draw = torch.randint(0, 2, (CHANNELS, stripes), generator=oracle.rngs[i])
+            signs = (draw.float() * 2 - 1).to(oracle.clean.device)
+            return stripe_lines(signs, k, h, w).expand(CHANNELS, h, w) > 0
+        if st.kept is None:  # no exploration: a uniform +ε is the start
+            return torch.ones(CHANNELS, h, w, dtype=torch.bool, device=oracle.clean.device)
+        if st.mix is not None:
+            return st.mix.positive
+        size = self._cell_size(st, h, w)
+        gh, gw = math.ceil(h / size), math.ceil(w / size)
+        rng = oracle.rngs[i]
+        chosen = torch.rand(gh, gw, generator=rng) < p.rate
+        colour = torch.randint(1, 2**CHANNELS, (gh, gw), generator=rng)  # a non-empty channel set
+        bits = torch.stack([(colour >> c) & 1 for c in range(CHANNELS)]).bool() & chosen
+        st.trial = _Signs(bits.to(oracle.clean.device))  # the flipped cells, until answered
+        flip = expand_cells(st.trial.positive, size, h, w)
+        return st.kept.positive ^ flip
+
+    def _learn(self, st: _State, oracle: Oracle, i: int, t: int, got: _Signs) -> None:
+        """Fold one answer into image i's state."""
+        p = self.params
+        _, _, h, w = oracle.clean.shape
+        if t <= p.explore or st.kept is None:
+            if st.kept is None or got.score < st.kept.score:
+                st.kept = got
+            return
+        if st.mix is not None:  # the verification: keep the best of kept, trial and mix
+            best = min((got, st.trial, st.kept), key=lambda s: s.score)
+            st.kept, st.trial, st.mix = best, None, None
+            return
+        size = self._cell_size(st, h, w)
+        st.rounds += 1
+        flipped = st.trial.positive.any(dim=0)
+        st.trial = None
+        weights = self._weights[i]
+        before = cell_sums(self._correct(st.kept.labels, oracle, i, weights), size)
+        after = cell_sums(self._correct(got.labels, oracle, i, weights), size)
+        credited = flipped & (after < before)
+        if bool(credited.equal(flipped)) or not bool(credited.any()):
+            if got.score < st.kept.score:
+                st.kept = got
+            return
+        keep = expand_cells(credited, size, h, w)
+        mix = _Signs(torch.where(keep, got.positive, st.kept.positive))
+        if p.verify:
+            st.trial, st.mix = got, mix
+            return
+        mix.labels = torch.where(keep[0], got.labels, st.kept.labels)
+        mix.score = min(got.score, st.kept.score)
+        st.kept = mix
+
+    def _cell_size(self, st: _State, h: int, w: int) -> int:
+        p = self.params
+        cells = min(p.finest, p.cells * 2 ** (st.rounds // p.rounds))
+        return math.ceil(min(h, w) / cells)
+
+    @staticmethod
+    def _pixel_weights(oracle: Oracle, i: int) -> torch.Tensor:
+        """Per pixel, 1 / (pixels of its true class): a class-balanced count tracks mIoU."""
+        labels = oracle.labels[i]
+        k, ignore = oracle.proxy.num_classes, oracle.proxy.ignore_index
+        valid = labels != ignore
+        counts = torch.bincount(labels[valid].flatten(), minlength=k).float()
+        weights = torch.zeros_like(labels, dtype=torch.float)
+        weights[valid] = 1.0 / counts[labels[valid]]
+        return weights
+
+    @staticmethod
+    def _correct(labels: torch.Tensor, oracle: Oracle, i: int, weights: torch.Tensor) -> torch.Tensor:
+        return (labels == oracle.labels[i]).float() * weights
