@@ -53,6 +53,12 @@ def open_fds() -> set[str]:
     return set(os.listdir("/proc/self/fd"))
 
 
+def touch(path: Path, text: str = "x") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
 @contextmanager
 def held_elsewhere(folder: Path, content: bytes) -> Iterator[None]:
     """DIR/.lock flocked through an open file description that is not RunLock's, holding
@@ -90,6 +96,23 @@ def test_a_run_held_elsewhere_is_refused_in_one_line_naming_its_pid(tmp_path, lo
     finally:
         lock.release()
     assert not locked(out)
+
+
+def test_a_pid_that_cannot_be_written_leaves_no_stale_pid(tmp_path, monkeypatch, locked) -> None:
+    """On a full disk the lock is still taken, and the file no longer names the previous run's
+    pid (a refused run would name a process that is not the holder): it is empty, '(unknown)'."""
+    out = tmp_path / "r"
+    touch(out / LOCK_FILE, "4242\n")  # left by a finished run
+
+    def pwrite(fd: int, data: bytes, offset: int) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    lock = RunLock(out)
+    try:
+        assert locked(out) and (out / LOCK_FILE).read_bytes() == b""
+    finally:
+        lock.release()
 
 
 @pytest.mark.parametrize(("content", "shown"), [
@@ -258,12 +281,6 @@ def test_a_resume_with_new_or_changed_settings_names_each(tmp_path) -> None:
 
 
 # --- temp files of interrupted atomic writes ------------------------------------------------
-
-def touch(path: Path, text: str = "x") -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
-
 
 def test_remove_temp_files_removes_exactly_the_temps_of_this_run(tmp_path) -> None:
     run = tmp_path / "run"
