@@ -2,9 +2,18 @@
 
 An attack never calls a segmenter directly: it calls `Oracle.query`, which checks that every
 candidate lies in the ε-ball and in [0,1], charges the query to the `QueryCounter`, scores the
-answer with the proxy and keeps, per image, the best (lowest-proxy) candidate seen so far. The
-result of an attack at any budget is that best candidate, so histories, budgets and results
-are measured in one place instead of in each attack.
+answer with the proxy and keeps, per image, the best (lowest-proxy) candidate seen so far.
+Histories, budgets and results are measured in one place instead of in each attack.
+
+What an attack's result is at a budget is the attack's declaration (`Attack.returns`, which a
+run may override with the `returns` parameter): `best`, the best candidate it queried (what
+random-search attacks keep anyway), or `iterate`, the point its optimisation had reached (what
+gradient-estimation references such as NES, ZO-SignSGD and Bandits return). An attack that
+returns its iterate tells the oracle each new one (`Oracle.set_iterate`); until its first
+completed step, its iterate is the clean image. The oracle scores each declared iterate with
+one evaluation pass that the budget does not count (as the references evaluate their iterate
+outside their query count, and as `segtk attack` scores the image it stores) and never shows
+that score to the attack.
 
 The forward pass should be the only real cost of a query, so the oracle also offers cheaper
 ways in with the same guarantee: `query_each` projects (one pass) instead of checking, and
@@ -24,7 +33,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -37,6 +46,9 @@ from segtk.core._segmenter import QueryCounter, Segmenter, TimeUp
 # Slack for float32 rounding when checking the ε-ball; far below one 8-bit grey level.
 EPS_TOLERANCE = 1e-6
 
+# What an attack's result is at each budget (see the module docstring).
+RETURNS = ("best", "iterate")
+
 
 @dataclass
 class AttackParams:
@@ -48,6 +60,10 @@ class AttackParams:
     proxy: the per-image score the attack drives down: miou or pacc (pixel accuracy).
     time_limit: wall-clock seconds per run of `Attack.run` (the images attacked together share
         it), None for none; results that hit it depend on the machine's speed (see QueryCounter).
+    returns: which image is an attack's result at each of its budgets, best (the lowest-proxy
+        candidate it queried) or iterate (the point its optimisation reached, as
+        gradient-estimation references return it); none means the attack's own choice
+        (`Attack.returns`, iterate for nes, zo-signsgd and bandits, best for the rest).
     """
 
     eps: float = 8.0
@@ -55,6 +71,7 @@ class AttackParams:
     seed: int = 0
     proxy: str = "miou"
     time_limit: float | None = None
+    returns: str | None = None
 
     def validate(self) -> None:
         if not 0 < self.eps <= 255:
@@ -66,6 +83,8 @@ class AttackParams:
                              f"{self.time_limit}", hint="e.g. --time-limit 30, or none for no limit")
         if self.proxy not in ("miou", "pacc"):
             raise SegtkError(f"unknown proxy {self.proxy!r}", hint="use miou or pacc")
+        if self.returns is not None and self.returns not in RETURNS:
+            raise SegtkError(f"unknown returns={self.returns!r}", hint="use best or iterate")
 
     @property
     def eps_unit(self) -> float:
@@ -129,11 +148,11 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 class AttackResult:
     """What an attack produced for a batch; counts come from the QueryCounter."""
 
-    images: torch.Tensor  # [B,3,H,W] best adversarial images
+    images: torch.Tensor  # [B,3,H,W] the results: best candidates or iterates (Attack.returns)
     scores: torch.Tensor  # [B] proxy of those images
     predictions: torch.Tensor  # [B,H,W] the model's labels for them
     queries: torch.Tensor  # [B] queries used, as counted at the segmenter boundary
-    history: list[list[float]]  # per image: best proxy after each query
+    history: list[list[float]]  # per image: the result's proxy after each query
     checkpoints: dict[int, torch.Tensor] = field(default_factory=dict)  # budget -> [B,K,K+1]
     checkpoint_images: dict[int, torch.Tensor] = field(default_factory=dict)  # budget -> [B,3,H,W]
     clean_predictions: torch.Tensor | None = None  # [B,H,W] if every image's clean was queried
@@ -160,9 +179,13 @@ class Oracle:
         seeds: list[int],
         checkpoints: tuple[int, ...] = (),
         white_box: bool = False,
+        returns: str = "best",
     ) -> None:
+        if returns not in RETURNS:
+            raise SegtkError(f"unknown returns={returns!r}", hint="use best or iterate")
         self.counter = counter
         self.white_box = white_box  # may the attack use loss_and_grad?
+        self.returns = returns  # the result: the best candidate or the declared iterate
         self.clean = clean  # the caller's tensors, for the attack to read
         self.labels = labels
         self._given = clean, labels
@@ -183,10 +206,15 @@ class Oracle:
         self.confusion = LabelConfusion(labels, proxy.num_classes, proxy.ignore_index)
         self.best_images = self._clean.clone()
         self.best_scores = torch.full((b,), float("inf"))
+        self._best = [float("inf")] * b  # best_scores as the proxy gave them, for the history
         self.best_labels = torch.zeros(labels.shape, dtype=torch.long, device=labels.device)
         k = proxy.num_classes
         self.best_confusion = torch.zeros(b, k, k + 1, dtype=torch.long)  # of best_labels
         self.history: list[list[float]] = [[] for _ in range(b)]
+        # returns="iterate": each image's declared iterate (the clean image until the first),
+        # its proxy, labels and confusion once scored (None: not yet)
+        self.iterates = self._clean.clone() if returns == "iterate" else self._clean[:0]
+        self._iterate_answers: list[tuple[float, torch.Tensor, torch.Tensor] | None] = [None] * b
         self.clean_labels: list[torch.Tensor | None] = [None] * b  # saves an evaluation pass
         self.snapshots = {c: torch.zeros(b, k, k + 1, dtype=torch.long) for c in self.checkpoints}
         # the best image at each checkpoint: what a run with that budget would store
@@ -474,17 +502,74 @@ class Oracle:
             if not self.history[owner] and torch.equal(images[row], self._clean[owner]):
                 self.clean_labels[owner] = labels[row]
             query_no = counts[owner] - per_owner[owner] + seen[owner]
-            best = self.history[owner][-1] if self.history[owner] else float("inf")
-            if score < best:
-                best = score
+            if score < self._best[owner]:
+                self._best[owner] = score
                 self.best_scores[owner] = score
                 self.best_images[owner] = images[row]
                 self.best_labels[owner] = labels[row]
                 self.best_confusion[owner] = conf[row]
-            self.history[owner].append(best)
+            if self.returns == "best":
+                self.history[owner].append(self._best[owner])
+            else:
+                self.history[owner].append(self._iterate_answer(owner, images[row], labels[row],
+                                                                float(score), conf[row])[0])
             if query_no in self.snapshots:
-                self.snapshots[query_no][owner] = self.best_confusion[owner]
-                self.snapshot_images[query_no][owner] = self.best_images[owner]
+                self._snapshot(query_no, owner)
+
+    def _snapshot(self, budget: int, owner: int) -> None:
+        """Checkpoint `budget` of image `owner` holds its current result."""
+        if self.returns == "best":
+            self.snapshots[budget][owner] = self.best_confusion[owner]
+            self.snapshot_images[budget][owner] = self.best_images[owner]
+        else:
+            self.snapshots[budget][owner] = self._iterate_answer(owner)[2]
+            self.snapshot_images[budget][owner] = self.iterates[owner]
+
+    def set_iterate(self, images: torch.Tensor, owners: torch.Tensor | None = None) -> None:
+        """Declare `images` (row k: an iterate of source image `owners[k]`) as the points the
+        attack's optimisation has reached, after its last query. Checked like a query (ε-ball
+        and [0,1]) but not charged: with returns="iterate" the oracle scores each one with an
+        evaluation pass the attack never sees, and it becomes the image's result, in its
+        history and at the checkpoint of its last query; with returns="best" it is ignored."""
+        if owners is None:
+            owners = torch.arange(images.shape[0])
+        owners = torch.as_tensor(owners, dtype=torch.long).reshape(-1)
+        self._check_bounds(images, owners)
+        if self.returns != "iterate" or images.shape[0] == 0:
+            return
+        if len(set(owners.tolist())) != len(owners):
+            raise SegtkError("set_iterate was given two iterates of one image",
+                             hint="declare one iterate per source image")
+        labels = self.counter.evaluate(images)
+        conf = self.confusion(labels, owners)
+        scores = self.proxy.score(conf).tolist()
+        counts = self.counter.counts.tolist()
+        for row, owner in enumerate(owners.tolist()):
+            self.iterates[owner] = images[row]
+            self._iterate_answers[owner] = (scores[row], labels[row], conf[row])
+            if self.history[owner]:  # the result after the image's last query
+                self.history[owner][-1] = scores[row]
+            if counts[owner] in self.snapshots:
+                self._snapshot(counts[owner], owner)
+
+    def _iterate_answer(self, owner: int, row: torch.Tensor | None = None,
+                        labels: torch.Tensor | None = None, score: float = 0.0,
+                        conf: torch.Tensor | None = None) -> tuple[float, torch.Tensor, torch.Tensor]:
+        """The proxy, labels and confusion of image `owner`'s iterate: known once scored; a
+        queried candidate (`row` with its answer) that is the iterate itself scores it for free,
+        else one evaluation pass does (only the clean image before any query of it)."""
+        known = self._iterate_answers[owner]
+        if known is not None:
+            return known
+        if row is not None and labels is not None and conf is not None \
+                and torch.equal(row, self.iterates[owner]):
+            answer = (score, labels, conf)
+        else:
+            found = self.counter.evaluate(self.iterates[owner][None])
+            counted = self.confusion(found, torch.tensor([owner]))
+            answer = (float(self.proxy.score(counted)[0]), found[0], counted[0])
+        self._iterate_answers[owner] = answer
+        return answer
 
     def overwritten(self) -> list[str]:
         """The oracle's tensors ("clean", "labels") an attack wrote to or replaced, each put
@@ -503,20 +588,31 @@ class Oracle:
     def result(self) -> AttackResult:
         # Images that stopped early (or a budget below a checkpoint) keep their final state.
         counts = self.counter.counts.tolist()
-        final = self.best_confusion.clone()
+        if self.returns == "iterate":
+            answers = [self._iterate_answer(i) if counts[i] else None
+                       for i in range(self.batch_size)]
+            images = self.iterates
+            scores = torch.tensor([a[0] if a else math.inf for a in answers])
+            labels = torch.stack([a[1] if a else self.best_labels[i]
+                                  for i, a in enumerate(answers)])
+            final = torch.stack([a[2] if a else self.best_confusion[i]
+                                 for i, a in enumerate(answers)])
+        else:
+            images, scores, labels = self.best_images, self.best_scores, self.best_labels
+            final = self.best_confusion.clone()
         for i in range(self.batch_size):
             if counts[i] == 0:  # never queried: the (all-zero) labels it holds
-                final[i] = confusion(self.best_labels[i], self._labels[i], self.proxy.num_classes,
+                final[i] = confusion(labels[i], self._labels[i], self.proxy.num_classes,
                                      self.proxy.ignore_index)[0]
         for c, snap in self.snapshots.items():
             for i in range(self.batch_size):
                 if counts[i] < c:
                     snap[i] = final[i]
-                    self.snapshot_images[c][i] = self.best_images[i]
+                    self.snapshot_images[c][i] = images[i]
         return AttackResult(
-            images=self.best_images,
-            scores=self.best_scores,
-            predictions=self.best_labels,
+            images=images,
+            scores=scores,
+            predictions=labels,
             queries=self.counter.counts.clone(),
             history=self.history,
             checkpoints=self.snapshots,
@@ -548,18 +644,29 @@ class Attack(ABC):
     `white_box = True` declares a white-box attack: it may ask the oracle for gradients
     (`Oracle.loss_and_grad`, one query per forward and backward pass), runs only on segmenters
     that give them, and is listed and tabled apart from the decision-based attacks.
+    `returns` says what its result is by default ("best" candidate or "iterate", see the module
+    docstring); `declares_iterate = True` says it calls `Oracle.set_iterate` after each step, so
+    a run may choose either (`returns=` parameter). Without it only "best" is available.
     """
 
     name: ClassVar[str] = "attack"
     Params: ClassVar[type[AttackParams]] = AttackParams
     anytime: ClassVar[bool] = True
     white_box: ClassVar[bool] = False
+    returns: ClassVar[Literal["best", "iterate"]] = "best"
+    declares_iterate: ClassVar[bool] = False
 
     def __init__(self, params: AttackParams | None = None, **overrides: Any) -> None:
         params = params if params is not None else self.Params()
         if overrides:
             params = dataclasses.replace(params, **overrides)
         params.validate()
+        if params.returns is None:
+            params = dataclasses.replace(params, returns=self.returns)
+        if params.returns == "iterate" and not self.declares_iterate:
+            raise SegtkError(f"attack {self.name!r} cannot return its iterate: it declares none "
+                             "(Oracle.set_iterate), so its result is its best candidate",
+                             hint="leave returns out, or set returns=best")
         self.params = params
 
     @classmethod
@@ -568,7 +675,8 @@ class Attack(ABC):
 
     @abstractmethod
     def attack(self, oracle: Oracle) -> None:
-        """Spend at most the oracle's budget; the oracle keeps the best candidate per image."""
+        """Spend at most the oracle's budget; the oracle keeps each image's result (its best
+        candidate, or the iterate declared with `Oracle.set_iterate`)."""
 
     def run(
         self,
@@ -597,7 +705,7 @@ class Attack(ABC):
             p.proxy,
         )
         oracle = Oracle(counter, images, labels, proxy, p.eps_unit, seeds, checkpoints,
-                        white_box=self.white_box)
+                        white_box=self.white_box, returns=p.returns or self.returns)
         try:
             self.attack(oracle)
         except TimeUp:  # its time limit passed: the attack ends at that query

@@ -168,6 +168,14 @@ class QueryCounter:
         return self._blamed(lambda: check_prediction(images, self.segmenter.predict(images),
                                                      self.segmenter.name))
 
+    def evaluate(self, images: torch.Tensor) -> torch.Tensor:
+        """The model's labels for `images`, charged to no one: an evaluation pass (the oracle
+        scoring an attack's declared iterate), never an answer an attack sees."""
+        if images.shape[0] == 0:
+            return torch.empty(0, *images.shape[2:], dtype=torch.long)
+        return self._blamed(lambda: check_prediction(images, self.segmenter.predict(images),
+                                                     self.segmenter.name))
+
     def gradient_logits(self, images: torch.Tensor, owners: torch.Tensor | None = None) -> torch.Tensor:
         """The segmenter's `differentiable_logits` of `images` (their graph kept), charged
         like `predict`: one query per row. A white-box attack's forward and backward pass

@@ -91,8 +91,11 @@ def run_attack(attack: Attack, segmenter: Segmenter, x: torch.Tensor, y: torch.T
 def run_settings(params: AttackParams) -> dict[str, Any]:
     """An attack's settings as run.json records them: its parameters, and a time limit under
     its own key, only when one is set (so runs made before time limits resume unchanged, and a
-    resume with another limit is refused naming it)."""
+    resume with another limit is refused naming it). `returns` is recorded only when it is
+    "iterate": runs made before it existed returned their best candidate and resume unchanged."""
     values = dict(params.__dict__)
+    if values.get("returns") == "best":
+        del values["returns"]
     limit = values.pop("time_limit", None)
     return {"params": values, **({"time_limit": limit} if limit is not None else {})}
 

@@ -139,6 +139,26 @@ class AttackSuite:
             "the first 14 queries of a 30-query run differ from a 14-query run " \
             "(an attack whose schedule depends on the budget sets anytime = False)"
 
+    def test_either_result_keeps_the_budget_and_the_ball(self) -> None:
+        """An attack that declares its iterate may return it or its best candidate: both are
+        images in the ε-ball and [0,1], and scoring the iterate costs no query."""
+        if not self.attack_cls.declares_iterate:
+            pytest.skip(f"{self.attack_cls.name} declares no iterate: it returns its best candidate")
+        images, labels = toy_batch(2, 13, 17, seed=8)
+        images[0, :, :4] = 0.0
+        images[1, :, :4] = 1.0
+        for returns in ("best", "iterate"):
+            with every_query_checked(images, 4.0) as violations:
+                result = self.make(budget=23, eps=4.0, returns=returns).run(
+                    TinySegmenter(), images, labels, checkpoints=(9, 23))
+            assert not violations, violations[0]
+            if self.uses_whole_budget:
+                assert (result.queries == 23).all(), f"returns={returns}: {result.queries.tolist()}"
+            assert [len(h) for h in result.history] == result.queries.tolist()
+            for shown in (result.images, *result.checkpoint_images.values()):
+                assert float((shown - images).abs().amax()) <= 4 / 255 + EPS_TOLERANCE
+                assert shown.min() >= 0 and shown.max() <= 1
+
     def test_lowers_the_proxy(self) -> None:
         if not self.expect_progress:
             return

@@ -3,7 +3,11 @@
 Each step queries the current iterate x and q probes x + μu_j, u_j uniform on the unit sphere
 (q + 1 queries, all counted), estimates ĝ = Σ (L(x+μu_j) − L(x)) u_j (Liu et al. Eq. 3, up to a
 positive factor that the sign ignores) and steps x ← Π_ε(x − lr·sign ĝ). The first step's base
-query is the clean image, so a result is never worse than doing nothing.
+query is the clean image.
+
+The result is the iterate x (`returns = "iterate"`), as Liu et al.'s algorithm and
+BlackboxBench return it: the clean image until the first step is complete (q + 1 queries).
+`returns=best` credits it instead with the best candidate it queried.
 
 When fewer than q + 1 queries remain, the image queries the first of its already drawn
 candidates and stops: a shorter budget is an exact prefix of a longer one (anytime).
@@ -54,6 +58,8 @@ class ZOSignSGDAttack(Attack):
     name = "zo-signsgd"
     Params = ZOSignSGDParams
     anytime = True
+    returns = "iterate"
+    declares_iterate = True
 
     def attack(self, oracle: Oracle) -> None:
         p = self.params
@@ -61,11 +67,15 @@ class ZOSignSGDAttack(Attack):
         states = [_State(oracle.clean[i].clone()) for i in range(oracle.batch_size)]
         while active := oracle.active().tolist():
             steps = [self._probes(states[i], oracle, i, mu) for i in active]
+            stepped = []
             for i, s in zip(active, oracle.query_each(active, steps)):
                 if len(s) == p.q + 1:  # a partial step only happens when the budget is spent
                     st = states[i]
                     grad = ((s[1:] - s[0]).view(-1, 1, 1, 1) * st.directions).sum(0)
                     st.x = project(st.x - lr * grad.sign(), oracle.clean[i], oracle.eps_unit)
+                    stepped.append(i)
+            if stepped:
+                oracle.set_iterate(torch.stack([states[i].x for i in stepped]), torch.tensor(stepped))
 
     def _probes(self, st: _State, oracle: Oracle, i: int, mu: float) -> torch.Tensor:
         """This step's candidates for image i: x, then x + μu_1 … x + μu_q."""

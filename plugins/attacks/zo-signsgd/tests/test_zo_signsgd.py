@@ -16,7 +16,7 @@ class TestZOSignSGD(AttackSuite):
 def test_q_plus_one_queries_per_step_base_first() -> None:
     images, labels = toy_batch(1, 12, 12)
     model = Recorder()
-    ZOSignSGDAttack(budget=2 * 5 + 3, q=4).run(model, images, labels)
+    ZOSignSGDAttack(budget=2 * 5 + 3, q=4, returns="best").run(model, images, labels)
     assert [len(c) for c in model.batches] == [5, 5, 3]
     assert torch.equal(model.batches[0][0], images[0])  # the first base is the clean image
     probes = model.batches[0][1:] - images[0]
