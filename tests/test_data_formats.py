@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from segtk.core import DataError, load_dataset, read_image, read_label, write_png
+from segtk.core import (
+    DataError,
+    DatasetPlugin,
+    load_dataset,
+    read_image,
+    read_label,
+    registry,
+    write_png,
+)
 from segtk.datasets.formats import (
     ADE20K_CLASSES,
     CITYSCAPES_CLASSES,
@@ -17,6 +25,7 @@ from segtk.datasets.formats import (
     VOC_COLOURS,
     VOC_PALETTE,
 )
+from segtk.testing import DatasetSuite, shared
 
 # cityscapesScripts labels.py, id 0..33 -> trainId, typed out independently of the reader.
 TRAIN_ID_OF = [255] * 7 + [0, 1, 255, 255, 2, 3, 4, 255, 255, 255, 5, 255, 6, 7, 8, 9, 10,
@@ -281,3 +290,65 @@ def test_write_png_refuses_ids_that_do_not_fit_8_bits(tmp_path: Path, value: int
     with pytest.raises(DataError, match=r"bad\.png: values .* do not fit an 8-bit PNG"):
         write_png(tmp_path / "bad.png", np.array([[0, value]]))
     assert not (tmp_path / "bad.png").exists()
+
+
+# --- every built-in reader meets the dataset contract (segtk.testing.DatasetSuite) ------------
+
+
+class ReaderContract(DatasetSuite):
+    reader = ""
+
+    def make(self) -> DatasetPlugin:
+        return registry.dataset_plugin(self.reader)
+
+
+class TestFolderContract(ReaderContract):
+    reader = "folder"
+
+    def arg(self, root: Path) -> str:
+        return str(folder_tree(root / "mine"))
+
+
+class TestEditedContract(ReaderContract):
+    reader = "edited"
+
+    def arg(self, root: Path) -> str:
+        return str(folder_tree(root / "edit-fog", n=2))
+
+
+class TestCityscapesContract(ReaderContract):
+    reader = "cityscapes"
+    splits = (None, "train")
+
+    def arg(self, root: Path) -> str:
+        return str(cityscapes_tree(root))
+
+
+class TestVocContract(ReaderContract):
+    reader = "voc"
+    splits = (None, "train", "val")
+
+    def arg(self, root: Path) -> str:
+        return str(voc_tree(root / "VOC2012"))
+
+
+class TestAde20kContract(ReaderContract):
+    reader = "ade20k"
+    splits = (None, "training")
+
+    def arg(self, root: Path) -> str:
+        base = root / "ADEChallengeData2016"
+        for split, name in [("training", "ADE_train_00000001"), ("validation", "ADE_val_00000001")]:
+            save(base / "images" / split / f"{name}.jpg", rgb())
+            save(base / "annotations" / split / f"{name}.png", np.arange(48).reshape(6, 8) * 3)
+        return str(base)
+
+
+@pytest.mark.shared
+class TestCamvidContract(ReaderContract):
+    reader = "camvid"
+    splits = (None, "train")
+    max_items = 2
+
+    def arg(self, root: Path) -> str:
+        return str(shared("data/camvid"))

@@ -25,6 +25,7 @@ from segtk.core import (
     registry,
     reset_plugin_manager,
 )
+from segtk.testing import EditBackendSuite, EditorSuite, toy_sample
 from segtk_diffusion import INSTALL, REQUIRES, Gen4SegBackend, ReconEditor, get_backend
 
 SIZE = 64
@@ -504,3 +505,39 @@ def test_edit_and_bench_edits_refuse_diffusion_without_controlnet(stack, tmp_pat
     params = json.loads((out / "run.json").read_text())["config"]["params"]
     assert {k: params[k] for k in ("allow_no_controlnet", "blend", "energy")} == \
         {"allow_no_controlnet": "true", "blend": "false", "energy": "false"}
+
+
+# --- the contracts (segtk.testing), on the tiny stack ------------------------------------------
+
+
+class TestDiffusionBackendContract(EditBackendSuite):
+    """The edit backend contract: options declared and unknown ones refused, label and mask
+    aligned, the same rng the same edit, inputs untouched, metadata JSON."""
+
+    backend_cls = Gen4SegBackend
+
+    @pytest.fixture(autouse=True)
+    def _weights(self, stack) -> None:
+        self.weights = stack
+
+    def make(self, **extra) -> Gen4SegBackend:
+        return Gen4SegBackend({**_options(self.weights, steps=2, resolution=32), **extra})
+
+
+class TestReconContract(EditorSuite):
+    """`recon` (the reference editor) meets the editor contract through the backend, on a
+    whole-image sample: it reconstructs the whole image whatever the sample's mask, and says so
+    with an all-True mask (it declares level "object", so an object's sample would come back
+    with a mask other than its own)."""
+
+    editor_cls = ReconEditor
+
+    @pytest.fixture(autouse=True)
+    def _weights(self, stack) -> None:
+        self.weights = stack
+
+    def make(self) -> ReconEditor:
+        return ReconEditor(options=_options(self.weights, steps=2, resolution=32))
+
+    def sample(self, seed: int = 0) -> Sample:
+        return toy_sample(seed=seed, level="image")

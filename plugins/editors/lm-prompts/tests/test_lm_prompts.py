@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from segtk.cli import cli
 from segtk.core import Editor, PluginError, SegtkError, registry
 from segtk.jobs.edit import EditConfig, edit_dataset
+from segtk.testing import PromptWriterSuite
 from segtk_lm_prompts import SYSTEM_PROMPT, LMPromptWriter, clean_line
 
 CHAT_TEMPLATE = (
@@ -165,3 +166,14 @@ def test_registered_as_prompt_writer_lm() -> None:
     info = {(i.kind, i.name): i for i in registry.plugins()}
     assert info[("prompt-writer", "lm")].distribution == "segtk-lm-prompts"
     assert registry.prompt_writer("lm") is LMPromptWriter
+
+
+class TestLMContract(PromptWriterSuite):
+    """The prompt writer contract (segtk.testing), on the tiny random chat LM: one-line prompts
+    with their source, the same answer to the same question, the sample untouched."""
+
+    writer_cls = LMPromptWriter
+
+    @pytest.fixture(autouse=True)
+    def _model(self, model_dir: Path) -> None:
+        self.model = model_dir

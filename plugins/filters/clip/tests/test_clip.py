@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from segtk.core import EditedSample, PluginError, Sample
+from segtk.core import EditedSample, Filter, PluginError, Sample
+from segtk.testing import FilterSuite
 from segtk_filter_clip import ClipFilter, clip_scores, passes
 
 
@@ -114,3 +115,25 @@ def test_segtk_edit_with_clip_filter(tmp_path) -> None:
     assert "all 2 planned edits of 2 images were skipped (2 filtered:clip)" in dropped.output
     skipped = [json.loads(x) for x in (tmp_path / "b" / "skipped.jsonl").read_text().splitlines()]
     assert [r["reason"] for r in skipped] == ["filtered:clip"] * 2
+
+
+@pytest.fixture(scope="module")
+def clip_dir(tmp_path_factory) -> Path:
+    return tiny_clip(tmp_path_factory.mktemp("clip"))
+
+
+class TestClipContract(FilterSuite):
+    """The filter contract (segtk.testing), with the tiny random CLIP: a bool keep and finite
+    scores, the same decision twice and from a second filter, the inputs untouched, and the
+    scrambled edit refused."""
+
+    filter_cls = ClipFilter
+
+    @pytest.fixture(autouse=True)
+    def _model(self, clip_dir: Path) -> None:
+        self.folder = clip_dir
+
+    def make(self, cache_dir: Path) -> Filter:
+        flt = ClipFilter(model=str(self.folder))
+        flt.prepare(cache_dir=cache_dir)
+        return flt
