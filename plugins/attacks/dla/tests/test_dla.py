@@ -172,6 +172,19 @@ def test_random_exploration_draws_plus_minus_eps_per_value_not_lines() -> None:
         assert not torch.equal(d[0].sign(), d[1].sign())  # each colour value its own sign
 
 
+def test_table_1_discrete_is_a_fresh_plus_minus_eps_vertex_every_query() -> None:
+    """`dla:direction=random;exploration=1` is the DLA paper's Table 1 "Discrete" search: every
+    query after the clean one draws a new δ ∈ {−ε, ε} per value (the best is kept by the
+    oracle), never a calibration flip of an earlier draw."""
+    eps = 8 / 255
+    deltas = _deltas({"direction": "random", "exploration": 1.0}, budget=20)
+    for before, d in zip(deltas, deltas[1:]):
+        assert torch.allclose(d.abs(), torch.full_like(d, eps), atol=1e-6)
+        changed = d.sign() != before.sign()
+        assert 0.3 < float(changed.float().mean()) < 0.7  # independent signs: about half differ
+        assert not _row_constant(changed) and not _col_constant(changed)  # not a block of lines
+
+
 def test_random_calibration_takes_small_uniform_steps_from_the_kept_image() -> None:
     eps = 8 / 255
     deltas = _deltas({"calibration": "random"}, budget=30)
