@@ -70,6 +70,20 @@ def test_a_verified_image_written_outside_the_oracle_is_refused_before_the_model
         o.score_verified([w])
 
 
+def test_answer_verified_gives_the_labels_the_model_gave_and_is_checked_and_charged() -> None:
+    o, model = oracle(budget=2)
+    v = o.vertex(0, torch.ones(3, 1, 1, dtype=torch.bool))
+    w = o.verify(1, o.clean[1] - 3 * EPS)
+    answer = o.answer_verified([v, w])
+    assert torch.equal(answer.labels, TinySegmenter().predict(torch.stack(model.seen[-2:])))
+    assert answer.scores.tolist() == o.history[0][-1:] + o.history[1][-1:]
+    assert o.counter.counts.tolist() == [1, 1]
+    v.image[0, 0, 0] = 2.0
+    with pytest.raises(SegtkError, match="wrote to a verified image outside the oracle"):
+        o.answer_verified([v])
+    assert o.answer_verified([]).labels.shape == (0, 6, 7)
+
+
 def test_verified_queries_are_charged_exactly() -> None:
     o, _ = oracle(budget=2)
     v = o.verify(0, o.clean[0])
