@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,39 +19,29 @@ import click
 
 from segtk.core import SegtkError, registry
 
-
-@dataclass(frozen=True)
-class Kind:
-    """What differs between the plugin kinds a scaffold can be."""
-
-    module: str  # the implementation module in the package
-    suffix: str  # of the class name: ${cls}Attack
-    suite: str  # the segtk.testing suite its tests subclass
-    hook: str
-    description: str
-    usage: str
-
-
-KINDS: dict[str, Kind] = {
-    "attack": Kind("attack", "Attack", "AttackSuite", "register_attacks",
-                   "A segtk attack: random sign noise at the corners of the ε-ball.",
-                   "segtk attack --plugin $name --budget 50 --eps 8 --param step=0.5"),
-    "segmenter": Kind("segmenter", "Segmenter", "SegmenterSuite", "register_segmenters",
-                      "A segtk segmenter: a tiny fixed 3x3-conv model (replace it with yours).",
-                      "segtk predict --model $name --data demo --out runs/$name-predict\n"
-                      "segtk attack --plugin random --model $name:3"),
-    "editor": Kind("editor", "Editor", "EditorSuite", "register_editors",
-                   "A segtk editor: makes the object lighter or darker.",
-                   "segtk edit --plugin $name --values lighter,darker --data demo "
-                   "--out runs/$name-edit --param strength=0.6"),
-    "filter": Kind("filter", "Filter", "FilterSuite", "register_filters",
-                   "A segtk filter: drops edits whose object ended up too small.",
-                   "segtk edit --plugin color --data demo --out runs/$name-filtered "
-                   "--filter $name --filter-param $name.min_area=0.05"),
-}
+# The kinds a scaffold can be: every plugin kind (segtk.core's table), each with its template
+# folder, whose about.json gives the scaffold's description and usage lines.
+KINDS = {kind.name: kind for kind in registry.KINDS}
 NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 MAX_NAME = 40
 TEMPLATES = Path(__file__).resolve().parent / "scaffold_templates"
+
+
+@dataclass(frozen=True)
+class About:
+    """What a kind's template says about itself (scaffold_templates/KIND/about.json)."""
+
+    description: str  # the new plugin's one-line description
+    usage: str  # commands that use it, $name for its name
+    module: str  # its implementation module (the template's only module but __init__)
+
+
+def about(kind: str) -> About:
+    folder = TEMPLATES / KINDS[kind].template
+    text = json.loads((folder / "about.json").read_text())
+    (module,) = [p.name.removesuffix(".py.tmpl") for p in (folder / "__package__").glob("*.py.tmpl")
+                 if p.name != "__init__.py.tmpl"]
+    return About(text["description"], "\n".join(text["usage"]), module)
 
 
 @dataclass(frozen=True)
@@ -110,7 +101,7 @@ def check_free(name: str) -> None:
 def template_files(kind: str) -> list[tuple[Path, Path]]:
     """(template file, its path relative to the new folder), common files first."""
     files = []
-    for folder in (TEMPLATES / "common", TEMPLATES / kind):
+    for folder in (TEMPLATES / "common", TEMPLATES / KINDS[kind].template):
         for path in sorted(folder.rglob("*.tmpl")):
             files.append((path, path.relative_to(folder).with_suffix("")))
     return files
@@ -120,10 +111,10 @@ def render(kind: str, name: str) -> dict[Path, str]:
     """The new plugin's files (relative path -> text), nothing written yet."""
     if kind not in KINDS:
         raise SegtkError(f"unknown plugin kind {kind!r}", hint=f"kinds: {', '.join(KINDS)}")
-    n, k = names(name), KINDS[kind]
+    n, k, a = names(name), KINDS[kind], about(kind)
     values = {"name": n.name, "dist": n.dist, "package": n.package, "cls": n.cls, "kind": kind,
-              "module": k.module, "suite": k.suite, "hook": k.hook,
-              "description": k.description, "usage": Template(k.usage).substitute(name=n.name)}
+              "module": a.module, "suite": k.suite, "hook": k.hook,
+              "description": a.description, "usage": Template(a.usage).substitute(name=n.name)}
     files = {}
     for template, relative in template_files(kind):
         target = Path(str(relative).replace("__package__", n.package))
@@ -157,7 +148,8 @@ def scaffold(kind: str, name: str, out: Path | None = None) -> tuple[Path, list[
 def new(kind: str, name: str, out: Path | None) -> None:
     """Scaffold a working, tested plugin distribution.
 
-    KIND is attack, segmenter, editor or filter; NAME is what users will type (my-noise), and
+    KIND is the plugin kind (one per hook, see docs/write-a-plugin.md); NAME is what users will
+    type (my-noise), and
     no installed plugin (of any kind), package segtk_NAME or distribution segtk-NAME may use it
     already. The folder gets pyproject.toml with the entry point, package segtk_NAME with a small real
     implementation, tests subclassing segtk's contract suite for KIND, and a README.
