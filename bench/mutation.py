@@ -31,8 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGE = ["__init__.py", "cli.py", "core", "jobs", "benchmarks", "reports", "datasets", "commands",
-           "testing", "storage"]
 HTTP = "plugins/models/http/segtk_http"
 EQUIVALENT = REPO / "bench" / "mutation-equivalent.txt"
 # A test failed (or, for a timeout, ran 10x past the tests' time: e.g. hypothesis shrinking a
@@ -136,9 +134,22 @@ QUICK = {  # the oracle's bounds and the query counter: a few minutes
 }
 
 
+def package_paths() -> list[str]:
+    """segtk's modules at the root and its subpackages' folders, as pyproject.toml's `packages`
+    lists them (package-dir "." -> segtk: segtk.X is the folder X), so that a package added or
+    moved is staged too. (A regex, not tomllib: Python 3.10 has none.)"""
+    listed = re.search(r"^packages\s*=\s*\[(.*?)\]", (REPO / "pyproject.toml").read_text(),
+                       re.MULTILINE | re.DOTALL)
+    if listed is None:
+        raise SystemExit("pyproject.toml lists no packages under [tool.setuptools]")
+    folders = [p.removeprefix("segtk.").replace(".", "/")
+               for p in re.findall(r'"([^"]+)"', listed.group(1)) if p != "segtk"]
+    return ["__init__.py", "__init__.pyi", "cli.py", *folders]
+
+
 def stage(root: Path, group: Group, rev: str | None) -> None:
     """The staged tree: segtk/ (and segtk_http/), the group's tests, a pyproject for mutmut."""
-    files = _tracked(rev, PACKAGE + [HTTP, "tests"] + sorted({_test_dir(t) for t in group.tests}))
+    files = _tracked(rev, package_paths() + [HTTP, "tests"] + sorted({_test_dir(t) for t in group.tests}))
     for name in files:
         target = root / _staged_name(name)
         target.parent.mkdir(parents=True, exist_ok=True)
