@@ -12,19 +12,27 @@ own canonical spelling and has a prompt, an unknown value is refused; for each v
 source's size, the label holds only class ids or ignore and the mask is bool, both at that size;
 an appearance edit keeps the label and mask and changes pixels inside the mask only; a geometry
 edit changes labels only where the object was or went, and only to the object's classes there;
-the same rng gives the same edit; the sample is left untouched; metadata is JSON. An editor may raise SkipSample for a sample it
-cannot edit, but not for every value on the toy scene (override `sample()` then).
+the same rng gives the same edit; the sample is left untouched; metadata is JSON; the editor
+is what the registry finds under its name (`registered = False` for one no plugin registers).
+An editor may raise SkipSample for a sample it cannot edit, but not for every value on the toy
+scene (override `sample()` then).
+
+Optional, for what a plugin promises beyond the contract: `readme` (a Path: every value and
+every `defaults` key is documented there, in backticks) and `min_changed` (every value must
+change more than this share of the mask's pixels; None, the default: some value must change
+the image).
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import pytest
 
-from segtk.core import EDIT_KINDS, EditedSample, Editor, Sample, SegtkError, SkipSample
+from segtk.core import EDIT_KINDS, EditedSample, Editor, Sample, SegtkError, SkipSample, registry
 from segtk.testing.fakes import toy_sample
 
 LEVELS = ("object", "image")
@@ -39,6 +47,12 @@ class EditorSuite:
     tried: ClassVar[tuple[str, ...] | None] = None
     # Whether some value must change the image (False for an editor that may be a no-op).
     expect_change: ClassVar[bool] = True
+    # The share of the mask's pixels every value must change more than (None: see above).
+    min_changed: ClassVar[float | None] = None
+    # The plugin's README, which must document every value and `defaults` key.
+    readme: ClassVar[Path | None] = None
+    # Whether a plugin registers the editor (under its name).
+    registered: ClassVar[bool] = True
 
     def make(self) -> Editor:
         return self.editor_cls(**self.params)
@@ -133,6 +147,8 @@ class EditorSuite:
             if self.editor_cls.kind == "appearance":
                 assert np.array_equal(out.label, sample.label), \
                     f"{out.value}: an appearance edit changed the label"
+                assert np.asarray(out.label).dtype == sample.label.dtype, \
+                    f"{out.value}: an appearance edit changed the label's dtype"
                 assert np.array_equal(out.mask, sample.mask), \
                     f"{out.value}: an appearance edit changed the mask"
                 changed = (np.asarray(out.image) != sample.image).any(-1)
@@ -176,6 +192,31 @@ class EditorSuite:
     def test_changes_the_image(self) -> None:
         if not self.expect_change:
             pytest.skip("expect_change = False")
-        changed = [value for value, sample, out in self.edits()
-                   if not np.array_equal(out.image, sample.image)]
+        done = self.edits()
+        changed = [value for value, sample, out in done if not np.array_equal(out.image, sample.image)]
         assert changed, "no value changed the toy sample's image"
+        if self.min_changed is None:
+            return
+        for value, sample, out in done:
+            share = float((np.asarray(out.image) != sample.image).any(-1)[sample.mask].mean())
+            assert share > self.min_changed, f"{value}: changed {share:.0%} of the mask's " \
+                                             f"pixels, not more than {self.min_changed:.0%}"
+
+    def test_registered_under_its_name(self) -> None:
+        if not self.registered:
+            pytest.skip("registered = False")
+        name = self.editor_cls.name
+        try:
+            found = registry.editor(name)
+        except SegtkError as exc:
+            raise AssertionError(f"no usable editor is registered as {name!r}: {exc}") from exc
+        assert found is self.editor_cls, \
+            f"the editor registered as {name!r} is {found.__name__}, not {self.editor_cls.__name__}"
+
+    def test_readme_documents_every_value_and_parameter(self) -> None:
+        if self.readme is None:
+            pytest.skip("no readme given")
+        text = Path(self.readme).read_text()
+        defaults = getattr(self.editor_cls, "defaults", {})
+        missing = [f"`{k}`" for k in (*self.editor_cls.values, *defaults) if f"`{k}`" not in text]
+        assert not missing, f"{self.readme} does not document {', '.join(missing)}"

@@ -167,10 +167,13 @@ class Shift(Editor):
 
 class TestInvertContract(EditorSuite):
     editor_cls = Invert
+    registered = False  # a toy: no plugin registers it
+    min_changed = 0.5
 
 
 class TestShiftContract(EditorSuite):
     editor_cls = Shift
+    registered = False
 
 
 class FloatImage(Invert):
@@ -274,8 +277,8 @@ class MovesImageOnly(Shift):
         return out
 
 
-def editor_suite(cls: type[Editor]) -> EditorSuite:
-    return type("Suite", (EditorSuite,), {"editor_cls": cls})()
+def editor_suite(cls: type[Editor], **settings: Any) -> EditorSuite:
+    return type("Suite", (EditorSuite,), {"editor_cls": cls, "registered": False, **settings})()
 
 
 @pytest.mark.parametrize(("editor", "check", "message"), [
@@ -304,6 +307,49 @@ def test_editor_suite_catches(editor: type[Editor], check: str, message: str) ->
 def test_editor_suite_catches_metadata_that_is_not_json() -> None:
     with pytest.raises(pytest.fail.Exception, match="not JSON"):
         editor_suite(NumpyMetadata).test_metadata_is_json()
+
+
+class IntLabel(Invert):
+    def edit(self, sample, value, rng):
+        out = super().edit(sample, value, rng)
+        out.label = out.label.astype(np.int32)
+        return out
+
+
+class Speck(Invert):
+    """Inverts one pixel of the object only."""
+
+    def edit(self, sample, value, rng):
+        out = super().edit(sample, value, rng)
+        out.image = sample.image.copy()
+        y, x = np.argwhere(sample.mask)[0]
+        out.image[y, x] = 255 - out.image[y, x]
+        return out
+
+
+def test_editor_suite_catches_a_changed_label_dtype() -> None:
+    with pytest.raises(AssertionError, match="changed the label's dtype"):
+        editor_suite(IntLabel).test_label_and_mask_follow_the_kind()
+
+
+def test_editor_suite_catches_a_value_that_changes_too_little() -> None:
+    editor_suite(Speck).test_changes_the_image()  # some change: enough by default
+    with pytest.raises(AssertionError, match=r"full: changed 0% of the mask's pixels, not more than 50%"):
+        editor_suite(Speck, min_changed=0.5).test_changes_the_image()
+
+
+def test_editor_suite_catches_an_editor_no_plugin_registers() -> None:
+    with pytest.raises(AssertionError, match="no usable editor is registered as 'invert'"):
+        editor_suite(Invert, registered=True).test_registered_under_its_name()
+
+
+def test_editor_suite_catches_a_readme_that_misses_a_value_or_parameter(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("Values: `full`, `half`.\n")
+    editor_suite(Invert, readme=readme).test_readme_documents_every_value_and_parameter()
+    readme.write_text("Values: `full`.\n")
+    with pytest.raises(AssertionError, match="does not document `half`"):
+        editor_suite(Invert, readme=readme).test_readme_documents_every_value_and_parameter()
 
 
 def test_editor_suite_catches_a_template_with_an_unknown_field() -> None:

@@ -1,6 +1,10 @@
-"""The classical `material` editor meets the editor contract (segtk.testing.EditorSuite)."""
+"""The classical `material` editor meets the editor contract (segtk.testing.EditorSuite): the
+contract, its registration under its name, and its README documenting every value and
+parameter."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from segtk.testing import EditorSuite
 from segtk_editor_material import MaterialEditor
@@ -8,3 +12,5 @@ from segtk_editor_material import MaterialEditor
 
 class TestMaterialContract(EditorSuite):
     editor_cls = MaterialEditor
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    min_changed = 0.5  # every value changes more than half of the object's pixels

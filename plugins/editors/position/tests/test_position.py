@@ -1,37 +1,21 @@
-"""The `position` editor plugin: registered through its entry point, values documented; image, mask
-and label moved together, the uncovered area labelled and repainted, its prompts."""
+"""The `position` editor plugin: its values and prompts; image, mask and label moved together
+exactly, the object kept inside or the sample skipped. The editor contract, its registration and
+its README are checked by segtk.testing.EditorSuite (test_position_contract.py)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from segtk.core import PluginError, SkipSample, registry
-from segtk.testing import CAR_CLASSES, car_sample, car_scene, check_geometry, shifted
+from segtk.core import PluginError, SkipSample
+from segtk.testing import car_sample, check_geometry, shifted
 from segtk_editor_position import PositionEditor
 
-CLASSES = CAR_CLASSES
-SKY, ROAD, CAR, TREE = range(4)
-scene, sample = car_scene, car_sample
+sample = car_sample
 
 
 def rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
-
-
-def test_registered_under_its_name() -> None:
-    assert registry.editor("position") is PositionEditor
-    assert PositionEditor.name == PositionEditor.attribute == "position"
-
-
-def test_readme_documents_every_value_and_parameter() -> None:
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    for value in PositionEditor.values:
-        assert f"`{value}`" in text, value
-    for param in PositionEditor.defaults:
-        assert f"`{param}`" in text, param
 
 
 def test_values_and_prompts() -> None:
@@ -41,13 +25,6 @@ def test_values_and_prompts() -> None:
         PositionEditor().check_value("1.5")
     with pytest.raises(PluginError, match="direction"):
         PositionEditor(direction="diagonal")
-
-
-def test_same_seed_same_edit() -> None:
-    s = sample()
-    a, b = PositionEditor().edit(s, "0.2", rng(7)), PositionEditor().edit(s, "0.2", rng(7))
-    assert np.array_equal(a.image, b.image) and np.array_equal(a.label, b.label)
-    assert a.metadata == b.metadata
 
 
 def test_position_moves_image_mask_and_label_exactly() -> None:

@@ -1,6 +1,10 @@
-"""The classical `position` editor meets the editor contract (segtk.testing.EditorSuite)."""
+"""The classical `position` editor meets the editor contract (segtk.testing.EditorSuite): the
+contract, its registration under its name, and its README documenting every value and
+parameter."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from segtk.testing import EditorSuite
 from segtk_editor_position import PositionEditor
@@ -8,3 +12,4 @@ from segtk_editor_position import PositionEditor
 
 class TestPositionContract(EditorSuite):
     editor_cls = PositionEditor
+    readme = Path(__file__).resolve().parents[1] / "README.md"

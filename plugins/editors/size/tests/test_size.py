@@ -1,38 +1,23 @@
-"""The `size` editor plugin: registered through its entry point, values documented; image, mask
-and label moved together, the uncovered area labelled and repainted, its prompts."""
+"""The `size` editor plugin: its values and prompts; each side shrunk by a drawn share, the
+uncovered area labelled and repainted. The editor contract, its registration and its README are
+checked by segtk.testing.EditorSuite (test_size_contract.py)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from segtk.core import PluginError, registry
-from segtk.testing import CAR_CLASSES, car_sample, car_scene, check_geometry
+from segtk.core import PluginError
+from segtk.testing import CAR_CLASSES, car_sample, check_geometry
 from segtk_editor_size import SizeEditor
 from segtk_editor_size.editor import draw_scales
 
-CLASSES = CAR_CLASSES
-SKY, ROAD, CAR, TREE = range(4)
-scene, sample = car_scene, car_sample
+ROAD = CAR_CLASSES.index("road")
+sample = car_sample
 
 
 def rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
-
-
-def test_registered_under_its_name() -> None:
-    assert registry.editor("size") is SizeEditor
-    assert SizeEditor.name == SizeEditor.attribute == "size"
-
-
-def test_readme_documents_every_value_and_parameter() -> None:
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    for value in SizeEditor.values:
-        assert f"`{value}`" in text, value
-    for param in SizeEditor.defaults:
-        assert f"`{param}`" in text, param
 
 
 def test_values_and_prompts() -> None:
@@ -41,13 +26,6 @@ def test_values_and_prompts() -> None:
     assert SizeEditor().check_value("0.40") == "0.4"
     with pytest.raises(PluginError, match="not a number"):
         SizeEditor().edit(sample(), "big", rng())
-
-
-def test_same_seed_same_edit() -> None:
-    s = sample()
-    a, b = SizeEditor().edit(s, "0.4", rng(7)), SizeEditor().edit(s, "0.4", rng(7))
-    assert np.array_equal(a.image, b.image) and np.array_equal(a.label, b.label)
-    assert a.metadata == b.metadata
 
 
 def test_size_shrinks_each_side_by_a_share_drawn_from_half_to_the_level() -> None:
