@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 import statistics
 from collections import defaultdict
@@ -34,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 from PIL import Image, ImageDraw
+from PIL.PngImagePlugin import PngInfo
 
 from segtk.benchmarks.visibility import visibility
 from segtk.core import (
@@ -44,6 +46,7 @@ from segtk.core import (
     atomic_write_bytes,
     atomic_write_json,
     batch_tensors,
+    brief_spec,
     build,
     cached_segmenter,
     check_compatible,
@@ -204,6 +207,44 @@ def plan(models: list[str], data: str, split: str | None, attacks: list[str], bu
                                                 tuple(images[start:start + chunk]), e, seed,
                                                 batch_size, sheet_dir, time_limit))
     return shards
+
+
+def recorded_shards(records: Iterable[dict[str, Any]], images: Sequence[str], *,
+                    default_eps: float = 0.0, data: str = "", split: str | None = None,
+                    seed: int = 0) -> list[Shard]:
+    """The runs a bench's records come from (one shard per model, attack spec, ε, repeat and
+    budget), in the order they were first recorded: what `aggregate` needs to table every
+    attack a run holds, whichever invocation (first run or --resume) added it. `images`: the
+    images a complete repeat covers; `default_eps`: the ε of records written before sweeps."""
+    runs: dict[tuple[str, str, float, int, int], set[int]] = {}
+    for rec in records:
+        key = (rec["model"], rec["attack"], float(rec.get("eps", default_eps)), rec["repeat"],
+               rec["run_budget"])
+        runs.setdefault(key, set()).update(int(b) for b in rec["confusions"])
+    seen = list(dict.fromkeys(k[:3] for k in runs))  # (model, attack, ε), as first recorded
+    models = list(dict.fromkeys(k[0] for k in seen))
+    rank = {k: (models.index(k[0]), i) for i, k in enumerate(seen)}
+    return [Shard(m, data, split, a, r, b, tuple(sorted(cps)), tuple(images), e, seed, 1)
+            for (m, a, e, r, b), cps in sorted(runs.items(), key=lambda kv: (rank[kv[0][:3]],
+                                                                            *kv[0][3:]))]
+
+
+def with_recorded(shards: list[Shard], records: Iterable[dict[str, Any]]) -> list[Shard]:
+    """`shards` plus the recorded runs of every (model, attack, ε) they do not plan, in the
+    order the run first recorded them (then what is new): the table, curves and contact sheet
+    of a resumed run cover what earlier invocations added too."""
+    if not shards:
+        return []
+    first = shards[0]
+    recorded = [s for s in recorded_shards(records, first.images, default_eps=first.eps,
+                                           data=first.data, split=first.split, seed=first.seed)
+                if s.model in {p.model for p in shards}]
+    planned = {(s.model, s.attack, s.eps) for s in shards}
+    every = [*shards, *(s for s in recorded if (s.model, s.attack, s.eps) not in planned)]
+    order = list(dict.fromkeys((s.model, s.attack, s.eps) for s in [*recorded, *shards]))
+    models = list(dict.fromkeys(s.model for s in shards))
+    rank = {k: (models.index(k[0]), i) for i, k in enumerate(order)}
+    return sorted(every, key=lambda s: rank[(s.model, s.attack, s.eps)])
 
 
 @dataclass
@@ -390,7 +431,7 @@ def plot_curves(curves: dict[str, dict[str, list[float]]], path: Path) -> None:
         for name, curve in by_attack.items():
             ax.plot(range(1, len(curve) + 1), curve, label=name, lw=2 if name == "dla" else 1.2,
                     ls="--" if name.endswith("(white-box)") else "-")
-        ax.set_title(model, fontsize=9)
+        ax.set_title(brief_spec(model), fontsize=9)
         ax.set_xlabel("queries (white-box: forward and backward passes)")
         ax.set_ylabel("mean per-image mIoU % (proxy, float candidates)")
         ax.grid(alpha=0.3)
@@ -399,33 +440,109 @@ def plot_curves(curves: dict[str, dict[str, list[float]]], path: Path) -> None:
     save_figure(fig, path)
 
 
-def write_contact_sheet(out: Path, data, attacks: list[str], budget: int, eps: float,
-                        max_images: int = 3) -> Path | None:
-    """Clean image, then each attack's stored adversarial image (top) and amplified
-    perturbation (below) at the largest budget and one ε, for the first images: strength
-    next to visibility."""
+SHEET_FILE = "contact_sheet.png"
+PERTURBATION_ROW = "perturbation, amplified"
+_INK, _MUTED = (20, 24, 31), (90, 100, 112)
+
+
+@dataclass(frozen=True)
+class SheetLayout:
+    """What a contact sheet shows, as its labels and PNG text chunks say: one column per
+    entry of `columns` ("clean", then each attack spec), two rows per image (its stored
+    adversarial image, then the perturbation amplified to the full grey range), at one ε and
+    one budget (the largest), repeat 0."""
+
+    columns: tuple[str, ...]
+    images: tuple[str, ...]
+    eps: float
+    budget: int
+
+    @property
+    def rows(self) -> list[str]:
+        return [f"{name}: {kind}" for name in self.images
+                for kind in ("adversarial image", PERTURBATION_ROW)]
+
+    def title(self) -> str:
+        return (f"eps = {self.eps:g} (0-255 scale), budget {self.budget} queries, repeat 0. "
+                f"Per image: the stored adversarial image, then the {PERTURBATION_ROW} "
+                "((adv - clean) scaled so its largest |value| spans the grey range; grey = "
+                "unchanged)")
+
+
+def sheet_layout(out: Path, data, attacks: Sequence[str], budget: int, eps: float,
+                 max_images: int = 3) -> SheetLayout | None:
+    """The attacks and images a contact sheet can show: the first images every shown attack
+    left a stored image of (an attack that left none, e.g. one recorded before sheets, is
+    left out); None when there is nothing to show."""
     sheet_dir = out / "sheet"
-    names = [n for n in data.names[:max_images]
-             if all(sheet_path(sheet_dir, a, eps, budget, n).exists() for a in attacks)]
-    if not names:
+    first = list(data.names[:max_images])
+    shown = [a for a in attacks if any(sheet_path(sheet_dir, a, eps, budget, n).exists() for n in first)]
+    names = [n for n in first if all(sheet_path(sheet_dir, a, eps, budget, n).exists() for a in shown)]
+    if not shown or not names:
         return None
-    h, w = data[0].image.shape[:2]
-    scale = min(1.0, 240 / w)
-    tw, th, header = int(w * scale), int(h * scale), 18
-    sheet = Image.new("RGB", ((len(attacks) + 1) * tw, header + 2 * th * len(names)), "white")
+    return SheetLayout(("clean", *shown), tuple(names), eps, budget)
+
+
+def _wrapped(draw: ImageDraw.ImageDraw, text: str, width: int) -> list[str]:
+    """`text` in lines at most `width` pixels wide (broken after ; , : = or anywhere)."""
+    lines, line = [], ""
+    for char in text:
+        if line and draw.textlength(line + char) > width:
+            cut = max(line.rfind(c) for c in ";,:= ") + 1
+            cut = cut if cut > 0 else len(line)
+            lines.append(line[:cut])
+            line = line[cut:]
+        line += char
+    return [*lines, line] if line else lines
+
+
+def write_contact_sheet(out: Path, data, attacks: list[str], budget: int, eps: float,
+                        max_images: int = 3, *, path: Path | None = None) -> Path | None:
+    """OUT/contact_sheet.png (or `path`): clean image, then each attack's stored adversarial
+    image (top) and amplified perturbation (below) at the largest budget and one ε, for the
+    first images: strength next to visibility. Labelled: a title band says ε, budget and what
+    the rows are, a header names each column's attack, a band on the left names each row's
+    image and kind; the same layout is in the PNG's text chunks (`SheetLayout`)."""
+    layout = sheet_layout(out, data, attacks, budget, eps, max_images)
+    if layout is None:
+        return None
+    h, w = data.subset(names=[layout.images[0]])[0].image.shape[:2]
+    tw = min(max(w, 160), 240)  # wide enough for a label, small enough for a page
+    th = max(1, round(h * tw / w))
+    probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    heads = [_wrapped(probe, c, tw - 8) for c in layout.columns]
+    title = _wrapped(probe, layout.title(), tw * len(layout.columns) + 130 - 8)
+    left, line = 130, 14
+    top = 8 + line * len(title) + 6
+    header = top + line * max(len(x) for x in heads) + 6
+    sheet = Image.new("RGB", (left + len(layout.columns) * tw, header + 2 * th * len(layout.images)),
+                      "white")
     draw = ImageDraw.Draw(sheet)
-    for col, title in enumerate(["clean", *attacks]):
-        draw.text((col * tw + 4, 3), title, fill="black")
-    for row, name in enumerate(names):
+    for i, text in enumerate(title):
+        draw.text((4, 6 + i * line), text, fill=_INK)
+    for col, lines in enumerate(heads):
+        for i, text in enumerate(lines):
+            draw.text((left + col * tw + 4, top + i * line), text, fill=_INK)
+    for row, name in enumerate(layout.images):
         clean = data.subset(names=[name])[0].image
         tiles = [(clean, np.full_like(clean, 127))]
-        for attack in attacks:
-            adv = read_image(sheet_path(sheet_dir, attack, eps, budget, name))
+        for attack in layout.columns[1:]:
+            adv = read_image(sheet_path(out / "sheet", attack, eps, budget, name))
             tiles.append((adv, amplify(clean, adv)))
-        for col, (top, bottom) in enumerate(tiles):
-            for k, tile in enumerate((top, bottom)):
-                img = Image.fromarray(tile).resize((tw, th))
-                sheet.paste(img, (col * tw, header + (2 * row + k) * th))
-    path = out / "contact_sheet.png"
-    sheet.save(path)
-    return path
+        for k, kind in enumerate(("adversarial", PERTURBATION_ROW.replace(", ", "\n"))):
+            y = header + (2 * row + k) * th
+            label = _wrapped(probe, name, left - 8) + kind.split("\n")
+            for i, text in enumerate(label):
+                draw.text((4, y + 4 + i * line), text, fill=_INK if i == 0 else _MUTED)
+            for col, tile in enumerate(t[k] for t in tiles):
+                sheet.paste(Image.fromarray(tile).resize((tw, th)), (left + col * tw, y))
+    info = PngInfo()
+    info.add_text("Title", f"segtk bench attacks contact sheet: {', '.join(layout.columns[1:])}")
+    info.add_text("Description", layout.title())
+    info.add_itxt("segtk:layout", json.dumps({"columns": list(layout.columns), "rows": layout.rows,
+                                               "eps": eps, "budget": budget}))
+    buf = io.BytesIO()
+    sheet.save(buf, format="PNG", pnginfo=info)
+    target = path or out / SHEET_FILE
+    atomic_write_bytes(target, buf.getvalue())
+    return target

@@ -1,19 +1,35 @@
 """Report context of an attack benchmark (`segtk bench attacks`): the attack × budget table
-(mean ± std of the stored 8-bit images; one table per model and ε) and the proxy curves.
-White-box attacks are tagged, listed after the decision-based ones and never marked the
-strongest; each decision-based attack's gap to the best of them has its own table."""
+(mean ± std of the stored 8-bit images; one table per model and ε), the visibility table
+(PSNR, SSIM, changed pixels, OKLab ΔE at the largest budget), the proxy curves and a labelled
+contact sheet. White-box attacks are tagged, listed after the decision-based ones and never
+marked the strongest; each decision-based attack's gap to the best of them has its own table.
+
+Everything is built from the run's records (results.jsonl), not from run.json's options, which
+name only the last invocation's attacks and ε: after any number of `--resume`s that add
+attacks, the page covers every attack the run holds."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from segtk.benchmarks.attacks import Shard, aggregate, curve_label, white_box_gaps
+from segtk.benchmarks.attacks import (
+    PERTURBATION_ROW,
+    aggregate,
+    curve_label,
+    recorded_shards,
+    sheet_layout,
+    white_box_gaps,
+    write_contact_sheet,
+)
 from segtk.core import SegtkError, brief_spec
 from segtk.reports.common import (
+    FILES_DIR,
     _classes_and_palette,
+    _href,
     _legend,
     _load_dataset,
     _note,
@@ -33,8 +49,13 @@ def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
     if any("eps" not in rec for rec in records):
         _note(notes, "This run was recorded by an older segtk, whose table scored the attacks' float "
                      "candidates, not the stored 8-bit images (rerun it to score those).", "warn")
-    shards = _shards_from_records(records, config)
+    sweep_of_config = _config_eps(config)
+    images_of_config = config.get("images") or sorted({rec["image"] for rec in records})
+    shards = recorded_shards(records, images_of_config, default_eps=sweep_of_config[0],
+                             data=str(config.get("data", "")), split=config.get("split"),
+                             seed=int(config.get("seed", 0)))
     sweep = list(dict.fromkeys(s.eps for s in shards))
+    attacks = list(dict.fromkeys(s.attack for s in shards))
     result = aggregate(records, shards)
     repeats, images = config.get("repeats"), len(config.get("images") or [])
     budgets = sorted({r["budget"] for r in result.rows if r["attack"] != "clean"})
@@ -56,14 +77,15 @@ def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                     _note(notes, f"{model} / {r['attack']} (ε={eps:g}) at {r['budget']} queries is "
                                  f"incomplete: {r['repeats']} of {repeats} repeats, {r['images']} of "
                                  f"{images} images (continue with --resume).", "warn")
-            title = model if len(sweep) == 1 else f"{model}, ε={eps:g}"
+            title = brief_spec(model) + ("" if len(sweep) == 1 else f", ε={eps:g}")
             gap_cells: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
             for g in gaps:
                 if g["model"] == model and g["eps"] == eps:
                     gap_cells[g["attack"]][g["budget"]] = g
             tables.append({"model": title, "source": model, "eps": eps, "clean": clean,
                            "attacks": dict(by_attack), "gaps": dict(gap_cells),
-                           "white_box": sorted({r["attack"] for r in rows if r.get("white_box")})})
+                           "white_box": sorted({r["attack"] for r in rows if r.get("white_box")}),
+                           "visibility": [_visible(r) for r in rows if "ssim" in r]})
 
     histories = _bench_histories(records, sweep)
     for t in tables:
@@ -84,11 +106,14 @@ def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
     if dataset is None:
         _note(notes, f"The dataset could not be loaded ({why}); classes are numbered.")
     classes, palette = _classes_and_palette(dataset, k)
-    files = [f for f in ("table.csv", "table.json", "curves.json", "curves.png") if (run / f).is_file()]
-    models = config.get("models") or list(dict.fromkeys(t["source"] for t in tables))
+    files = [f for f in ("table.csv", "table.json", "curves.json", "curves.png", "contact_sheet.png")
+             if (run / f).is_file()]
+    models = list(dict.fromkeys(s.model for s in shards))
     return {
-        "title": f"Attack benchmark: {', '.join(config.get('attacks') or [])} on "
+        "title": f"Attack benchmark: {', '.join(attacks)} on "
                  f"{', '.join(brief_spec(m) for m in models)} / {brief_spec(config.get('data'))}",
+        "attacks": attacks,
+        "sheet": _contact_sheet(run, dataset, attacks, max(budgets, default=0), max(sweep), notes),
         "budgets": budgets,
         "tables": tables,
         "repeats": repeats,
@@ -99,33 +124,18 @@ def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
     }
 
 
+def _visible(row: dict[str, Any]) -> dict[str, Any]:
+    """A visibility row as the page shows it: an unchanged image's PSNR is ∞ (data-v sorts it
+    above every finite value)."""
+    psnr = row["psnr"]
+    finite = math.isfinite(psnr)
+    return dict(row, psnr_shown=f"{psnr:.2f}" if finite else "∞", psnr_v=psnr if finite else 1e9)
+
+
 def _config_eps(config: dict[str, Any]) -> list[float]:
     """The run's ε values: a list since ε sweeps, one number before."""
     eps = config.get("eps", 0)
     return [float(e) for e in (eps if isinstance(eps, list) else [eps])]
-
-
-def _shards_from_records(records: list[dict[str, Any]], config: dict[str, Any]) -> list[Shard]:
-    """The runs the records came from, in the config's order (what `aggregate` needs)."""
-    models = list(config.get("models") or [])
-    attacks = list(config.get("attacks") or [])
-    sweep = _config_eps(config)
-    runs: dict[tuple[str, str, float, int, int], set[int]] = {}
-    for rec in records:
-        key = (rec["model"], rec["attack"], float(rec.get("eps", sweep[0])), rec["repeat"],
-               rec["run_budget"])
-        runs.setdefault(key, set()).update(int(b) for b in rec["confusions"])
-
-    def order(key):
-        m, a, e, r, b = key
-        return (models.index(m) if m in models else len(models), m,
-                sweep.index(e) if e in sweep else len(sweep), e,
-                attacks.index(a) if a in attacks else len(attacks), a, r, b)
-
-    images = tuple(config.get("images") or sorted({rec["image"] for rec in records}))
-    return [Shard(m, str(config.get("data", "")), config.get("split"), a, r, b, tuple(sorted(cps)),
-                  images, e, int(config.get("seed", 0)), 1)
-            for (m, a, e, r, b), cps in sorted(runs.items(), key=lambda kv: order(kv[0]))]
 
 
 def _bench_histories(records: Iterable[dict[str, Any]],
@@ -147,3 +157,22 @@ def _bench_histories(records: Iterable[dict[str, Any]],
             label = curve_label(attack, eps, sweep)
             out.setdefault(model, {}).setdefault(label, []).append(rec["history"])
     return out
+
+
+def _contact_sheet(run: Path, dataset, attacks: list[str], budget: int, eps: float,
+                   notes: list[dict[str, str]]) -> dict[str, Any] | None:
+    """report_files/contact_sheet.png: the labelled sheet of every attack in the run (the one
+    the last invocation wrote may name fewer), and its layout for the page's caption."""
+    if dataset is None:
+        _note(notes, "No contact sheet: it needs the clean images of the dataset.", "warn")
+        return None
+    layout = sheet_layout(run, dataset, attacks, budget, eps)
+    if layout is None:
+        _note(notes, f"No contact sheet: the run stored no adversarial images at ε={eps:g} and "
+                     f"{budget} queries in sheet/.", "warn")
+        return None
+    rel = f"{FILES_DIR}/contact_sheet.png"
+    write_contact_sheet(run, dataset, attacks, budget, eps, path=run / rel)
+    return {"src": _href(rel), "columns": list(layout.columns), "images": list(layout.images),
+            "eps": f"{eps:g}", "budget": budget, "perturbation": PERTURBATION_ROW,
+            "missing": [a for a in attacks if a not in layout.columns]}
