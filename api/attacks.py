@@ -42,6 +42,7 @@ from segtk.core import (
     check_gradients,
     check_models,
     load_dataset,
+    resolve_device,
 )
 from segtk.jobs.attack import attack_dataset, run_settings
 from segtk.jobs.executors import make_executor
@@ -57,9 +58,9 @@ SCORES = "stored 8-bit images"  # what the bench table scores (runs before this 
 def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", budget: int = 50,
            eps: float = 8.0, seed: int = 0, limit: int | None = None,
            params: Mapping[str, Any] | Iterable[str] | None = None,
-           out: str | Path | None = None, *, split: str | None = None,
-           batch_size: int = 8, time_limit: float | None = None, save_images: bool = True,
-           resume: bool = False, classes_from_data: bool = False,
+           out: str | Path | None = None, device: str | None = None, *,
+           split: str | None = None, batch_size: int = 8, time_limit: float | None = None,
+           save_images: bool = True, resume: bool = False, classes_from_data: bool = False,
            on_start: Callable[[int], None] | None = None,
            on_image: Callable[[dict[str, Any]], None] | None = None) -> AttackRun:
     """Run the attack plugin `attack` on every image of `data` against `model`; score the
@@ -70,18 +71,22 @@ def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", bud
     the 0–255 scale; `params`: the attack's own parameters (a dict, or KEY=VALUE items as
     `--param` takes them). `out`: a run folder written exactly as `segtk attack --out` writes
     it (resumable with `resume=True`); None keeps everything in memory and writes nothing.
-    `on_start(images)` and `on_image(record)` follow the progress (the CLI's progress bar).
+    `device`: cpu, cuda, cuda:N or auto (CUDA when present) for the model and every tensor of
+    the job; None: cpu for a spec, where a loaded model is for a loaded one (given, a loaded
+    model is moved there). `on_start(images)` and `on_image(record)` follow the progress
+    (the CLI's progress bar).
     """
     attack_obj = build("attack", attack, pairs_of(params, "--param"), budget=budget, eps=eps,
                        seed=seed, time_limit=time_limit)
     if out is None and resume:
         raise SegtkError("resume=True needs the run folder to resume", hint="pass out=FOLDER")
-    segmenter = model_of(model)
+    segmenter = model_of(model, device)
     dataset = data_of(data, split, limit)
     check_compatible(segmenter, dataset, classes_from_data)  # before the run writes anything
     check_gradients(type(attack_obj), segmenter)  # a white-box attack needs a model's gradients
     config = {"attack": attack, **run_settings(attack_obj.params), "model": spec_of(segmenter),
               "data": spec_of(dataset), "split": split_of(dataset), "limit": limit,
+              "device": str(resolve_device(segmenter.device)),
               **({"classes_from_data": True} if classes_from_data else {})}  # older runs lack it
     kept: dict[str, np.ndarray] = {}
     if out is None:
@@ -116,8 +121,9 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
                   attacks: str | Sequence[str] = BENCH_ATTACKS,
                   budgets: str | Sequence[int] = BENCH_BUDGETS, eps: float | Sequence[float] = 8.0,
                   repeats: int = 3, seed: int = 0, limit: int | None = None,
-                  out: str | Path | None = None, *, split: str | None = None,
-                  time_limit: float | None = None, batch_size: int = 8, chunk: int = 8,
+                  out: str | Path | None = None, device: str | None = "cpu", *,
+                  split: str | None = None, time_limit: float | None = None,
+                  batch_size: int = 8, chunk: int = 8,
                   executor: str = "local", workers: int | None = None,
                   address: str | None = None, resume: bool = False, table_only: bool = False,
                   classes_from_data: bool = False,
@@ -134,7 +140,8 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
     decision-based attack's distance to the best white-box one). `out`: the run folder, written
     as the CLI writes it (table.csv, table.json, curves, contact sheet; resumable); None keeps
     the records in memory and writes nothing. `table_only`: run nothing, tabulate what `out`
-    holds. `on_start(shards, images)` and `on_records(n)` follow the progress.
+    holds. `device`: where every shard's model and tensors live (cpu, cuda, cuda:N, auto).
+    `on_start(shards, images)` and `on_records(n)` follow the progress.
     """
     model_list = specs_only(models, data, "bench_attacks")
     if not model_list:
@@ -147,29 +154,33 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
             build_spec(label, budget=max(budget_list), eps=e, seed=seed, time_limit=time_limit)
     if out is None and (resume or table_only):
         raise SegtkError("resume and table_only need the run folder", hint="pass out=FOLDER")
+    # a table of what OUT holds runs nothing: it needs no device (and may be read elsewhere)
+    where = str(device or "cpu") if table_only else str(resolve_device(device))
     dataset = load_dataset(data, split, limit)
     if not table_only:  # before run.json is written
-        check_models(model_list, dataset, classes_from_data)
-        check_white_box(model_list, labels)  # a white-box spec on a model without gradients
+        check_models(model_list, dataset, classes_from_data, where)
+        check_white_box(model_list, labels, where)  # a white-box spec on a model without gradients
     shards = plan(model_list, data, split, labels, budget_list, repeats, dataset.names, chunk,
                   sweep, seed, batch_size, sheet_dir=None if out is None else str(Path(out) / "sheet"),
-                  time_limit=time_limit)
+                  time_limit=time_limit, device=where)
     config = {"attacks": labels, "budgets": budget_list, "models": model_list, "data": data,
               "split": split, "images": dataset.names, "repeats": repeats, "eps": sweep,
-              "seed": seed, "limit": limit, "scores": SCORES,
+              "seed": seed, "limit": limit, "scores": SCORES, "device": where,
               **({"time_limit": time_limit} if time_limit is not None else {}),
               **({"classes_from_data": True} if classes_from_data else {})}  # older runs lack it
     if out is None:
         result = _run_bench(MemoryRun(), shards, on_start, on_records, classes_from_data,
-                            make_executor(executor, workers, address))
+                            make_executor(executor, workers, address, where))
         return Table(result.rows, details=_details(result))
     if table_only and not (Path(out) / RESULTS_FILE).is_file():
         raise SegtkError(f"{out} holds no benchmark records", hint="run it first, without --table-only")
     # Records are keyed per spec, ε and image; table_only may watch a bench still running.
-    with RunDir(out, config, resume or table_only, may_differ=("attacks", "eps", "limit"),
+    with RunDir(out, config, resume or table_only,
+                may_differ=("attacks", "eps", "limit", *(("device",) if table_only else ())),
                 read_only=table_only, kind="bench-attacks") as run:
         result = _run_bench(run, shards, on_start, on_records, classes_from_data,
-                            None if table_only else make_executor(executor, workers, address))
+                            None if table_only
+                            else make_executor(executor, workers, address, where))
         files = write_outputs(result, Path(out))
     sheet = write_contact_sheet(Path(out), dataset, labels, max(budget_list), max(sweep))
     return Table(result.rows, out=Path(out), files=files, details={**_details(result), "sheet": sheet})

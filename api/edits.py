@@ -18,7 +18,10 @@ from segtk.core import (
     SegtkError,
     backend_class,
     check_models,
+    declared,
     load_dataset,
+    registry,
+    resolve_device,
 )
 from segtk.jobs.edit import (
     EditConfig,
@@ -57,8 +60,19 @@ def filter_items(params: FilterParams) -> list[str]:
     return [params] if isinstance(params, str) else list(params)
 
 
+def with_device(params: dict[str, Any], cls: type | None, device: str | None,
+                key: str = "device") -> dict[str, Any]:
+    """`params` with `key`=`device` (a resolved name) for a plugin class (an editor's backend,
+    a filter) that declares a `device` parameter the user did not set; as they are without a
+    device."""
+    if device is None or cls is None or "device" not in declared(cls).params or key in params:
+        return params
+    return {**params, key: device}
+
+
 def edit(data: str | Dataset, editor: str, values: str | Sequence[str] | None = None,
-         out: str | Path | None = None, *, backend: str = CLASSICAL, split: str | None = None,
+         out: str | Path | None = None, device: str | None = None, *,
+         backend: str = CLASSICAL, split: str | None = None,
          limit: int | None = None, variants: int = 1, pick: str = "all",
          object_centric: bool = False, seed: int = 0, resume: bool = False,
          min_area: float = DEFAULT_MIN_AREA, exclude: str | Sequence[str] | None = None,
@@ -80,14 +94,18 @@ def edit(data: str | Dataset, editor: str, values: str | Sequence[str] | None = 
     VALUE}}): noise filters. Returns the counts as rows (outcome "edited" or "skipped: REASON",
     edits, source_images) with `details` holding the manifest records ("edited"), the skipped
     ones ("skipped"), the "values" and the number of source "images". Raises SegtkError when
-    every planned edit was skipped, after `on_table` has seen the table.
+    every planned edit was skipped, after `on_table` has seen the table. `device` (cpu, cuda,
+    cuda:N, auto) goes to the backend and filters that take a `device` parameter not given in
+    `params`/`filter_params`; None leaves them their own default.
     """
-    backend_class(backend)  # an unknown backend or a missing dependency: say so before anything
+    where = None if device is None else str(resolve_device(device))  # a missing CUDA: said first
+    cls = backend_class(backend)  # an unknown backend or a missing dependency: said next
     writer = load_prompt_writer(prompt_writer, prompt_model)
-    editor_obj = build_editor(editor, backend, pairs_of(params, "--param"))
+    editor_obj = build_editor(editor, backend, with_device(pairs_of(params, "--param"), cls, where))
     filter_names = list(dict.fromkeys(comma_list(filters)))
     filter_opts = parse_filter_params(filter_names, filter_items(filter_params))
-    filter_objs = [build_filter(n, filter_opts[n]) for n in filter_names]
+    filter_objs = [build_filter(n, with_device(filter_opts[n], registry.plugin_class("filter", n),
+                                               where)) for n in filter_names]
     value_list = [editor_obj.check_value(v) for v in comma_list(values)] if values \
         else list(editor_obj.values)
     if not value_list:
@@ -110,7 +128,8 @@ def edit(data: str | Dataset, editor: str, values: str | Sequence[str] | None = 
                           objects, things_only)
     object_things(dataset, settings)  # no thing class to pick: say so before OUT is made
     config = run_config(editor_obj, editor, backend, spec_of(dataset), split_of(dataset), limit,
-                        settings, filter_opts, **prompt_settings(prompt_writer, prompt_model))
+                        settings, filter_opts, **prompt_settings(prompt_writer, prompt_model),
+                        **({"device": where} if where else {}))  # None: as runs before it
     with EditRun(folder, config, resume) as run:
         if on_start:
             on_start(len(dataset) * (1 if pick == "one" else len(value_list)) * variants)
@@ -155,7 +174,7 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
                 prompt_model: str | None = None, prompt_writer: str | None = None,
                 seed: int = 0, batch_size: int = 4, chunk: int = 8, executor: str = "local",
                 workers: int | None = None, address: str | None = None, resume: bool = False,
-                classes_from_data: bool = False,
+                classes_from_data: bool = False, device: str | None = None,
                 on_subset: Callable[[str, EditSummary], None] | None = None,
                 on_start: Callable[[int, int], None] | None = None,
                 on_records: Callable[[int], None] | None = None) -> Table:
@@ -165,7 +184,9 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
     `values`: {ATTRIBUTE: [VALUE, ...]} (default: every editor's values). Returns one row per
     model and subset (model, subset, miou in %, images), with `details` holding the whole
     result: "groups" (one row per model and group: reference, reference_miou, rmiou, mr,
-    subsets), "miou" ({model: {subset: %}}), "subsets", "models", "images".
+    subsets), "miou" ({model: {subset: %}}), "subsets", "models", "images". `device` (cpu,
+    cuda, cuda:N, auto): where the models are scored, and what the backend and filters with a
+    `device` parameter get (as in `edit`); None: cpu for the models, the plugins' defaults.
     """
     model_list = specs_only(models, data, "bench_edits")
     attrs = comma_list(attributes)
@@ -175,18 +196,27 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
     if not resume and (out_dir / "results.jsonl").exists():
         raise SegtkError(f"{out_dir} already holds results",
                          hint="pass --resume to continue that run, or choose another --out")
+    where = str(resolve_device(device))
     # before any subset is edited: the subsets keep the source data's classes
-    check_models(model_list, load_dataset(data, split, 1), classes_from_data)
+    check_models(model_list, load_dataset(data, split, 1), classes_from_data, where)
     writer = load_prompt_writer(prompt_writer, prompt_model)
     prompts = prompt_settings(prompt_writer, prompt_model)
-    editor_params = pairs_of(params, "--param")
+    given = None if device is None else where
+    editor_params = with_device(pairs_of(params, "--param"), backend_class(backend), given)
     value_map = {attr: list(vals) for attr, vals in (values or {}).items()}
-    filter_list, filter_param_items = comma_list(filters), filter_items(filter_params)
+    filter_list = comma_list(filters)
+    filter_param_items = filter_items(filter_params)
+    if device is not None:  # each filter with a device parameter not given gets it
+        set_by_user = {i.partition(".")[0] for i in filter_param_items
+                       if i.partition("=")[0].endswith(".device")}
+        filter_param_items += [f"{n}.device={where}" for n in filter_list if n not in set_by_user
+                               and "device" in declared(registry.plugin_class("filter", n)).params]
     subsets = build_subsets(data, split, limit, attrs, out_dir, backend, value_map, filter_list,
                             filter_param_items, seed, editor_params, on_subset, pick,
                             object_centric, writer, prompts, min_area, objects, things_only)
-    shards = plan(model_list, subsets, chunk, batch_size)
+    shards = plan(model_list, subsets, chunk, batch_size, where)
     config = {"models": model_list, "data": data, "split": split, "limit": limit,
+              **({"device": where} if device is not None else {}),  # None: as runs before it
               "attributes": attrs, "backend": backend, "values": value_map,
               "filters": filter_list, "filter_params": filter_param_items, "seed": seed,
               "pick": pick, "object_centric": object_centric, **prompts,
@@ -198,7 +228,7 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
     with RunDir(out_dir, config, resume, may_differ=("params",), kind="bench-edits") as run:
         if on_start:
             on_start(len(shards), sum(len(s.images) for s in shards))
-        run_bench(shards, run, make_executor(executor, workers, address), on_records,
+        run_bench(shards, run, make_executor(executor, workers, address, where), on_records,
                   classes_from_data)
         result = aggregate(list(run.done(key="key").values()), shards)
         files = write_outputs(result, out_dir)

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from segtk.core import Dataset, Segmenter, SegtkError, load_segmenter, parse_pairs
+import torch
+
+from segtk.core import Dataset, Segmenter, SegtkError, load_segmenter, parse_pairs, resolve_device
 from segtk.core import load_dataset as load_dataset_spec
 
 __all__ = ["load_model", "load_dataset", "model_of", "data_of", "spec_of", "split_of",
@@ -18,10 +20,11 @@ __all__ = ["load_model", "load_dataset", "model_of", "data_of", "spec_of", "spli
 SPEC, SPLIT = "segtk_spec", "segtk_split"  # attributes a loaded object keeps its origin in
 
 
-def load_model(spec: str) -> Segmenter:
+def load_model(spec: str, device: str | torch.device | None = "cpu") -> Segmenter:
     """The model a `--model` spec names (see `segtk models`), e.g. "demo" or
-    "espnet:camvid=../shared/models/espnet_camvid.safetensors"."""
-    model = load_segmenter(spec)
+    "espnet:camvid=../shared/models/espnet_camvid.safetensors", on `device` (cpu, cuda,
+    cuda:N or auto: CUDA when present)."""
+    model = load_segmenter(spec, device)
     setattr(model, SPEC, spec)
     return model
 
@@ -46,15 +49,18 @@ def split_of(data: Dataset) -> str | None:
     return getattr(data, SPLIT, None)
 
 
-def model_of(model: str | Segmenter) -> Segmenter:
-    """A spec loaded, or a model as it is."""
+def model_of(model: str | Segmenter, device: str | torch.device | None = None) -> Segmenter:
+    """A spec loaded on `device` (None: cpu), or a loaded model, moved to `device` if one is
+    given and it is elsewhere (None: where it is)."""
     if isinstance(model, str):
-        return load_model(model)
+        return load_model(model, device)
     if not isinstance(model, Segmenter):
         raise SegtkError(f"model must be a spec (str) or a segtk Segmenter, not "
                          f"{type(model).__name__}",
                          hint="e.g. segtk.load_model('demo'), or wrap your model in a "
                               "segtk.core.Segmenter (see docs/python.md)")
+    if device is not None and resolve_device(device) != resolve_device(model.device):
+        model.to_device(resolve_device(device))
     return model
 
 

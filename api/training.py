@@ -10,7 +10,7 @@ from typing import Any
 from segtk.api.loading import comma_list, specs_only
 from segtk.api.results import Table
 from segtk.benchmarks.augment import AugmentBench, run, write_outputs
-from segtk.core import CLASSICAL, SegtkError, preferred_split
+from segtk.core import CLASSICAL, SegtkError, preferred_split, resolve_device
 from segtk.jobs.edit import EditSummary
 from segtk.jobs.train import StepHook, TrainConfig, parse_size
 from segtk.jobs.train import train as train_job
@@ -59,28 +59,30 @@ def _size(value: Size, option: str) -> tuple[int, int] | None:
 
 def _config(model: str, data: str, split: str | None, limit: int | None, augment: str,
             epochs: int, batch_size: int, lr: float, weight_decay: float, seed: int, size: Size,
-            crop: Size, classes_from_data: bool) -> TrainConfig:
+            crop: Size, classes_from_data: bool, device: str | None) -> TrainConfig:
     return TrainConfig(model, data, chosen_split(data, split, "train"), limit, augment, epochs,
                        batch_size, lr, weight_decay, seed, _size(size, "--size"),
-                       _size(crop, "--crop"), classes_from_data)
+                       _size(crop, "--crop"), classes_from_data, str(resolve_device(device)))
 
 
 def train(model: str, data: str, out: str | Path, augment: str = "baseline", *,
           split: str | None = None, limit: int | None = None, epochs: int = 1,
           batch_size: int = 8, lr: float = 1e-4, weight_decay: float = 1e-4, seed: int = 0,
           size: Size = None, crop: Size = None, classes_from_data: bool = False,
-          resume: bool = False, on_step: StepHook | None = None) -> Table:
+          device: str | None = "cpu", resume: bool = False,
+          on_step: StepHook | None = None) -> Table:
     """Fine-tune the model spec `model` on `data` with one augmentation (augmenter spec
     NAME[:KEY=VALUE,...], baseline = none) into the run folder `out`, as `segtk train`:
     deterministic, a checkpoint per epoch, `resume=True` continues it (epochs may grow).
 
     `split`: None = train where the data has splits, else all of it; '' = all of it.
-    `size`, `crop`: (W, H) or 'WxH'. Returns one row per epoch (epoch, loss, steps, seconds,
+    `size`, `crop`: (W, H) or 'WxH'. `device`: where the model trains (cpu, cuda, cuda:N,
+    auto); the augmentations run on the CPU batch before it moves. Returns one row per epoch (epoch, loss, steps, seconds,
     spec); `details["spec"]` is the trained model's spec (`load_model` loads it).
     """
     specs_only(model, data, "train")
     config = _config(model, data, split, limit, augment, epochs, batch_size, lr, weight_decay,
-                     seed, size, crop, classes_from_data)
+                     seed, size, crop, classes_from_data, device)
     results = train_job(config, out, resume, on_step=on_step)
     rows = [{"epoch": r.epoch, "loss": r.loss, "steps": r.steps, "seconds": r.seconds,
              "spec": r.spec} for r in results]
@@ -95,7 +97,8 @@ def bench_augment(model: str, data: str, augments: str | Sequence[str] = BENCH_A
                   values: Mapping[str, Sequence[str]] | None = None, backend: str = CLASSICAL,
                   epochs: int = 1, batch_size: int = 8, lr: float = 1e-4,
                   weight_decay: float = 1e-4, seed: int = 0, size: Size = None,
-                  crop: Size = None, classes_from_data: bool = False, resume: bool = False,
+                  crop: Size = None, classes_from_data: bool = False,
+                  device: str | None = "cpu", resume: bool = False,
                   on_subset: Callable[[str, EditSummary], None] | None = None,
                   on_train: Callable[[str, dict[str, Any]], None] | None = None,
                   on_step: StepHook | None = None,
@@ -105,7 +108,8 @@ def bench_augment(model: str, data: str, augments: str | Sequence[str] = BENCH_A
     augment`: edited evaluation subsets in OUT/edits, a training run per augmentation in
     OUT/train/LABEL, scores in OUT/results.jsonl.
 
-    `eval_split`: None = val where the evaluation data has splits, '' = all of it. Returns one
+    `eval_split`: None = val where the evaluation data has splits, '' = all of it. `device`:
+    where every model trains and is scored (cpu, cuda, cuda:N, auto). Returns one
     row per augmentation (the untrained start model first): augmentation, model (its spec),
     the mIoU % of each subset under the subset's name, mr_GROUP and rmiou_GROUP per edit group;
     `details` holds the whole result ("subsets", "groups", "rows", "images").
@@ -117,7 +121,7 @@ def bench_augment(model: str, data: str, augments: str | Sequence[str] = BENCH_A
         raise SegtkError("--attributes must name at least one editor",
                          hint="e.g. --attributes color,weather")
     training = _config(model, data, split, limit, "baseline", epochs, batch_size, lr,
-                       weight_decay, seed, size, crop, classes_from_data)
+                       weight_decay, seed, size, crop, classes_from_data, device)
     bench = AugmentBench(training, tuple(s for s in specs if s), tuple(attrs), eval_data,
                          chosen_split(eval_data or data, eval_split, "val"), eval_limit,
                          {attr: list(vals) for attr, vals in (values or {}).items()}, backend)

@@ -17,10 +17,12 @@ Two measurements, on the same val images (480×360 CamVid by default), one CPU t
    bare-forward timing is printed next to it.
 
 Times are CPU time of this process (`time.process_time`): waits for the disk (fsync of the
-stored PNGs and results) are not included.
+stored PNGs and results) are not included. With `--device cuda` (the model, the images and every
+tensor of the job on the GPU) they are wall-clock times after `torch.cuda.synchronize()`, since
+the GPU runs asynchronously and its work is no CPU time.
 
     OMP_NUM_THREADS=1 python bench/attack_overhead.py [--model SPEC --data SPEC --images 8
-        --budget 50 --attacks dla,colour-stripes --repeats 3 --skip-model]
+        --budget 50 --attacks dla,colour-stripes --repeats 3 --skip-model --device cuda]
 """
 
 from __future__ import annotations
@@ -32,12 +34,31 @@ from pathlib import Path
 
 import torch
 
-from segtk.core import Segmenter, batch_tensors, build_attack, load_dataset, load_segmenter
+from segtk.core import (
+    Segmenter,
+    SegtkError,
+    batch_tensors,
+    build_attack,
+    load_dataset,
+    load_segmenter,
+    resolve_device,
+)
 from segtk.jobs.attack import attack_dataset, image_seed
 from segtk.storage.runs import RunDir
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
-CLOCK = time.process_time
+
+
+def cpu_clock() -> float:
+    return time.process_time()
+
+
+def gpu_clock() -> float:
+    torch.cuda.synchronize()  # the GPU's queued work is part of what is timed
+    return time.perf_counter()
+
+
+CLOCK = cpu_clock  # gpu_clock with --device cuda (see main)
 
 
 class GreenSegmenter(Segmenter):
@@ -45,9 +66,10 @@ class GreenSegmenter(Segmenter):
 
     name = "green"
 
-    def __init__(self, classes: list[str]) -> None:
+    def __init__(self, classes: list[str], device: torch.device | None = None) -> None:
         self.classes = list(classes)
         self.scale = len(classes) - 1e-3
+        self.device = device or torch.device("cpu")
 
     def predict(self, images: torch.Tensor) -> torch.Tensor:
         return (images[:, 1] * self.scale).long()
@@ -114,18 +136,26 @@ def main() -> None:
     ap.add_argument("--attacks", default="dla,colour-stripes")
     ap.add_argument("--repeats", type=int, default=3, help="best of N for the segtk-only timings")
     ap.add_argument("--skip-model", action="store_true", help="only the near-zero-cost segmenter")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (as --device)")
     args = ap.parse_args()
+    global CLOCK
+    try:
+        device = resolve_device(args.device)
+    except SegtkError as exc:
+        ap.error(f"{exc.message}; {exc.hint}")
+    CLOCK = gpu_clock if device.type == "cuda" else cpu_clock
     torch.set_num_threads(1)
     data = load_dataset(args.data, limit=args.images)
     items = [data[i] for i in range(len(data))]
-    images, labels = batch_tensors(items, torch.device("cpu"))
+    images, labels = batch_tensors(items, device)
     names = [item.name for item in items]
     h, w = images.shape[-2:]
     attacks = args.attacks.split(",")
+    clock = "wall-clock time (synchronised)" if device.type == "cuda" else "CPU time"
     print(f"images {len(data)} at {w}x{h}, budget {args.budget}, eps 8, threads 1, "
-          f"CPU time, best of {args.repeats}")
+          f"device {device}, {clock}, best of {args.repeats}")
 
-    green = GreenSegmenter(data.classes)
+    green = GreenSegmenter(data.classes, device)
     print("\nsegtk's own cost per query (near-zero-cost segmenter's time subtracted)")
     for name in attacks:
         attack = build_attack(name, budget=args.budget, eps=8, seed=0)
@@ -142,7 +172,7 @@ def main() -> None:
 
     if args.skip_model:
         return
-    model = load_segmenter(args.model)
+    model = load_segmenter(args.model, device)
     print(f"\noverhead ratio on {args.model}: segtk attack time per query / forward time per image")
     for batch in (1, 8):
         bare = per_image(model, images, min(batch, len(data)), repeats=max(2, 16 // batch))

@@ -141,6 +141,7 @@ class Shard:
     batch_size: int
     sheet_dir: str | None = None  # where repeat 0 leaves its adversarial PNGs for the sheet
     time_limit: float | None = None  # seconds per run of a batch (--time-limit), None: none
+    device: str = "cpu"  # where the model and tensors live (core.resolve_device's name)
 
     def key(self, image: str) -> str:
         return f"{self.model}|{self.attack}|eps={self.eps!r}|{self.repeat}|{self.budget}|{image}"
@@ -148,7 +149,7 @@ class Shard:
 
 def run_shard(shard: Shard) -> list[dict[str, Any]]:
     """Attack one chunk of images; one record per image (runs in a worker)."""
-    model = cached_segmenter(shard.model)
+    model = cached_segmenter(shard.model, shard.device)
     data = load_dataset(shard.data, shard.split).subset(names=shard.images)
     attack = build_spec(shard.attack, budget=shard.budget, eps=shard.eps, seed=shard.seed + shard.repeat,
                         time_limit=shard.time_limit)
@@ -190,7 +191,7 @@ def run_shard(shard: Shard) -> list[dict[str, Any]]:
 def plan(models: list[str], data: str, split: str | None, attacks: list[str], budgets: list[int],
          repeats: int, images: list[str], chunk: int, eps: float | Sequence[float], seed: int,
          batch_size: int, sheet_dir: str | None = None,
-         time_limit: float | None = None) -> list[Shard]:
+         time_limit: float | None = None, device: str = "cpu") -> list[Shard]:
     """The shards of a bench: `attacks` are spec labels, `eps` one value or a sweep."""
     budgets = sorted(set(budgets))
     sweep = [float(e) for e in ([eps] if isinstance(eps, int | float) else eps)]
@@ -205,7 +206,7 @@ def plan(models: list[str], data: str, split: str | None, attacks: list[str], bu
                         for start in range(0, len(images), chunk):
                             shards.append(Shard(model, data, split, label, repeat, budget, checkpoints,
                                                 tuple(images[start:start + chunk]), e, seed,
-                                                batch_size, sheet_dir, time_limit))
+                                                batch_size, sheet_dir, time_limit, device))
     return shards
 
 
@@ -265,10 +266,12 @@ def run_bench(shards: list[Shard], run: RunDir, executor, on_records: Callable[[
     todo = [s for s in shards if any(s.key(img) not in done for img in s.images)]
     if on_records:
         on_records(sum(s.key(img) in done for s in shards for img in s.images))
-    for model, data, split in dict.fromkeys((s.model, s.data, s.split) for s in todo):
-        check_compatible(cached_segmenter(model), load_dataset(data, split).subset(limit=1),
+    for model, data, split, device in dict.fromkeys((s.model, s.data, s.split, s.device)
+                                                    for s in todo):
+        check_compatible(cached_segmenter(model, device), load_dataset(data, split).subset(limit=1),
                          classes_from_data)
-    check_white_box([s.model for s in todo], [s.attack for s in todo])
+    for device in dict.fromkeys(s.device for s in todo):
+        check_white_box([s.model for s in todo], [s.attack for s in todo], device)
     for records in executor.map(run_shard, todo):
         missing = [rec for rec in records if rec["key"] not in done]
         for rec in missing:
@@ -277,11 +280,12 @@ def run_bench(shards: list[Shard], run: RunDir, executor, on_records: Callable[[
             on_records(len(missing))
 
 
-def check_white_box(models: Iterable[str], labels: Iterable[str]) -> None:
+def check_white_box(models: Iterable[str], labels: Iterable[str], device: str = "cpu") -> None:
     """Refuse a white-box attack spec on a model that gives no gradients, before any work."""
     for model in dict.fromkeys(models):
         for label in dict.fromkeys(labels):
-            check_gradients(registry.attack(label.partition(":")[0].strip()), cached_segmenter(model))
+            check_gradients(registry.attack(label.partition(":")[0].strip()),
+                            cached_segmenter(model, device))
 
 
 def _records(run: RunDir) -> Iterable[dict[str, Any]]:

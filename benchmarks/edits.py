@@ -97,6 +97,7 @@ class Shard:
     subset: Subset
     images: tuple[str, ...]
     batch_size: int = 4
+    device: str = "cpu"  # where the model and tensors live (core.resolve_device's name)
 
     def key(self, image: str) -> str:
         return f"{self.model}|{self.subset.name}|{image}"
@@ -104,7 +105,7 @@ class Shard:
 
 def run_shard(shard: Shard) -> list[dict[str, Any]]:
     """Score one chunk of one subset with one model: a record (confusion) per image."""
-    model = cached_segmenter(shard.model)
+    model = cached_segmenter(shard.model, shard.device)
     sub = shard.subset
     data = load_dataset(sub.data, sub.split).subset(names=shard.images)
     k, ignore = len(data.classes), data.ignore_index
@@ -222,8 +223,8 @@ def object_masks(data: Dataset, sources: Sequence[str], folder: Path,
 
 
 def plan(models: Sequence[str], subsets: Sequence[Subset], chunk: int = 8,
-         batch_size: int = 4) -> list[Shard]:
-    return [Shard(m, s, s.images[i:i + chunk], batch_size)
+         batch_size: int = 4, device: str = "cpu") -> list[Shard]:
+    return [Shard(m, s, s.images[i:i + chunk], batch_size, device)
             for m in models for s in subsets for i in range(0, len(s.images), chunk)]
 
 
@@ -235,7 +236,8 @@ def run_bench(shards: Sequence[Shard], run: RunDir, executor,
     checked: set[str] = set()
     for s in todo:
         if s.model not in checked:
-            check_compatible(cached_segmenter(s.model), load_dataset(s.subset.data, s.subset.split).subset(limit=1),
+            check_compatible(cached_segmenter(s.model, s.device),
+                             load_dataset(s.subset.data, s.subset.split).subset(limit=1),
                              classes_from_data)
             checked.add(s.model)
     if on_records:

@@ -12,9 +12,11 @@ from segtk.commands.console import JobProgress, console, pct, quiet_option, resu
 from segtk.commands.options import (
     classes_from_data_option,
     data_option,
+    device_option,
     eps_option,
     limit_option,
     model_option,
+    same_device,
     split_option,
 )
 from segtk.commands.resume import Recorded, pairs, resumable
@@ -37,6 +39,7 @@ RECORDED = {
     "seed": Recorded("params.seed"), "time_limit": Recorded("time_limit", absent=None),
     "extra": Recorded("params", lambda p: pairs({k: v for k, v in p.items() if k not in SHARED}),
                       same=None),
+    "device": Recorded("device", same=same_device, absent="cpu"),
 }
 
 
@@ -53,6 +56,7 @@ def default_out(out: str | None, attack_name: str | None) -> str | None:
 @split_option
 @limit_option
 @classes_from_data_option
+@device_option
 @click.option("--budget", type=click.IntRange(min=1), default=50, show_default=True,
               help="Queries per image (the clean query counts).")
 @eps_option
@@ -73,8 +77,8 @@ def default_out(out: str | None, attack_name: str | None) -> str | None:
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 @resumable("attack", RECORDED, lambda p: default_out(p["out"], p["attack_name"]),
            may_change=("limit",), required=("attack_name",))
-def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, budget, eps, seed,
-           batch_size, out, resume, save_images, extra, write_html, time_limit) -> None:
+def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, device, budget,
+           eps, seed, batch_size, out, resume, save_images, extra, write_html, time_limit) -> None:
     """Run an attack (decision-based, or a white-box reference) over a dataset; report the mIoU drop.
 
     \b
@@ -94,7 +98,7 @@ def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, 
 
         summary = api.attack(
             model_spec, data_spec, attack_name, budget, eps, seed, limit,
-            parse_pairs(extra, "--param"), out, split=split, batch_size=batch_size,
+            parse_pairs(extra, "--param"), out, device, split=split, batch_size=batch_size,
             time_limit=time_limit, save_images=save_images, resume=resume,
             classes_from_data=classes_from_data, on_image=tick,
             on_start=lambda n: bar.start(f"{attack_name} ε={eps:g} budget={budget}", n))

@@ -15,7 +15,9 @@ from segtk.commands.options import (
     classes_from_data_option,
     csv_list,
     data_option,
+    device_option,
     limit_option,
+    same_device,
     shard_options,
     split_option,
     warn_sub_step_eps,
@@ -39,6 +41,7 @@ RECORDED = {
     "classes_from_data": Recorded("classes_from_data", absent=False),
     "repeats": Recorded("repeats"), "eps": Recorded("eps", _eps_list), "seed": Recorded("seed"),
     "time_limit": Recorded("time_limit", absent=None),
+    "device": Recorded("device", same=same_device, absent="cpu"),
 }
 
 
@@ -70,6 +73,7 @@ def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[f
 @split_option
 @limit_option
 @classes_from_data_option
+@device_option
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--eps", default="8", show_default=True, callback=_eps_sweep,
               help="L∞ bound on the 0–255 scale (stored images keep whole steps); a comma list "
@@ -90,9 +94,9 @@ def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[f
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 @resumable("bench-attacks", RECORDED, flags=("resume", "table_only"),
            may_change=("attacks", "eps", "limit"))
-def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_from_data, repeats, eps,
-                  seed, batch_size, chunk, executor, workers, address, out, resume, table_only,
-                  write_html, time_limit) -> None:
+def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_from_data, device,
+                  repeats, eps, seed, batch_size, chunk, executor, workers, address, out, resume,
+                  table_only, write_html, time_limit) -> None:
     """Attack specs × budgets → dataset mIoU of the stored 8-bit images (mean ± std over
     repeats), CSV/JSON and proxy curves.
 
@@ -112,7 +116,7 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_fr
 
     with JobProgress() as bar:
         result = api.bench_attacks(
-            list(models_), data_spec, attacks, budgets, eps, repeats, seed, limit, out,
+            list(models_), data_spec, attacks, budgets, eps, repeats, seed, limit, out, device,
             split=split, time_limit=time_limit, batch_size=batch_size, chunk=chunk,
             executor=executor, workers=workers, address=address, resume=resume,
             table_only=table_only, classes_from_data=classes_from_data,

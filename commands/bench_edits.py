@@ -14,8 +14,10 @@ from segtk.commands.options import (
     classes_from_data_option,
     csv_list,
     data_option,
+    device_option,
     limit_option,
     prompt_options,
+    same_device,
     shard_options,
     split_option,
 )
@@ -79,7 +81,7 @@ RECORDED = {
     "backend": Recorded("backend"), "extra": Recorded("params", pairs, None),
     "filters": Recorded("filters", joined, csv_list),
     "filter_params": Recorded("filter_params", tuple, lambda v: parse_pairs(v, "--filter-param")),
-    "seed": Recorded("seed"),
+    "seed": Recorded("seed"), "device": Recorded("device", same=same_device),
 }
 
 
@@ -90,6 +92,7 @@ RECORDED = {
 @split_option
 @limit_option
 @classes_from_data_option
+@device_option
 @click.option("--attributes", default=BENCH_ATTRIBUTES,
               show_default=True,
               help="Comma-separated editors: one edited subset each (size and position: one per level).")
@@ -133,7 +136,7 @@ RECORDED = {
 @quiet_option
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 @resumable("bench-edits", RECORDED)
-def bench_edits(models_, data_spec, split, limit, classes_from_data, attributes, values, pick,
+def bench_edits(models_, data_spec, split, limit, classes_from_data, device, attributes, values, pick,
                 object_centric, min_area, objects, things_only,
                 prompt_model, prompt_writer_name, backend, extra, filters, filter_params, seed,
                 batch_size, chunk, executor, workers, address, out, resume, write_html) -> None:
@@ -163,7 +166,7 @@ def bench_edits(models_, data_spec, split, limit, classes_from_data, attributes,
     with JobProgress() as bar:
         result = api.bench_edits(
             split_models(models_), data_spec, attributes, parse_values(values), out,
-            split=split, limit=limit, pick=pick, object_centric=object_centric,
+            device=device, split=split, limit=limit, pick=pick, object_centric=object_centric,
             min_area=min_area, objects=objects, things_only=things_only, backend=backend,
             params=parse_pairs(extra, "--param"), filters=filters, filter_params=filter_params,
             prompt_model=prompt_model, prompt_writer=prompt_writer_name, seed=seed,

@@ -17,8 +17,10 @@ from segtk.commands.console import (
 )
 from segtk.commands.options import (
     data_option,
+    device_option,
     limit_option,
     prompt_options,
+    same_device,
     split_option,
 )
 from segtk.commands.resume import Recorded, csv_or_none, joined, pairs, resumable
@@ -49,6 +51,7 @@ RECORDED = {
     "filter_names": Recorded("filters", tuple, lambda v: list(dict.fromkeys(v))),
     "filter_params": Recorded("filters", pairs, None),
     "prompt_model": Recorded("prompt_model"), "prompt_writer_name": Recorded("prompt_writer"),
+    "device": Recorded("device", same=same_device),
 }
 
 BACKEND_HELP = ("classical = the editor's own CPU code; any other NAME is an edit-backend "
@@ -67,6 +70,7 @@ def default_out(out: str | None, editor_name: str | None) -> str | None:
 @click.option("--values", default=None,
               help="Comma-separated attribute values [default: all the editor's values].")
 @click.option("--backend", default=CLASSICAL, show_default=True, metavar="NAME", help=BACKEND_HELP)
+@device_option
 @data_option
 @split_option
 @limit_option
@@ -119,7 +123,7 @@ def default_out(out: str | None, editor_name: str | None) -> str | None:
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 @resumable("edit", RECORDED, lambda p: default_out(p["out"], p["editor_name"]),
            required=("editor_name",))
-def edit(editor_name, values, backend, data_spec, split, limit, out, variants, pick,
+def edit(editor_name, values, backend, device, data_spec, split, limit, out, variants, pick,
          object_centric, seed, resume, min_area, exclude, only, objects, things_only, extra,
          sheet_rows, save_sources, filter_names, filter_params, prompt_model, prompt_writer_name,
          write_html) -> None:
@@ -171,7 +175,7 @@ def edit(editor_name, values, backend, data_spec, split, limit, out, variants, p
             bar.advance(1, status=status)
 
         api.edit(
-            data_spec, editor_name, values, out, backend=backend, split=split, limit=limit,
+            data_spec, editor_name, values, out, device, backend=backend, split=split, limit=limit,
             variants=variants, pick=pick, object_centric=object_centric, seed=seed,
             resume=resume, min_area=min_area, exclude=exclude, classes=only, objects=objects,
             things_only=things_only, params=parse_pairs(extra, "--param"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from segtk.commands.console import err_console
+from segtk.core import DEVICE_OPTION, SegtkError, resolve_device
 from segtk.jobs.edit import DEFAULT_PROMPT_WRITER
 
 DEMO_MODEL, DEMO_DATA = "demo", "demo"
@@ -16,6 +17,18 @@ data_option = click.option("--data", "data_spec", default=DEMO_DATA, show_defaul
 split_option = click.option("--split", default=None, help="Dataset split (default: the reader's).")
 limit_option = click.option("--limit", type=click.IntRange(min=1), default=None,
                             help="Use only the first N images.")
+device_option = click.option("--device", **DEVICE_OPTION)  # one definition: core's
+
+
+def same_device(value: str | None) -> str:
+    """A device as run.json records it ("cpu", "cuda:0"), to compare a typed --device with
+    the recorded one; one this machine lacks as it is written."""
+    try:
+        return str(resolve_device(value))
+    except SegtkError:
+        return str(value).strip().lower()
+
+
 classes_from_data_option = click.option(
     "--classes-from-data", is_flag=True,
     help="Trust that the model's outputs are the dataset's classes in order, whatever the "

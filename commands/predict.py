@@ -10,6 +10,7 @@ from segtk.commands.console import console, pct, progress, quiet_option, table
 from segtk.commands.options import (
     classes_from_data_option,
     data_option,
+    device_option,
     limit_option,
     model_option,
     split_option,
@@ -24,12 +25,13 @@ from segtk.jobs.predict import predict_dataset
 @split_option
 @limit_option
 @classes_from_data_option
+@device_option
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Write labels/overlays here.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--json", "as_json", is_flag=True,
               help="Print the result as one JSON line instead of the table.")
 @quiet_option
-def predict(model_spec, data_spec, split, limit, classes_from_data, out, batch_size,
+def predict(model_spec, data_spec, split, limit, classes_from_data, device, out, batch_size,
             as_json) -> None:
     """Predict a dataset; print dataset mIoU and pixel accuracy (a table, or JSON).
 
@@ -41,7 +43,7 @@ def predict(model_spec, data_spec, split, limit, classes_from_data, out, batch_s
       segtk predict --json --quiet          # one JSON line, nothing else
     """
 
-    model = load_segmenter(model_spec)
+    model = load_segmenter(model_spec, device)
     data = load_dataset(data_spec, split, limit)
     check_compatible(model, data, classes_from_data)  # before the progress bar and --out
     with progress() as bar:

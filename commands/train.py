@@ -12,7 +12,13 @@ from segtk.api.training import AUGMENT_ATTRIBUTES, BENCH_AUGMENTS, split_augment
 from segtk.benchmarks.augment import columns, table_rows
 from segtk.commands.bench_edits import parse_values, values_items
 from segtk.commands.console import JobProgress, console, quiet_option, result_line, table
-from segtk.commands.options import classes_from_data_option, csv_list, limit_option
+from segtk.commands.options import (
+    classes_from_data_option,
+    csv_list,
+    device_option,
+    limit_option,
+    same_device,
+)
 from segtk.commands.resume import Recorded, joined, resumable, sized
 from segtk.core import CLASSICAL
 from segtk.jobs.train import parse_size
@@ -38,6 +44,7 @@ def training_options(command):
         click.option("--crop", default=None, metavar="WxH",
                      help="Then a random crop per image and epoch (e.g. 240x180)."),
         classes_from_data_option,
+        device_option,
     ]):
         command = option(command)
     return command
@@ -61,6 +68,7 @@ TRAINING = {
     "size": Recorded("size", sized, _size_of("--size")),
     "crop": Recorded("crop", sized, _size_of("--crop")),
     "classes_from_data": Recorded("classes_from_data", absent=False),
+    "device": Recorded("device", same=same_device, absent="cpu"),
 }
 TRAIN = {
     "model_spec": Recorded("model"), "data_spec": Recorded("data"),
@@ -110,7 +118,7 @@ class StepBar:
 @quiet_option
 @resumable("train", TRAIN, may_change=("epochs",), required=("model_spec", "data_spec"))
 def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_size, lr,
-                  weight_decay, seed, size, crop, classes_from_data, out, resume) -> None:
+                  weight_decay, seed, size, crop, classes_from_data, device, out, resume) -> None:
     """Fine-tune a model with one augmentation; print the model spec it wrote.
 
     Deterministic (same settings, same weights), a checkpoint per epoch, and --resume continues
@@ -132,8 +140,8 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
         results = api.train(model_spec, data_spec, out, augment, split=split, limit=limit,
                             epochs=epochs, batch_size=batch_size, lr=lr,
                             weight_decay=weight_decay, seed=seed, size=size, crop=crop,
-                            classes_from_data=classes_from_data, resume=resume,
-                            on_step=StepBar(bar))
+                            classes_from_data=classes_from_data, device=device,
+                            resume=resume, on_step=StepBar(bar))
     rows = [(r["epoch"], r["loss"], r["steps"], r["seconds"]) for r in results]
     console.print(table(f"segtk train --augment {augment}", ["epoch", "loss", "steps", "seconds"], rows))
     if results:
@@ -176,7 +184,7 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
            required=("model_spec", "data_spec"))
 def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval_split,
                   eval_limit, attributes, values, backend, epochs, batch_size, lr, weight_decay,
-                  seed, size, crop, classes_from_data, out, resume) -> None:
+                  seed, size, crop, classes_from_data, device, out, resume) -> None:
     """One model per augmentation from the same start → Gen4Seg Tab. IV (mIoU per subset, mR).
 
     Edited evaluation subsets are built like `segtk bench edits` does (OUT/edits/ATTR); each
@@ -209,7 +217,7 @@ def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval
             eval_data=eval_data, eval_split=eval_split, eval_limit=eval_limit,
             attributes=attributes, values=parse_values(values), backend=backend,
             epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay, seed=seed,
-            size=size, crop=crop, classes_from_data=classes_from_data, resume=resume,
+            size=size, crop=crop, classes_from_data=classes_from_data, device=device, resume=resume,
             on_subset=said, on_train=on_train, on_step=steps,
             on_scoring=lambda total: bar.start("scoring", total), on_records=bar.advance)
     details = result.details

@@ -50,6 +50,7 @@ from segtk.core._data import (
     to_tensor,
     write_png,
 )
+from segtk.core._device import DEVICE_OPTION, resolve_device
 from segtk.core._editing import (
     EDIT_KINDS,
     EditBackend,
@@ -148,6 +149,7 @@ __all__ = [
     "ConfusionAccumulator",
     "DEFAULT_EXCLUDE",
     "DEFAULT_MIN_AREA",
+    "DEVICE_OPTION",
     "DataError",
     "Dataset",
     "DatasetPlugin",
@@ -242,6 +244,7 @@ __all__ = [
     "reset_plugin_manager",
     "relative_spec",
     "require_trainable",
+    "resolve_device",
     "resolve_spec",
     "rgb_to_oklab",
     "same_size_batches",

@@ -36,6 +36,17 @@ class Segmenter(ABC):
     def num_classes(self) -> int:
         return len(self.classes)
 
+    def to_device(self, device: torch.device) -> None:
+        """Move the model to `device` (`--device`, `device=`): every torch module and tensor
+        among its attributes, then `self.device`, where segtk puts the images it sends. An
+        adapter holding its weights elsewhere moves them itself, or raises a ModelError if
+        they cannot move. One whose model runs elsewhere (a server, onnxruntime) keeps running
+        there and answers on the images' device."""
+        for name, value in list(vars(self).items()):
+            if isinstance(value, torch.nn.Module | torch.Tensor):
+                setattr(self, name, value.to(device))
+        self.device = device
+
     @abstractmethod
     def predict(self, images: torch.Tensor) -> torch.Tensor:
         """Per-pixel class ids: the decision, all that a decision-based attack may see."""

@@ -7,9 +7,12 @@ from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
+import torch
+
 from segtk.core import _registry as registry
 from segtk.core._data import Dataset
-from segtk.core._errors import DataError, ModelError, NoSplits, SegtkError
+from segtk.core._device import resolve_device
+from segtk.core._errors import DataError, ModelError, NoSplits, SegtkError, naming
 from segtk.core._params import convert
 from segtk.core._segmenter import Segmenter
 
@@ -106,7 +109,10 @@ def is_spec_file(spec: str) -> bool:
     return spec.endswith(SPEC_SUFFIX) and Path(spec).is_file()
 
 
-def load_segmenter(spec: str) -> Segmenter:
+def load_segmenter(spec: str, device: str | torch.device | None = "cpu") -> Segmenter:
+    """The model a `--model` spec names, on `device` (see `resolve_device`; adapters load on
+    cpu, and `Segmenter.to_device` moves them)."""
+    where = resolve_device(device)  # a missing CUDA: said before any loading
     if is_spec_file(spec):
         spec = read_spec_file(spec)
     name, arg = split_spec(spec)
@@ -123,7 +129,11 @@ def load_segmenter(spec: str) -> Segmenter:
             f"could not load model {spec!r}: {type(exc).__name__}: {exc}",
             hint=f"syntax: {plugin.syntax}  e.g. {plugin.example}",
         ) from exc
-    return model if names is None else rename_classes(model, names, spec)
+    model = model if names is None else rename_classes(model, names, spec)
+    if where.type != "cpu":
+        with naming(f"while moving model {spec!r} to {where}", ModelError, "the model"):
+            model.to_device(where)
+    return model
 
 
 # --- classes= for every adapter -----------------------------------------------------------------
@@ -168,10 +178,14 @@ def saved_spec(model: Segmenter, spec: str) -> str:
     return f"{spec},{CLASSES_OPTION}={';'.join(names)}" if names else spec
 
 
+def cached_segmenter(spec: str, device: str | torch.device | None = "cpu") -> Segmenter:
+    """One loaded model per spec, device and process: benchmark workers reuse it across shards."""
+    return _cached_segmenter(spec, str(resolve_device(device)))
+
+
 @lru_cache(maxsize=4)
-def cached_segmenter(spec: str) -> Segmenter:
-    """One loaded model per spec and process: benchmark workers reuse it across shards."""
-    return load_segmenter(spec)
+def _cached_segmenter(spec: str, device: str) -> Segmenter:
+    return load_segmenter(spec, device)
 
 
 def load_dataset(spec: str, split: str | None = None, limit: int | None = None) -> Dataset:
@@ -233,7 +247,8 @@ def check_compatible(model: Segmenter, dataset: Dataset, classes_from_data: bool
         )
 
 
-def check_models(specs: Iterable[str], dataset: Dataset, classes_from_data: bool = False) -> None:
+def check_models(specs: Iterable[str], dataset: Dataset, classes_from_data: bool = False,
+                 device: str | torch.device | None = "cpu") -> None:
     """Every model of a benchmark against its data, before the benchmark writes anything."""
     for spec in dict.fromkeys(specs):
-        check_compatible(cached_segmenter(spec), dataset, classes_from_data)
+        check_compatible(cached_segmenter(spec, device), dataset, classes_from_data)

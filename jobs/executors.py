@@ -118,9 +118,13 @@ class RayExecutor:
             yield self.ray.get(done[0])
 
 
-def make_executor(name: str, workers: int | None = None, address: str | None = None):
+def make_executor(name: str, workers: int | None = None, address: str | None = None,
+                  device: str = "cpu"):
+    """The executor `name`. On a GPU (`device` other than cpu) "local" runs the shards in this
+    process, one after another: forked workers cannot use the CUDA context this process has
+    made, and one GPU gains nothing from several processes."""
     if name == "local":
-        return LocalExecutor(workers)
+        return LocalExecutor(workers) if device == "cpu" else InlineExecutor()
     if name == "inline":
         return InlineExecutor()
     if name == "ray":

@@ -86,6 +86,7 @@ class TrainConfig:
     size: tuple[int, int] | None = None  # (W, H): resize every image first
     crop: tuple[int, int] | None = None  # (W, H): then a random crop per sample and epoch
     classes_from_data: bool = False  # trust that the model's outputs are the data's classes
+    device: str = "cpu"  # where the model trains (core.resolve_device's name: cpu, cuda:0)
 
     def record(self) -> dict[str, Any]:
         out = asdict(self)
@@ -293,7 +294,7 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False,
     if config.epochs < 1 or config.batch_size < 1 or not config.lr > 0 or config.weight_decay < 0:
         raise SegtkError("--epochs and --batch-size must be >= 1, --lr > 0, --weight-decay >= 0")
     out = Path(out)
-    model = require_trainable(load_segmenter(config.model), config.model)
+    model = require_trainable(load_segmenter(config.model, config.device), config.model)
     data = load_dataset(config.data, config.split, config.limit)
     check_compatible(model, data, config.classes_from_data)
     augmenter: Augmenter | None = build_augmenter(config.augment)

@@ -55,6 +55,8 @@ class RunDir:
 
     RESULTS: ClassVar[tuple[str, ...]] = (RESULTS_FILE,)
     HOLDS: ClassVar[str] = "results"
+    # Settings added after runs were made, and the value a run.json without them used.
+    ABSENT: ClassVar[dict[str, Any]] = {"device": "cpu"}
 
     def __init__(self, path: str | Path, config: dict[str, Any], resume: bool,
                  may_differ: tuple[str, ...] = (), read_only: bool = False, *, kind: str) -> None:
@@ -77,7 +79,8 @@ class RunDir:
             old = check_run(self.path, self.RESULTS, resume or read_only, self.HOLDS)
             old_config = (old or {}).get("config", {})
             diff = sorted(k for k in set(old_config) | set(config)
-                          if old_config.get(k) != config.get(k) and k not in may_differ)
+                          if old_config.get(k, self.ABSENT.get(k)) != config.get(k, self.ABSENT.get(k))
+                          and k not in may_differ)
             if old is not None and (resume or read_only) and diff:
                 raise SegtkError(
                     f"{self.path} holds a run with other settings ({', '.join(diff)}): "

@@ -149,7 +149,7 @@ def grid(monkeypatch):
 
     def use(classes: list[str]) -> None:
         data = Dataset("grid", classes, [("a", lambda: item)])
-        monkeypatch.setattr(bench_module, "cached_segmenter", lambda spec: GridSegmenter())
+        monkeypatch.setattr(bench_module, "cached_segmenter", lambda spec, device="cpu": GridSegmenter())
         monkeypatch.setattr(bench_module, "load_dataset", lambda spec, split=None, limit=None: data)
 
     return use
@@ -200,7 +200,8 @@ def test_run_bench_checks_each_shards_own_model_and_data(tmp_path, monkeypatch) 
         asked.append((spec, split))
         return Dataset("grid", ["background", "object"], [("a", lambda: item)])
 
-    monkeypatch.setattr(bench_module, "cached_segmenter", lambda spec: asked.append(spec) or GridSegmenter())
+    monkeypatch.setattr(bench_module, "cached_segmenter",
+                        lambda spec, device="cpu": asked.append(spec) or GridSegmenter())
     monkeypatch.setattr(bench_module, "load_dataset", load)
     shards = plan(["m"], "d", "val", ["random"], [2], 1, ["a"], 1, 8.0, 0, 1)
     with RunDir(tmp_path / "r", {}, False, kind="bench-attacks") as run:

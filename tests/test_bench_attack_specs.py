@@ -81,7 +81,8 @@ def test_a_spec_s_parameters_reach_the_attack(monkeypatch, folder_dataset) -> No
     data = load_dataset(f"folder:{folder_dataset}")
     for label, rows_only in (("dla:direction=horizontal", True), ("dla", False)):
         model = RecordingSegmenter()
-        monkeypatch.setattr(bench_module, "cached_segmenter", lambda spec, model=model: model)
+        monkeypatch.setattr(bench_module, "cached_segmenter",
+                            lambda spec, device="cpu", model=model: model)
         run_shard(Shard("m", f"folder:{folder_dataset}", None, label, 0, 12, (12,), tuple(data.names[:1]),
                         8.0, 0, 1))
         clean = model.seen[0]

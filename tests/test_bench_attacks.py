@@ -174,7 +174,7 @@ def grid_world(monkeypatch):
                   np.ones((12, 16), dtype=np.int64)) for i in range(2)]
     data = Dataset("grid", ["zero", "one"], [(it.name, lambda it=it: it) for it in items])
     model = GridSegmenter()
-    monkeypatch.setattr(bench_module, "cached_segmenter", lambda spec: model)
+    monkeypatch.setattr(bench_module, "cached_segmenter", lambda spec, device="cpu": model)
     monkeypatch.setattr(bench_module, "load_dataset", lambda spec, split=None, limit=None: data)
     return data
 

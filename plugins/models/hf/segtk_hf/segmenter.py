@@ -118,7 +118,7 @@ class HFSegmenter(Segmenter, ModuleTrainable):
         return self._sizes[key]
 
     def preprocess(self, images: torch.Tensor) -> torch.Tensor:
-        x = images.detach().to("cpu", torch.float32) * self.scale
+        x = images.detach().to(self.device, torch.float32) * self.scale  # where the model is
         size = self.model_size(*x.shape[-2:])
         if tuple(x.shape[-2:]) != size:
             if self.resample == "nearest":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from segtk.core import PluginError, load_segmenter, missing_modules
+from segtk.core import DEVICE_OPTION, PluginError, load_segmenter, missing_modules
 from segtk_http.budget import DEFAULT_MEMORY_MB, plan_limits
 from segtk_http.limits import MIB, Limits
 
@@ -43,10 +43,11 @@ from segtk_http.limits import MIB, Limits
               help="Seconds a client has to send a whole body; a slower one gets 408.")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
               default="warning", show_default=True)
+@click.option("--device", **DEVICE_OPTION)
 def serve(model_spec: str, host: str, port: int, max_batch: int, memory_mb: int,
           max_pixels: int | None, max_request_pixels: int, forward_pixels: int | None,
           max_body_mb: float, body_buffer_mb: float, body_timeout: float,
-          log_level: str) -> None:
+          log_level: str, device: str | None) -> None:
     """Serve a model over HTTP (segtk-http/1) so attacks can query it as a black box.
 
     The address is printed once the socket listens (the real port for --port 0). Sizes are
@@ -74,7 +75,7 @@ def serve(model_spec: str, host: str, port: int, max_batch: int, memory_mb: int,
                   max_pixels=min(Limits.max_pixels, max_request_pixels),
                   max_body_bytes=int(max_body_mb * MIB),
                   max_buffered_bytes=int(body_buffer_mb * MIB), body_timeout=body_timeout)
-    model = load_segmenter(model_spec)
+    model = load_segmenter(model_spec, device)
     limits, budget = plan_limits(model, memory_mb * MIB, base, max_pixels, forward_pixels)
     click.echo(f"{budget.describe()}: at most {limits.max_forward_pixels} pixels per forward "
                f"pass, {limits.max_pixels} per image", err=True)
