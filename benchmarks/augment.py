@@ -34,8 +34,8 @@ from segtk.core import (
     save_figure,
 )
 from segtk.jobs.executors import make_executor
-from segtk.jobs.train import StepHook, TrainConfig, read_spec, train
-from segtk.storage.runs import RunDir
+from segtk.jobs.train import SPEC_FILE, StepHook, TrainConfig, read_spec, train
+from segtk.storage.runs import RESULTS_FILE, RunDir, read_results
 
 START = "start"
 
@@ -113,6 +113,8 @@ def run(bench: AugmentBench, out: str | Path, resume: bool = False,
                             out, bench.backend, bench.values or None, seed=training.seed,
                             on_subset=on_subset)
     specs = {START: training.model}
+    for folder in trained_earlier(out, labels, training.epochs):  # the table covers them too
+        specs[folder.name] = read_spec(folder)
     for augment, label in zip(bench.augments, labels):
         folder = out / "train" / label
         if on_train:
@@ -129,6 +131,17 @@ def run(bench: AugmentBench, out: str | Path, resume: bool = False,
         records = list(results.done(key="key").values())
     table = aggregate(records, shards)
     return tabulate(table, specs, [s.name for s in subsets])
+
+
+def trained_earlier(out: Path, labels: Sequence[str], epochs: int) -> list[Path]:
+    """OUT/train/LABEL folders an earlier invocation trained to the end (a --resume may add
+    augmentations and leave the earlier ones out of --augment) that `labels` do not list."""
+    root = out / "train"
+    if not root.is_dir():
+        return []
+    return [folder for folder in sorted(root.iterdir())
+            if folder.name not in labels and (folder / SPEC_FILE).is_file()
+            and len(read_results(folder / RESULTS_FILE, key="key")) >= epochs]
 
 
 def tabulate(table: dict[str, Any], specs: dict[str, str], subsets: list[str]) -> dict[str, Any]:

@@ -11,19 +11,26 @@ from segtk.reports.writer import write_report
 @click.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--data", "data_spec", default=None, metavar="FORMAT:PATH",
-              help="Dataset for clean images and labels [default: the one in RUN_DIR/run.json].")
+              help="Dataset for clean images and labels, and a train run's validation data "
+                   "[default: the one in RUN_DIR/run.json].")
 @click.option("--open", "open_", is_flag=True, help="Open the report in the default browser.")
 def report(run_dir: str, data_spec: str | None, open_: bool) -> None:
-    """Write RUN_DIR/report.html for an attack, benchmark, edit or edit-benchmark run.
+    """Write RUN_DIR/report.html for a run of segtk attack, bench attacks, edit, bench edits,
+    train or bench augment (run.json says which).
 
     The page works offline: pictures it needs are written to RUN_DIR/report_files/ and linked
-    relatively, so the run folder can be zipped and shared as it is.
+    relatively, and every path it prints is relative to RUN_DIR, so the run folder can be
+    zipped and shared as it is. A train run's page scores each epoch's checkpoint on the
+    validation data (--data, else the run's data at its val split) once, keeping the scores
+    in RUN_DIR/val_scores.json.
 
     \b
     Examples:
       segtk report runs/attack-dla --open
       segtk report runs/bench-attacks
       segtk report runs/bench-edits      # also writes edits/ATTR/report.html
+      segtk report runs/train-cutmix     # loss and val mIoU per epoch
+      segtk report runs/bench-augment    # also writes train/NAME/ and edits/ATTR/report.html
       segtk report runs/dla --data camvid:../shared/data/camvid   # dataset moved since the run
     """
 

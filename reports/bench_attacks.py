@@ -56,6 +56,10 @@ def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                              seed=int(config.get("seed", 0)))
     sweep = list(dict.fromkeys(s.eps for s in shards))
     attacks = list(dict.fromkeys(s.attack for s in shards))
+    if set(attacks) - set(config.get("attacks") or []):
+        _note(notes, f"run.json records the last invocation's options (--attacks "
+                     f"{','.join(config.get('attacks') or [])}); this page covers all "
+                     f"{len(attacks)} attacks the run's records hold.")
     result = aggregate(records, shards)
     repeats, images = config.get("repeats"), len(config.get("images") or [])
     budgets = sorted({r["budget"] for r in result.rows if r["attack"] != "clean"})

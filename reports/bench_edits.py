@@ -43,6 +43,12 @@ def read_table(run: Path, notes: list[dict[str, str]]) -> dict[str, Any]:
                          hint="run the benchmark (or continue it with --resume) first")
     _note(notes, f"No {TABLE_FILE} (the benchmark did not finish): the table is recomputed from "
                  f"the {len(records)} records in {RESULTS_FILE}.", "warn")
+    return table_from_records(records)
+
+
+def table_from_records(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """benchmarks.edits.aggregate over every (model, subset) the records hold (the shards that
+    made them, rebuilt from the records: each names its subset's kind)."""
     images: dict[tuple[str, str], list[str]] = {}
     kinds: dict[str, str] = {}  # each record names its subset's kind (its editor's mR group)
     for rec in records:

@@ -5,16 +5,24 @@ the amplified perturbation, the label, edit masks) are written to RUN_DIR/report
 every link is relative, so the run folder can be zipped and shared as it is. Charts are inline
 SVG; the only script sorts tables and flags images that failed to load.
 
-Four kinds of run have a page; run.json records which one a folder holds (core.runs.RunDir):
+Six kinds of run have a page; run.json records which one a folder holds (storage.runs.RunDir):
 - attack (`segtk attack`): summary recomputed from the confusions, proxy-vs-queries curve,
   per-image rows (clean | adversarial | perturbation | predictions | label);
-- bench-attacks (`segtk bench attacks`): the attack × budget table (mean ± std) and the curves;
+- bench-attacks (`segtk bench attacks`): the attack × budget table (mean ± std), the visibility
+  table (PSNR, SSIM, changed pixels, OKLab ΔE), the curves and a labelled contact sheet, for
+  every attack the run's records hold (whichever --resume added it);
 - edit (`segtk edit`): the contact sheet, a per-attribute table and the edited images;
 - bench-edits (`segtk bench edits`): mIoU per subset per model, RmIoU and mR per group, the bar
-  chart, and links to each edited subset's own (edit) report, which is written too.
+  chart, and links to each edited subset's own (edit) report, which is written too;
+- train (`segtk train`): loss and validation mIoU per epoch (each checkpoint scored on the
+  validation data), a table and charts;
+- bench-augment (`segtk bench augment`): mIoU per subset and mR per augmentation, a bar chart,
+  and links to each augmentation's training report and each edited subset's report.
 
 The page of each kind is built by its module (reports.attack, reports.bench_attacks,
-reports.edit, reports.bench_edits) from the pieces in reports.common.
+reports.edit, reports.bench_edits, reports.train, reports.bench_augment) from the pieces in
+reports.common. No page or picture names an absolute path: printed text is shown relative to
+the run folder (reports.common.relative_paths), titles use brief model and data names.
 """
 
 
@@ -27,6 +35,7 @@ from typing import Any
 from segtk.core import SegtkError, atomic_write_bytes
 from segtk.reports.attack import attack_context
 from segtk.reports.bench_attacks import bench_context
+from segtk.reports.bench_augment import bench_augment_context, train_dirs
 from segtk.reports.bench_edits import bench_edits_context, edit_subset_dirs
 from segtk.reports.common import (
     FILES_DIR,
@@ -37,14 +46,22 @@ from segtk.reports.common import (
     _note,
 )
 from segtk.reports.edit import edit_context
+from segtk.reports.train import train_context
 from segtk.storage.runs import RUN_FILE, command_of, load_run_file
 
 __all__ = ["FILES_DIR", "REPORT_FILE", "TEMPLATES", "detect_kind", "read_run_json", "write_report"]
 
 BUILDERS = {"attack": attack_context, "bench-attacks": bench_context, "edit": edit_context,
-            "bench-edits": bench_edits_context}
+            "bench-edits": bench_edits_context, "train": train_context,
+            "bench-augment": bench_augment_context}
 PAGES = {"attack": "attack.html.j2", "bench-attacks": "bench.html.j2", "edit": "edit.html.j2",
-         "bench-edits": "bench_edits.html.j2"}
+         "bench-edits": "bench_edits.html.j2", "train": "train.html.j2",
+         "bench-augment": "bench_augment.html.j2"}
+COMMANDS = ", ".join(f"segtk {command_of(k)}" for k in list(BUILDERS)[:-1]) + \
+    f" or segtk {command_of(list(BUILDERS)[-1])}"
+# Runs made of runs: each sub-run gets its own page, linked from the run's, written first.
+SUBRUNS = {"bench-edits": edit_subset_dirs,
+           "bench-augment": lambda run: [*edit_subset_dirs(run), *train_dirs(run)]}
 
 
 def write_report(run_dir: str | Path, data_spec: str | None = None) -> Path:
@@ -56,15 +73,14 @@ def write_report(run_dir: str | Path, data_spec: str | None = None) -> Path:
     run = Path(run_dir)
     if not run.is_dir():
         raise SegtkError(f"{run}: run directory not found",
-                         hint="pass the --out folder of segtk attack, segtk bench attacks, segtk edit "
-                              "or segtk bench edits")
+                         hint=f"pass the --out folder of {COMMANDS}")
     kind = detect_kind(run)
     meta = read_run_json(run)
     shutil.rmtree(run / FILES_DIR, ignore_errors=True)  # ours alone: rebuilt every time
     build = BUILDERS[kind]
     context = _common_context(run, meta, kind)
-    if kind == "bench-edits":  # each edited subset gets its own page, linked from this one
-        for sub in edit_subset_dirs(run):
+    if kind in SUBRUNS:  # each sub-run gets its own page, linked from this one
+        for sub in SUBRUNS[kind](run):
             try:
                 write_report(sub, data_spec)
             except SegtkError as exc:
@@ -81,15 +97,14 @@ def read_run_json(run: Path) -> dict[str, Any]:
 
 
 def detect_kind(run: Path) -> str:
-    """The kind of run in `run` ("attack", "bench-attacks", "edit", "bench-edits"), as its
+    """The kind of run in `run` (a key of BUILDERS: "attack", "bench-attacks", …), as its
     run.json records it. No guessing from the files: a folder without a recorded kind is an
     error saying how to get one (a run.json from before kinds gets it on --resume)."""
     meta = read_run_json(run)
     if not meta:
         raise SegtkError(
             f"{run}: not a segtk run directory (no {RUN_FILE})",
-            hint="point segtk report at the --out folder of segtk attack, segtk bench attacks, "
-                 "segtk edit or segtk bench edits",
+            hint=f"point segtk report at the --out folder of {COMMANDS}",
         )
     kind = meta.get("kind")
     if kind is None:
@@ -101,6 +116,5 @@ def detect_kind(run: Path) -> str:
         )
     if kind not in BUILDERS:
         raise SegtkError(f"{run}: segtk report has no page for `segtk {command_of(kind)}` runs",
-                         hint="it reports the runs of segtk attack, segtk bench attacks, "
-                              "segtk edit and segtk bench edits")
+                         hint=f"it reports the runs of {COMMANDS.replace(' or ', ' and ')}")
     return kind

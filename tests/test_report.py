@@ -159,9 +159,10 @@ def test_a_run_json_without_a_kind_says_how_to_get_one(runs, tmp_path) -> None:
 
 
 def test_a_kind_without_a_page_is_one_clear_error(tmp_path) -> None:
-    (tmp_path / "run.json").write_text(json.dumps({"kind": "train", "config": {}}))
+    (tmp_path / "run.json").write_text(json.dumps({"kind": "bench-speed", "config": {}}))
     result = invoke("report", str(tmp_path))
-    assert result.exit_code == 1 and "no page for `segtk train` runs" in result.output
+    assert result.exit_code == 1 and "no page for `segtk bench speed` runs" in result.output
+    assert "segtk train and segtk bench augment" in result.output  # what it does report
 
 
 def test_attack_summary_is_recomputed_from_the_confusions(runs) -> None:
