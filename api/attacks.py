@@ -182,7 +182,8 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
                             None if table_only
                             else make_executor(executor, workers, address, where))
         files = write_outputs(result, Path(out))
-    sheet = write_contact_sheet(Path(out), dataset, labels, max(budget_list), max(sweep))
+    every = list(dict.fromkeys(r["attack"] for r in result.rows if r["attack"] != "clean"))
+    sheet = write_contact_sheet(Path(out), dataset, every, max(budget_list), max(sweep))
     return Table(result.rows, out=Path(out), files=files, details={**_details(result), "sheet": sheet})
 
 
