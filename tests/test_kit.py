@@ -4,6 +4,7 @@ test extra, not a dependency of segtk."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import segtk.testing
+from segtk.core import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "hypothesis", "numpy", "segtk.core")
@@ -82,3 +84,66 @@ def test_hypothesis_is_a_test_extra_not_a_dependency() -> None:
     names = [d.split(">")[0].split("=")[0].split("<")[0].strip() for d in project["dependencies"]]
     assert "hypothesis" not in names
     assert any(d.startswith("hypothesis") for d in project["optional-dependencies"]["test"])
+
+
+# --- every plugin of the repository is checked by its kind's suite ----------------------------
+
+
+def hooks_of(package: Path) -> set[str]:
+    """The register_* hooks a plugin package implements (functions marked @hookimpl)."""
+    found = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("register_") and any(
+                    (d.id if isinstance(d, ast.Name) else getattr(d, "attr", "")) == "hookimpl"
+                    for d in node.decorator_list):
+                found.add(node.name)
+    return found
+
+
+def suites_used(tests: Path) -> set[str]:
+    """The segtk.testing suites some class of the test files subclasses (through local bases)."""
+    bases: dict[str, set[str]] = {}
+    for path in tests.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases.setdefault(node.name, set()).update(
+                    b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases)
+
+    def ancestors(name: str, seen: frozenset[str] = frozenset()) -> set[str]:
+        out = set(bases.get(name, set()))
+        for base in out - seen:
+            out |= ancestors(base, seen | {name})
+        return out
+
+    return {b for name in bases for b in ancestors(name)}
+
+
+def missing_suites(root: Path) -> list[str]:
+    suite_of = {k.hook: k.suite for k in registry.KINDS}
+    missing = []
+    for folder in sorted(p for p in root.glob("*/*") if p.is_dir()):
+        packages = [p for p in folder.glob("segtk_*") if p.is_dir() and not p.name.endswith("info")]
+        hooks = set().union(*(hooks_of(p) for p in packages)) & set(suite_of)
+        used = suites_used(folder / "tests") if (folder / "tests").is_dir() else set()
+        missing += [f"{folder.relative_to(root).as_posix()}: no test subclasses {suite_of[h]} ({h})"
+                    for h in sorted(hooks) if suite_of[h] not in used]
+    return missing
+
+
+def test_every_plugin_subclasses_its_kinds_suite() -> None:
+    assert len(list((ROOT / "plugins").glob("*/*/tests"))) > 25
+    assert missing_suites(ROOT / "plugins") == []
+
+
+def test_the_suite_check_finds_a_plugin_without_its_suite(tmp_path: Path) -> None:
+    plugin = tmp_path / "editors" / "glow"
+    (plugin / "segtk_glow").mkdir(parents=True)
+    (plugin / "tests").mkdir()
+    (plugin / "segtk_glow" / "__init__.py").write_text(
+        "from segtk.core import hookimpl\n\n@hookimpl\ndef register_editors(register):\n    pass\n\n"
+        "@hookimpl\ndef register_edit_backends(register):\n    pass\n")
+    (plugin / "tests" / "test_glow.py").write_text(
+        "class Base(EditorSuite):\n    pass\n\nclass TestGlow(Base):\n    pass\n")
+    assert missing_suites(tmp_path) == [
+        "editors/glow: no test subclasses EditBackendSuite (register_edit_backends)"]

@@ -25,8 +25,8 @@ import torch
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core import ModelError, load_dataset, load_segmenter
-from segtk.testing import requires_stack
+from segtk.core import ModelError, Segmenter, cached_segmenter, load_dataset, load_segmenter
+from segtk.testing import SegmenterSuite, requires_stack
 
 FLAG = "SEGTK_REQUIRE_DETECTRON2"
 pytestmark = requires_stack(
@@ -268,3 +268,30 @@ def test_segtk_bench_edits_end_to_end(cases, weights, tmp_path) -> None:
     table = json.loads((out / "table.json").read_text())
     assert table["models"] == models
     assert set(table["miou"][models[0]]) >= {"original", "color"}
+
+
+class Detectron2Contract(SegmenterSuite):
+    """The segmenter contract (segtk.testing) on each of the three random models."""
+
+    case = "semantic-fpn"
+
+    @pytest.fixture(autouse=True)
+    def _spec(self, cases, weights) -> None:
+        self.spec = spec(cases[self.case], weights[self.case])
+
+    def make(self) -> Segmenter:
+        return cached_segmenter(self.spec)
+
+
+class TestSemanticFPNContract(Detectron2Contract):
+    case = "semantic-fpn"
+    # Its GroupNorm needs more than one value per group at stride 32: no 17x23 images.
+    sizes = ((64, 96), (65, 97))
+
+
+class TestMaskFormerContract(Detectron2Contract):
+    case = "mask-former"
+
+
+class TestOpenVocabContract(Detectron2Contract):
+    case = "open-vocab"

@@ -13,6 +13,8 @@ from safetensors.torch import load_file
 from segtk.core import (
     ConfusionAccumulator,
     ModelError,
+    Segmenter,
+    cached_segmenter,
     load_dataset,
     load_segmenter,
     read_image,
@@ -20,7 +22,7 @@ from segtk.core import (
     registry,
     to_tensor,
 )
-from segtk.testing import shared
+from segtk.testing import SegmenterSuite, shared
 from segtk_espnet import ESPNetSegmenter, build_network, convert, load
 from segtk_espnet.network import ESPNet, infer_config
 
@@ -278,3 +280,11 @@ def test_cli_models_convert(tmp_path: Path) -> None:
     assert all(torch.equal(converted[k], state[k]) for k in state)
     bad = CliRunner().invoke(cli, ["models", "convert", "espnet", str(tmp_path / "nope.pth"), str(out)])
     assert bad.exit_code == 1 and "nope.pth" in bad.output
+
+
+@pytest.mark.shared
+class TestESPNetContract(SegmenterSuite):
+    """The segmenter contract (segtk.testing), on the CamVid weights in ../shared."""
+
+    def make(self) -> Segmenter:
+        return cached_segmenter(f"espnet:camvid={weights('camvid')}")

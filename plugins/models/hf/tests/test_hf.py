@@ -20,7 +20,8 @@ from click.testing import CliRunner
 from transformers.models.clip.tokenization_clip import bytes_to_unicode
 
 from segtk.cli import cli
-from segtk.core import ModelError, load_segmenter
+from segtk.core import ModelError, Segmenter, load_segmenter
+from segtk.testing import SegmenterSuite
 from segtk_hf.segmenter import CLIPSegSegmenter, UniversalSegmenter, parse
 
 ID2LABEL = {0: "sky", 1: "road", 2: "car"}
@@ -257,3 +258,36 @@ def test_spec_options_and_errors(models, tmp_path) -> None:
         load_segmenter(f"hf:{tmp_path / 'empty'}")
     rows = json.loads(CliRunner().invoke(cli, ["plugins", "--json"]).output)
     assert [r["status"] for r in rows if r["name"] == "hf"] == ["ok"]
+
+
+class HFContract(SegmenterSuite):
+    """The segmenter contract (segtk.testing), on the tiny random models saved offline."""
+
+    kind = "segformer"
+    options = ""
+
+    @pytest.fixture(autouse=True)
+    def _folders(self, models: dict[str, Path]) -> None:
+        self.folder = models[self.kind]
+
+    def make(self) -> Segmenter:
+        return load_segmenter(f"hf:{self.folder}{self.options}")
+
+
+class TestSegFormerContract(HFContract):
+    kind = "segformer"  # a per-pixel head, with gradients (white-box attacks)
+
+
+class TestMask2FormerContract(HFContract):
+    kind = "mask2former"  # mask classification, through the processor's post-processing
+
+    @pytest.mark.xfail(strict=True, reason="transformers' Mask2Former answers an image "
+                       "differently inside a batch than alone (its class logits move by ~0.2 in "
+                       "eval mode): found by this suite, not fixed yet")
+    def test_batched_equals_one_at_a_time(self) -> None:
+        super().test_batched_equals_one_at_a_time()
+
+
+class TestCLIPSegContract(HFContract):
+    kind = "clipseg"  # open vocabulary: the classes are prompts
+    options = ",classes=background;road;car"

@@ -34,9 +34,10 @@ from click.testing import CliRunner
 from PIL import Image
 
 from segtk.cli import cli, pm_commands
-from segtk.core import ModelError, build_attack, load_dataset, load_segmenter
+from segtk.core import ModelError, Segmenter, build_attack, load_dataset, load_segmenter
 from segtk.jobs.attack import attack_dataset, run_settings
 from segtk.storage.runs import RunDir
+from segtk.testing import SegmenterSuite
 from segtk_http.client import parse
 from segtk_http.protocol import dump_npz, load_npz
 
@@ -570,3 +571,22 @@ def test_a_trickling_server_is_cut_off_at_the_timeout(where: str) -> None:
         took = time.monotonic() - start
     assert "no answer within 1 s" in err.value.message and "2 tries" in err.value.message
     assert calls.count("/predict") == 2 and took < 5, took
+
+
+@pytest.fixture(scope="module")
+def served(specs) -> Iterator[str]:
+    """`segtk serve` of the test model, for the whole module."""
+    with segtk_serve(specs[0], free_port()) as url:
+        yield url
+
+
+class TestHttpContract(SegmenterSuite):
+    """The segmenter contract (segtk.testing) through `--model http://...`: what the server's
+    model promises holds on the client's side of the wire."""
+
+    @pytest.fixture(autouse=True)
+    def _server(self, served: str) -> None:
+        self.url = served
+
+    def make(self) -> Segmenter:
+        return load_segmenter(self.url)

@@ -19,8 +19,8 @@ import torch
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core import ModelError, missing_modules
-from segtk.testing import requires_stack
+from segtk.core import ModelError, Segmenter, cached_segmenter, missing_modules
+from segtk.testing import SegmenterSuite, requires_stack
 from segtk_mmseg.segmenter import (
     classes_from_checkpoint,
     find_resize,
@@ -208,3 +208,22 @@ def test_classes_override_fallback_and_errors(tmp_path) -> None:
     (tmp_path / "junk.pth").write_bytes(b"junk")
     with pytest.raises(ModelError, match="cannot load checkpoint"):
         load_segmenter(f"mmseg:{config},{tmp_path / 'junk.pth'}")
+
+
+@pytest.fixture(scope="module")
+def fcn_spec(tmp_path_factory: pytest.TempPathFactory) -> str:
+    base, extra = MODELS["fcn"]
+    config, checkpoint = write_model(tmp_path_factory.mktemp("mmseg"), base, extra, scale=(96, 64))
+    return f"mmseg:{config},{checkpoint}"
+
+
+@needs_mm
+class TestMMSegContract(SegmenterSuite):
+    """The segmenter contract (segtk.testing), on a random-init FCN through mmseg's config."""
+
+    @pytest.fixture(autouse=True)
+    def _spec(self, fcn_spec: str) -> None:
+        self.spec = fcn_spec
+
+    def make(self) -> Segmenter:
+        return cached_segmenter(self.spec)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import onnx
 import pytest
@@ -11,7 +12,8 @@ import torch.nn.functional as F
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core import ModelError, load_segmenter
+from segtk.core import ModelError, Segmenter, load_segmenter
+from segtk.testing import SegmenterSuite
 from segtk_onnx import Preprocessing, save_metadata
 from segtk_onnx.segmenter import parse
 
@@ -136,3 +138,22 @@ def test_spec_errors_and_listing(net, tmp_path) -> None:
         parse("m.onnx")[0], {"classes": ["a", "b"], "bgr": True, "size": (64, 32), "scale": 255.0}, None)
     rows = json.loads(CliRunner().invoke(cli, ["plugins", "--json"]).output)
     assert [r["status"] for r in rows if r["name"] == "onnx"] == ["ok"]
+
+
+@pytest.fixture(scope="module")
+def exported(net: Net, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("onnx") / "m.onnx"
+    export(net, path)
+    save_metadata(path, Preprocessing(classes=list("abcde"), mean=MEAN, std=STD))
+    return path
+
+
+class TestOnnxContract(SegmenterSuite):
+    """The segmenter contract (segtk.testing), on an exported network with its metadata."""
+
+    @pytest.fixture(autouse=True)
+    def _file(self, exported: Path) -> None:
+        self.path = exported
+
+    def make(self) -> Segmenter:
+        return load_segmenter(f"onnx:{self.path},threads=1")

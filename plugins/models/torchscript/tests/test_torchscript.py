@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
-from segtk.core import ModelError, load_segmenter
+from segtk.core import ModelError, Segmenter, load_segmenter
+from segtk.testing import SegmenterSuite
 from segtk_torchscript import save_with_metadata
 from segtk_torchscript.segmenter import Preprocessing
 
@@ -47,3 +50,22 @@ def test_spec_options_override_and_errors(tmp_path) -> None:
         load_segmenter(f"torchscript:{tmp_path / 'junk.pt'},classes=a")
     with pytest.raises(ModelError, match="unknown torchscript option"):
         load_segmenter(f"torchscript:{tmp_path / 'bare.pt'},classes=a,colour=red")
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("torchscript") / "m.pt"
+    prep = Preprocessing(classes=["a", "b", "c", "d"], mean=(0.4, 0.5, 0.6), std=(0.2, 0.3, 0.4))
+    save_with_metadata(torch.jit.script(Net().eval()), path, prep)
+    return path
+
+
+class TestTorchScriptContract(SegmenterSuite):
+    """The segmenter contract (segtk.testing), on a scripted convolution with its metadata."""
+
+    @pytest.fixture(autouse=True)
+    def _file(self, scripted: Path) -> None:
+        self.path = scripted
+
+    def make(self) -> Segmenter:
+        return load_segmenter(f"torchscript:{self.path}")
