@@ -280,6 +280,22 @@ def test_a_resume_with_new_or_changed_settings_names_each(tmp_path) -> None:
         f"{out} holds a run with other settings (seed): seed unset in run.json, 1 now")
 
 
+def test_a_setting_added_later_is_its_old_value_where_it_is_missing(tmp_path) -> None:
+    """RunDir.ABSENT: a run.json from before `device` was recorded is a cpu run, and so is a
+    config that does not say (a caller that never passes one), on either side of a resume."""
+    assert RunDir.ABSENT == {"device": "cpu"}
+    for old, new in (({"budget": 8}, {"budget": 8, "device": "cpu"}),
+                     ({"budget": 8, "device": "cpu"}, {"budget": 8})):
+        out = tmp_path / f"r{len(old)}"
+        with RunDir(out, old, resume=False, kind="attack") as run:
+            run.append({"image": "a"})
+        with RunDir(out, new, resume=True, kind="attack") as run:
+            assert list(run.done()) == ["a"]
+    out = tmp_path / "r1"  # run.json now says cpu: another device is refused
+    assert refusal(lambda: RunDir(out, {"budget": 8, "device": "cuda"}, resume=True, kind="attack"))[0] == (
+        f"{out} holds a run with other settings (device): device \"cpu\" in run.json, \"cuda\" now")
+
+
 # --- temp files of interrupted atomic writes ------------------------------------------------
 
 def test_remove_temp_files_removes_exactly_the_temps_of_this_run(tmp_path) -> None:
