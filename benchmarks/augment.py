@@ -105,7 +105,8 @@ def run(bench: AugmentBench, out: str | Path, resume: bool = False,
     training = bench.training
     eval_data = bench.eval_data or training.data
     for data, split in dict.fromkeys([(training.data, training.split), (eval_data, bench.eval_split)]):
-        check_models([training.model], load_dataset(data, split, 1), training.classes_from_data)
+        check_models([training.model], load_dataset(data, split, 1), training.classes_from_data,
+                     training.device)
     # Records are keyed by model spec, so a resume may add augmentations (the others are kept).
     with RunDir(out, bench.record(), resume=True, may_differ=("augments",), kind="bench-augment"):
         pass
@@ -122,7 +123,7 @@ def run(bench: AugmentBench, out: str | Path, resume: bool = False,
         train(bench.train_config(augment), folder, resume=(folder / "run.json").exists(),
               on_step=on_step)
         specs[label] = read_spec(folder)
-    shards = plan(list(specs.values()), subsets, chunk=8, batch_size=4)
+    shards = plan(list(specs.values()), subsets, chunk=8, batch_size=4, device=training.device)
     if on_scoring:
         on_scoring(sum(len(s.images) for s in shards))
     with RunDir(out, bench.record(), resume=True, may_differ=("augments",),
