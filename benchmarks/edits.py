@@ -51,6 +51,7 @@ from segtk.core import (
     atomic_write_bytes,
     atomic_write_json,
     batch_tensors,
+    brief_spec,
     cached_segmenter,
     check_compatible,
     confusion,
@@ -332,7 +333,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     for j, m in enumerate(models):
         xs = [i + (j - (len(models) - 1) / 2) * width for i in range(len(subsets))]
         ys = [result["miou"][m].get(s, float("nan")) for s in subsets]
-        ax.bar(xs, ys, width, label=m if len(m) < 40 else m[:37] + "...")
+        ax.bar(xs, ys, width, label=brief_spec(m))  # no folder of this machine in the legend
     ax.set_xticks(range(len(subsets)), subsets)
     ax.set_ylabel("mIoU %")
     ax.set_title("mIoU per subset (Gen4Seg attribute edits)", fontsize=10)

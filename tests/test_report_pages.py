@@ -6,7 +6,8 @@ The runs are made once per module through the CLI, as a user would type them: th
 on two demo images copied into a folder dataset inside a fake home folder, the command line
 recorded with absolute paths (sys.argv as the installed `segtk` script sees it). The bench
 attacks the trained model (its model.spec, an absolute path too), so titles, tables and charts
-have a path to hide. Charts drawn by matplotlib are checked through the text they draw.
+have a path to hide, and so does a bench edits of it. Charts drawn by matplotlib are checked
+through the text they draw.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from PIL import Image
 
 import segtk.benchmarks.attacks as bench_attacks_module
 import segtk.benchmarks.augment as bench_augment_module
+import segtk.benchmarks.edits as bench_edits_module
 import segtk.reports.train as train_report
 from segtk.cli import cli
 from segtk.core import brief_spec, load_dataset, load_segmenter, resolve_spec
@@ -95,7 +97,8 @@ def drawn_texts(chart_texts: dict[str, list[str]], original):
     def save(fig, path) -> None:
         from matplotlib.text import Text
 
-        chart_texts[Path(path).name] = [t.get_text() for t in fig.findobj(Text) if t.get_text()]
+        texts = [t.get_text() for t in fig.findobj(Text) if t.get_text()]
+        chart_texts[f"{Path(path).parent.name}/{Path(path).name}"] = texts
         original(fig, path)
     return save
 
@@ -109,7 +112,7 @@ def runs(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HOME", str(home))
         mp.setenv("OMP_NUM_THREADS", "1")
-        for module in (bench_attacks_module, bench_augment_module):
+        for module in (bench_attacks_module, bench_augment_module, bench_edits_module):
             mp.setattr(module, "save_figure", drawn_texts(charts, module.save_figure))
         train = ["train", "--model", "demo", "--data", f"folder:{data}", "--crop", "64x48",
                  "--out", str(root / "train")]
@@ -126,6 +129,9 @@ def runs(tmp_path_factory):
                    "--crop", "64x48", "--out", str(root / "augment")]
         segtk(*augment, "--augment", "baseline")
         segtk(*augment, "--augment", "cutout", "--resume")
+        segtk("bench", "edits", "--models", str(root / "train" / "model.spec"), "--data",
+              f"folder:{data}", "--attributes", "color", "--values", "color=red",
+              "--executor", "inline", "--out", str(root / "edits"), "--report")
         segtk("report", str(root / "train"))
         segtk("report", str(root / "augment"))
         yield types.SimpleNamespace(home=home, data=data, root=root, train=root / "train",
@@ -166,7 +172,7 @@ def test_bench_outputs_cover_every_attack_after_resumes(runs) -> None:
     assert [list(by_attack) for by_attack in curves.values()] == [ATTACKS]
     rows = json.loads((runs.bench / "table.json").read_text())
     assert list(dict.fromkeys(r["attack"] for r in rows)) == ["clean", *ATTACKS]
-    legend = runs.charts["curves.png"]
+    legend = runs.charts["bench/curves.png"]
     assert all(a in legend for a in ATTACKS) and "train/model.spec" in legend  # its title
     layout = json.loads(Image.open(runs.bench / "contact_sheet.png").text["segtk:layout"])
     assert layout["columns"] == ["clean", *ATTACKS]
@@ -321,7 +327,8 @@ def test_no_page_or_chart_names_an_absolute_path(runs) -> None:
         for s in secret:
             assert s not in text, (path, s)
     assert checked > 20
-    assert {"curves.png", "miou.png"} <= set(runs.charts)
+    assert {"bench/curves.png", "augment/miou.png", "edits/miou.png"} <= set(runs.charts)
+    assert "train/model.spec" in runs.charts["edits/miou.png"]  # the bench edits legend
     for name, texts in runs.charts.items():
         for s in secret:
             assert not any(s in t for t in texts), (name, s)
