@@ -167,3 +167,10 @@ def test_the_main_job_of_the_first_set_up_command_runs(scratch: Path) -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     assert (scratch / "runs" / "attack-dla" / "results.jsonl").exists()
     assert "mIoU" in out.stdout
+
+
+def test_the_readme_python_block_is_the_tested_snippet() -> None:
+    """The README's Python block is tests/snippets/python_api.py, which
+    tests/test_python_api.py runs and compares with the CLI's numbers."""
+    readme = [b.body for b in blocks() if b.page.name == "README.md" and b.lang == "python"]
+    assert readme == [(ROOT / "tests" / "snippets" / "python_api.py").read_text()]
