@@ -138,6 +138,8 @@ class ColourBlocks(Attack):
         gh, gw = math.ceil(h / size), math.ceil(w / size)
         rng = oracle.rngs[i]
         chosen = torch.rand(gh, gw, generator=rng) < p.rate
+        if not bool(chosen.any()):  # a trial that flips nothing would waste its query
+            chosen.view(-1)[int(torch.randint(gh * gw, (1,), generator=rng))] = True
         colour = torch.randint(1, 2**CHANNELS, (gh, gw), generator=rng)  # a non-empty channel set
         bits = torch.stack([(colour >> c) & 1 for c in range(CHANNELS)]).bool() & chosen
         st.trial = _Signs(bits.to(oracle.clean.device))  # the flipped cells, until answered

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from segtk.core import AttackResult, Segmenter
-from segtk.testing import AttackSuite
+from segtk.testing import AttackSuite, RecordingSegmenter, toy_batch
 from segtk_colour_blocks import ColourBlocks
 
 
@@ -41,3 +41,33 @@ def test_each_cell_is_credited_with_the_labels_inside_it() -> None:
     # flipped cell with its own labels finds it within 40 queries; judging only whole trials
     # by the proxy does not.
     assert float(local_run(40).scores[0]) == 0.0
+
+
+class Constant(RecordingSegmenter):
+    """Predicts class 0 whatever the input, so no trial is ever kept."""
+
+    def predict(self, images: torch.Tensor) -> torch.Tensor:
+        super().predict(images)
+        return torch.zeros(images.shape[0], *images.shape[2:], dtype=torch.long)
+
+
+def test_every_trial_flips_something_even_at_a_low_rate() -> None:
+    images, labels = toy_batch(1, 12, 16)
+    images = images * 0.5 + 0.25
+    model = Constant()
+    ColourBlocks(budget=12, eps=8, explore=0, cells=1, rate=0.01).run(model, images, labels)
+    start = model.seen[1]  # clean, then the uniform +ε start, then trials on it
+    assert torch.allclose(start - images[0], torch.full_like(start, 8 / 255), atol=1e-6)
+    assert all(not torch.equal(x, start) for x in model.seen[2:])
+
+
+def test_candidates_are_corners_constant_over_grid_cells() -> None:
+    images, labels = toy_batch(1, 16, 24)
+    images = images * 0.5 + 0.25
+    model = RecordingSegmenter()
+    ColourBlocks(budget=30, eps=8, explore=0, cells=2, finest=4, rounds=2).run(model, images, labels)
+    for x in model.seen[1:]:
+        sign = (x - images[0]) * 255 / 8
+        assert torch.allclose(sign.abs(), torch.ones_like(sign), atol=1e-4)  # every value ±ε
+        cells = sign.unfold(1, 4, 4).unfold(2, 4, 4)  # finest grid: 4 cells on 16 rows
+        assert torch.allclose(cells, cells[..., :1, :1].expand_as(cells), atol=1e-4)
