@@ -37,7 +37,7 @@ class BanditsParams(AttackParams):
         BlackboxBench configuration (prior_exploration).
     fd_eta: η, ℓ2 length of each finite-difference probe and the derivative's divisor:
         2.55 = 0.01 on [0,1], BlackboxBench's ℓ∞ configuration (fd_eta), which the DLA paper
-        did not change.
+        does not set.
     prior_lr: learning rate of the prior's exponentiated-gradient step: 0.1, BlackboxBench's ℓ∞
         configuration (prior_lr).
     image_lr: h, the image's ℓ∞ step: 2.55 = 0.01 on [0,1], BlackboxBench's ℓ∞ configuration
@@ -69,7 +69,7 @@ class _State:
     noise: torch.Tensor | None = None  # this step's exploration noise u [3,P,P]
 
 
-class BanditsAttack(Attack):
+class BanditsAttack(Attack[BanditsParams]):
     """Bandits_TD (Ilyas et al. 2019): tiled prior learned by bandit feedback, 2 queries per step."""
 
     name = "bandits"
