@@ -33,7 +33,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, cast
 
 import numpy as np
 import torch
@@ -635,10 +635,15 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return equal or bool(((a == b) | (a.isnan() & b.isnan())).all())
 
 
-class Attack(ABC):
+# The parameters of one attack: `class DLA(Attack[DLAParams])` types `self.params` as DLAParams.
+P = TypeVar("P", bound=AttackParams)
+
+
+class Attack(ABC, Generic[P]):
     """A decision-based attack: sees only labels (through the proxy), under an exact budget.
 
-    Subclasses set `name`, `Params` (a dataclass extending AttackParams) and implement
+    Subclasses name their params in the base (`class DLA(Attack[DLAParams])`, so mypy knows
+    `self.params` is a DLAParams), set `name`, `Params` (the same class) and implement
     `attack(oracle)`. `anytime` says whether the first b queries of a run with budget T are the
     same as a run with budget b; if so, one benchmark run serves every smaller budget.
     `white_box = True` declares a white-box attack: it may ask the oracle for gradients
@@ -656,8 +661,10 @@ class Attack(ABC):
     returns: ClassVar[Literal["best", "iterate"]] = "best"
     declares_iterate: ClassVar[bool] = False
 
-    def __init__(self, params: AttackParams | None = None, **overrides: Any) -> None:
-        params = params if params is not None else self.Params()
+    def __init__(self, params: P | None = None, **overrides: Any) -> None:
+        # `Params` is a ClassVar (read from the class by the registry), and a ClassVar cannot
+        # name a type variable; the subclass sets it to the P it names in its base.
+        params = params if params is not None else cast(P, self.Params())
         if overrides:
             params = dataclasses.replace(params, **overrides)
         params.validate()
@@ -667,7 +674,7 @@ class Attack(ABC):
             raise SegtkError(f"attack {self.name!r} cannot return its iterate: it declares none "
                              "(Oracle.set_iterate), so its result is its best candidate",
                              hint="leave returns out, or set returns=best")
-        self.params = params
+        self.params: P = params
 
     @classmethod
     def describe(cls) -> str:

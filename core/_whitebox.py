@@ -13,6 +13,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from dataclasses import dataclass
 from functools import partial
+from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -41,7 +42,11 @@ class PGDParams(AttackParams):
                              hint="e.g. step=0.25 for α = ε/4")
 
 
-class GradientAttack(Attack):
+# The params of one gradient attack: PGDParams or a subclass (`CosPGDAttack` has its own).
+G = TypeVar("G", bound=PGDParams)
+
+
+class GradientAttack(Attack[G]):
     """L∞ PGD on a per-pixel loss: x_t = Π_ε(x_{t−1} + α·sign(∇ loss(x_{t−1}))), from a random
     start. Subclasses give `pixel_loss`; the loop, the random start and the projection are here."""
 

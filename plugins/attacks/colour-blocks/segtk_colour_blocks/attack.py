@@ -99,7 +99,7 @@ def expand_cells(cells: torch.Tensor, size: int, height: int, width: int) -> tor
     return cells.repeat_interleave(size, dim=-2).repeat_interleave(size, dim=-1)[..., :height, :width]
 
 
-class ColourBlocks(Attack):
+class ColourBlocks(Attack[ColourBlocksParams]):
     """Coloured ±ε blocks; one query tries many, each judged by the labels inside it."""
 
     name = "colour-blocks"

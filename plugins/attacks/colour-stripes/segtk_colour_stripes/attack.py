@@ -88,7 +88,7 @@ def stripe_lines(signs: torch.Tensor, direction: int, height: int, width: int) -
     return signs.view(CHANNELS, height, 1) if direction == HORIZONTAL else signs.view(CHANNELS, 1, width)
 
 
-class ColourStripes(Attack):
+class ColourStripes(Attack[ColourStripesParams]):
     """Coloured ±ε stripes: DLA's search with an independent sign per colour channel."""
 
     name = "colour-stripes"

@@ -45,7 +45,7 @@ def cosine_weight(logits: torch.Tensor, targets: torch.Tensor, distribution: str
     return F.cosine_similarity(probs, onehot, dim=1)
 
 
-class CosPGDAttack(GradientAttack):
+class CosPGDAttack(GradientAttack[CosPGDParams]):
     """White-box CosPGD (Agnihotri et al. 2024): L∞ PGD, per-pixel CE weighted by cos(ψ(f), 1hot(y))."""
 
     name = "cospgd"

@@ -79,7 +79,7 @@ class _State:
     block: int = 0  # i: which block of the current level
 
 
-class DLA(Attack):
+class DLA(Attack[DLAParams]):
     """Discrete Linear Attack: ±ε stripe exploration, then hierarchical sign-flip calibration.
 
     Parameters: eps (0–255, default 8), budget (default 50; the clean query counts), seed,

@@ -55,7 +55,7 @@ class _State:
     noise: torch.Tensor | None = None  # this step's directions [q,3,H,W]
 
 
-class NESAttack(Attack):
+class NESAttack(Attack[NESParams]):
     """NES gradient estimation (Ilyas et al. 2018): q antithetic Gaussian pairs, signed PGD step."""
 
     name = "nes"

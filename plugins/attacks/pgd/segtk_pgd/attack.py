@@ -14,7 +14,7 @@ import torch
 from segtk.core import GradientAttack, PGDParams, pixel_cross_entropy
 
 
-class PGDAttack(GradientAttack):
+class PGDAttack(GradientAttack[PGDParams]):
     """White-box L∞ PGD on the per-pixel cross-entropy (Madry et al. 2018), random start."""
 
     name = "pgd"

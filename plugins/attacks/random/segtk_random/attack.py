@@ -32,7 +32,7 @@ class RandomParams(AttackParams):
             raise SegtkError(f"noise_fraction must be in (0, 2], got {self.noise_fraction}")
 
 
-class RandomAttack(Attack):
+class RandomAttack(Attack[RandomParams]):
     """Random search (DLA Eq. 2): uniform ±ε/16 steps around the best image, kept if the proxy drops."""
 
     name = "random"

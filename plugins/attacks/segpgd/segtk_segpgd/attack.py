@@ -22,7 +22,7 @@ def segpgd_lambda(iteration: int, iterations: int) -> float:
     return (iteration - 1) / (2 * iterations) if iterations > 0 else 0.0
 
 
-class SegPGDAttack(GradientAttack):
+class SegPGDAttack(GradientAttack[PGDParams]):
     """White-box SegPGD (Gu et al. 2022): L∞ PGD, loss split into right and wrong pixels by λ(t)."""
 
     name = "segpgd"

@@ -53,7 +53,7 @@ class _State:
     chunk: slice = field(default_factory=lambda: slice(0, 0))  # flipped by the pending query
 
 
-class SignHunterAttack(Attack):
+class SignHunterAttack(Attack[SignHunterParams]):
     """SignHunter (Al-Dujaili & O'Reilly 2020): hierarchical sign flips of a ±ε perturbation."""
 
     name = "signhunter"

@@ -62,7 +62,7 @@ class _State:
     negative: bool = False  # the pending trial is x − αq
 
 
-class SimBAAttack(Attack):
+class SimBAAttack(Attack[SimBAParams]):
     """SimBA (Guo et al. 2019): random orthonormal pixel/DCT directions, ±α, kept if the proxy drops."""
 
     name = "simba"

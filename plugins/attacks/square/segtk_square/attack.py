@@ -53,7 +53,7 @@ class _State:
     best_score: float = float("inf")
 
 
-class SquareAttack(Attack):
+class SquareAttack(Attack[SquareParams]):
     """Square Attack L∞ (Andriushchenko et al. 2020): stripe init, random ±ε squares, p schedule."""
 
     name = "square"

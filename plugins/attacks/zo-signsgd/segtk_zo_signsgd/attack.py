@@ -52,7 +52,7 @@ class _State:
     directions: torch.Tensor | None = None  # this step's unit directions [q,3,H,W]
 
 
-class ZOSignSGDAttack(Attack):
+class ZOSignSGDAttack(Attack[ZOSignSGDParams]):
     """ZO-SignSGD (Liu et al. 2019): q forward differences on the unit sphere, signed step."""
 
     name = "zo-signsgd"
