@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 from safetensors.torch import save
@@ -108,15 +108,23 @@ class Augmenter(ABC):
 # --- trainable segmenters ---------------------------------------------------------------------
 
 
-class Trainable(ABC):
+@runtime_checkable
+class Trainable(Protocol):
     """A segmenter `segtk train` can fine-tune. Mixed into a `Segmenter` subclass.
 
     In train mode `logits(images)` returns differentiable scores [B, outputs, H, W] at the input
     size (the same preprocessing as `predict`) and normalisation/dropout layers train; in eval
-    mode everything is as before (inference mode, no graph).
+    mode everything is as before (inference mode, no graph). A Protocol, so the trainer's
+    `model.logits(...)` is typed; a model subclasses it (`class M(Segmenter, Trainable)`) to
+    inherit `eval` and be checked by mypy against it.
     """
 
     training: bool = False
+
+    @abstractmethod
+    def logits(self, images: torch.Tensor) -> torch.Tensor:
+        """Scores [B, outputs, H, W] at the input size: the Segmenter's own `logits`, which must
+        come first in the bases (abstract here, so the other order fails to instantiate)."""
 
     @abstractmethod
     def parameters(self) -> Iterator[torch.nn.Parameter]:

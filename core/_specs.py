@@ -171,7 +171,7 @@ def rename_classes(model: Segmenter, names: list[str], spec: str) -> Segmenter:
     return model
 
 
-def saved_spec(model: Segmenter, spec: str) -> str:
+def saved_spec(model: object, spec: str) -> str:
     """The spec a trained `model` saved itself as, with the `classes=` it was loaded with (an
     adapter that does not read classes= itself cannot save them)."""
     names = getattr(model, SPEC_CLASSES, None)

@@ -294,9 +294,10 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False,
     if config.epochs < 1 or config.batch_size < 1 or not config.lr > 0 or config.weight_decay < 0:
         raise SegtkError("--epochs and --batch-size must be >= 1, --lr > 0, --weight-decay >= 0")
     out = Path(out)
-    model = require_trainable(load_segmenter(config.model, config.device), config.model)
+    segmenter = load_segmenter(config.model, config.device)
+    model = require_trainable(segmenter, config.model)  # the same object, seen as a Trainable
     data = load_dataset(config.data, config.split, config.limit)
-    check_compatible(model, data, config.classes_from_data)
+    check_compatible(segmenter, data, config.classes_from_data)
     augmenter: Augmenter | None = build_augmenter(config.augment)
     params = list(model.parameters())
     if not params:
