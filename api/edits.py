@@ -116,7 +116,7 @@ def edit(data: str | Dataset, editor: str, values: str | Sequence[str] | None = 
     only_list = comma_list(classes) if classes else None
     known = {c.lower() for c in dataset.classes}
     if only_list and not any(c.lower() in known for c in only_list):
-        shown = classes if isinstance(classes, str) else ",".join(classes)
+        shown = classes if isinstance(classes, str) else ",".join(classes or ())
         raise SegtkError(f"--classes {shown}: none of these is a class of {dataset.name}",
                          hint=f"classes: {', '.join(dataset.classes)}")
     for name in (only_list or []) + (exclude_list or []):

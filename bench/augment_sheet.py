@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
-from segtk.core import AugmentContext, build_augmenter, load_dataset, overlay
+from segtk.core import AugmentContext, build_augmenter, default_palette, load_dataset, overlay
 from segtk.jobs.train import resize_pair
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +28,7 @@ def main(out: Path) -> None:
     pairs = [resize_pair(data[i].image, data[i].label, (240, 180)) for i in (0, 3)]
     images = torch.stack([p[0] for p in pairs]).float() / 255
     labels = torch.stack([p[1] for p in pairs])
+    palette = data.palette if data.palette is not None else default_palette(len(data.classes))
     rows = []
     for spec in SPECS:
         aug = build_augmenter(spec)
@@ -36,7 +37,7 @@ def main(out: Path) -> None:
             aug.setup(AugmentContext(list(data.classes)))
             out_images, out_labels = aug(images, labels, torch.Generator().manual_seed(0))
         im = (out_images[0].permute(1, 2, 0).numpy() * 255).round().astype(np.uint8)
-        row = Image.fromarray(np.concatenate([im, overlay(im, out_labels[0].numpy(), data.palette)], 1))
+        row = Image.fromarray(np.concatenate([im, overlay(im, out_labels[0].numpy(), palette)], 1))
         ImageDraw.Draw(row).text((4, 4), spec.split(",p=")[0], fill=(255, 255, 0))
         rows.append(np.asarray(row))
     Image.fromarray(np.concatenate(rows, 0)).save(out, optimize=True)

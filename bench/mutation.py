@@ -223,7 +223,8 @@ def collect(name: str, group: Group, root: Path) -> dict:
     seconds = float((root / "seconds").read_text()) if (root / "seconds").exists() else 0.0
     statuses = _statuses(root, group)
     equivalent = load_equivalent()
-    survivors, equivalents = [], []
+    survivors: list[dict[str, str]] = []
+    equivalents: list[dict[str, str]] = []
     left = sorted((m for m, status in statuses.items() if status not in KILLED), key=_natural)
     diffs = _diffs(root, group, left)
     for mutant in left:

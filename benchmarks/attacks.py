@@ -65,7 +65,7 @@ from segtk.core import (
     write_png,
 )
 from segtk.jobs.attack import evaluate, image_seed, quantise, run_attack
-from segtk.storage.runs import RunDir
+from segtk.storage.runs import Records
 
 SPEC_SYNTAX = "NAME[:KEY=VALUE[;KEY=VALUE...]]"
 SHARED = ("budget", "eps", "seed", "time_limit")  # set by the bench's own options, not a spec
@@ -255,7 +255,7 @@ class BenchResult:
     curves: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
 
-def run_bench(shards: list[Shard], run: RunDir, executor, on_records: Callable[[int], None] | None = None,
+def run_bench(shards: list[Shard], run: Records, executor, on_records: Callable[[int], None] | None = None,
               classes_from_data: bool = False) -> None:
     """Run the shards not finished yet; append their records as they land. A shard cut short
     is run again whole (its images share batches) but only its missing records are appended:
@@ -288,7 +288,7 @@ def check_white_box(models: Iterable[str], labels: Iterable[str], device: str = 
                             cached_segmenter(model, device))
 
 
-def _records(run: RunDir) -> Iterable[dict[str, Any]]:
+def _records(run: Records) -> Iterable[dict[str, Any]]:
     return run.done(key="key").values()
 
 
@@ -316,9 +316,9 @@ def aggregate(records: Iterable[dict[str, Any]], shards: list[Shard]) -> BenchRe
         images[s.model].update(s.images)
     for rec in records:
         eps = rec.get("eps", sweep[0] if len(sweep) == 1 else None)
-        run = (rec["model"], rec["attack"], eps)
-        if (*run, rec["run_budget"]) not in wanted:
+        if eps is None or (rec["model"], rec["attack"], eps, rec["run_budget"]) not in wanted:
             continue
+        run = (rec["model"], rec["attack"], eps)
         clean[rec["model"]][rec["image"]] = torch.tensor(rec["clean_confusion"])
         if rec.get("white_box"):
             white_box.add(run)
@@ -343,7 +343,7 @@ def aggregate(records: Iterable[dict[str, Any]], shards: list[Shard]) -> BenchRe
                     # a repeat still running (or cut short) would be a mIoU over other images
                     reps = sorted(key[-1] for key in by_run if key[:-1] == (*run, b)
                                   and len(by_run[key]) == len(images[model]))
-                    totals = [sum(by_run[(*run, b, r)].values()) for r in reps]
+                    totals = [_total(by_run[(*run, b, r)].values()) for r in reps]
                     if totals:
                         row = _row(model, name, eps, b, totals, len(images[model]),
                                    run in white_box)
@@ -354,6 +354,11 @@ def aggregate(records: Iterable[dict[str, Any]], shards: list[Shard]) -> BenchRe
                     label = curve_label(name, eps, sweep) + (" (white-box)" if run in white_box else "")
                     result.curves.setdefault(model, {})[label] = _mean_curve(histories[run])
     return result
+
+
+def _total(confusions: Iterable[torch.Tensor]) -> torch.Tensor:
+    """The sum of per-image confusion matrices (a repeat's are never none)."""
+    return sum(confusions, torch.zeros((), dtype=torch.long))
 
 
 def _row(model: str, attack: str, eps: float | None, budget: int, totals: list[torch.Tensor],

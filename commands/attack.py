@@ -90,7 +90,9 @@ def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, 
       segtk attack --plugin square --budget 1000 --time-limit 60
     """
 
-    out = Path(default_out(out, attack_name))
+    out_dir = default_out(out, attack_name)
+    assert out_dir is not None  # resumable(required=("attack_name",)) refused a run without one
+    out = Path(out_dir)
     with JobProgress() as bar:
         def tick(rec) -> None:
             bar.advance(1, status=f"{rec['image']}: mIoU {pct(rec['clean_miou']):.1f}"

@@ -152,7 +152,9 @@ def edit(editor_name, values, backend, device, data_spec, split, limit, out, var
       segtk predict --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
                     --data edited:runs/edit-color
     """
-    out = Path(default_out(out, editor_name))
+    out_dir = default_out(out, editor_name)
+    assert out_dir is not None  # resumable(required=("editor_name",)) refused a run without one
+    out = Path(out_dir)
 
     def warn(message: str) -> None:
         err_console.print(f"[yellow]warning:[/] {message}")

@@ -45,7 +45,7 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
         return
     infos = registry.plugins()
     extras = extra_of()
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"name": i.name, "kind": i.kind, "distribution": i.distribution, "version": i.version,
          "status": i.status, "missing": ", ".join(i.missing), **install_of(i, extras),
          "error": i.error or i.conflict,

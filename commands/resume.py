@@ -182,7 +182,7 @@ def resumable(kind: str, settings: Mapping[str, Recorded],
             ctx = click.get_current_context()
             folder = out(params) if any(params.get(f) for f in flags) else None
             record = load_run_file(Path(folder) / RUN_FILE) if folder else None
-            if record is not None and record.get("kind", kind) == kind:  # another kind: RunDir says so
+            if folder and record is not None and record.get("kind", kind) == kind:  # another kind: RunDir says so
                 params = resumed_params(ctx, params, record.get("config", {}), settings, folder,
                                         may_change)
             for name in required:

@@ -91,7 +91,8 @@ class StepBar:
     """A rich progress bar per epoch, fed by the training job's step hook."""
 
     def __init__(self, bar: JobProgress) -> None:
-        self.bar, self.epoch = bar, None
+        self.bar = bar
+        self.epoch: int | None = None  # the epoch whose bar is showing (none yet)
 
     def __call__(self, epoch: int, step: int, steps: int, loss: float) -> None:
         if epoch != self.epoch:

@@ -6,6 +6,8 @@ result in run.json ("cpu", "cuda:0"), so a run resumes on the device it started 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from segtk.core._errors import SegtkError
@@ -13,7 +15,7 @@ from segtk.core._errors import SegtkError
 DEVICES = "cpu, cuda, cuda:N or auto (CUDA when present, else cpu)"
 # One definition of the option, for segtk's commands and for plugins' own commands (which
 # import only segtk.core): click.option("--device", **DEVICE_OPTION).
-DEVICE_OPTION = {
+DEVICE_OPTION: dict[str, Any] = {
     "default": None,
     "metavar": "cpu|cuda[:N]|auto",
     "help": "Where the model and the job's tensors live: cpu, cuda, cuda:N, or auto (CUDA "

@@ -141,8 +141,12 @@ VOC_CLASSES = [
 
 VOC_PALETTE = voc_colormap(256)
 # RGB targets: colours of classes 0..20, plus the (224,224,192) boundary = ignore.
-VOC_COLOURS = {tuple(int(c) for c in VOC_PALETTE[i]): i for i in range(len(VOC_CLASSES))}
-VOC_COLOURS[tuple(int(c) for c in VOC_PALETTE[IGNORE])] = IGNORE
+def _rgb(colour: np.ndarray) -> tuple[int, int, int]:
+    return int(colour[0]), int(colour[1]), int(colour[2])
+
+
+VOC_COLOURS = {_rgb(VOC_PALETTE[i]): i for i in range(len(VOC_CLASSES))}
+VOC_COLOURS[_rgb(VOC_PALETTE[IGNORE])] = IGNORE
 
 
 def read_voc_label(path: Path) -> np.ndarray:

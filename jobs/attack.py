@@ -43,7 +43,7 @@ from segtk.core import (
     to_tensor,
     write_png,
 )
-from segtk.storage.runs import RunDir
+from segtk.storage.runs import Records
 
 
 def image_seed(seed: int, name: str) -> int:
@@ -139,7 +139,7 @@ def attack_dataset(
     attack: Attack,
     segmenter: Segmenter,
     dataset: Dataset,
-    run: RunDir,
+    run: Records,
     batch_size: int = 1,
     save_images: bool = True,
     on_image: Callable[[dict[str, Any]], None] | None = None,
@@ -167,8 +167,8 @@ def attack_dataset(
     return summarise([done[n] for n in dataset.names], len(dataset.classes))
 
 
-def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path, save_images, palette,
-                  on_stored):
+def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path | None, save_images,
+                  palette, on_stored):
     names = [item.name for item in batch]
     clean_u8 = np.stack([item.image for item in batch])
     x, y = batch_tensors(batch, segmenter.device)
@@ -184,7 +184,7 @@ def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path, save
     both = LabelConfusion(y.cpu(), k, ignore)(torch.cat([clean_pred, adv_pred]), torch.arange(2 * n) % n)
     for i, item in enumerate(batch):
         clean_conf, adv_conf = both[i], both[n + i]
-        if save_images:
+        if save_images and out is not None:  # (a run in memory saves none)
             write_png(out / "images" / f"{item.name}.png", stored[i])
             write_png(out / "overlays" / f"{item.name}_clean.png",
                       overlay(item.image, clean_pred[i].numpy(), palette, ignore_index=ignore))

@@ -79,7 +79,7 @@ def bench_edits_context(run: Path, meta: dict[str, Any], data_spec: str | None,
     edit_dirs = {p.name: p for p in edit_subset_dirs(run)}
     for s in subsets:
         folder = edit_dirs.get(s)
-        summary = {}
+        summary: dict[str, Any] = {}
         if folder is not None:
             try:
                 summary = json.loads((folder / "run.json").read_text()).get("summary") or {}

@@ -166,8 +166,8 @@ def _edit_row(run: Path, rec: dict[str, Any], image_file: Path | None, palette: 
 
 
 def _mean(values: Iterable[float | None]) -> float | None:
-    values = [v for v in values if v is not None]
-    return statistics.fmean(values) if values else None
+    present = [v for v in values if v is not None]
+    return statistics.fmean(present) if present else None
 
 
 def _values_table(rows: list[dict[str, Any]], skipped: list[dict[str, Any]],
@@ -193,7 +193,7 @@ def _values_table(rows: list[dict[str, Any]], skipped: list[dict[str, Any]],
             "scores": {k: _mean(r["scores"].get(k) for r in group) for k in names},
         }
 
-    out = []
+    out: list[dict[str, Any]] = []
     for attr in dict.fromkeys(a for a, _ in groups):
         keys = [k for k in groups if k[0] == attr]
         out.extend(line(attr, v, groups[(attr, v)], skips[(attr, v)], False) for _, v in keys)

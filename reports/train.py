@@ -49,8 +49,9 @@ def train_context(run: Path, meta: dict[str, Any], data_spec: str | None,
     if val is not None and split is None:
         _note(notes, f"{brief_spec(spec)} has no {VAL_SPLIT} split: the validation scores are on "
                      f"all its {len(val)} images, the training images among them.", "warn")
-    rows = [{"epoch": int(r["epoch"]), "loss": float(r["loss"]), "steps": r.get("steps"),
-             "seconds": r.get("seconds"), **(scores.get(int(r["epoch"])) or {})} for r in records]
+    rows: list[dict[str, Any]] = [
+        {"epoch": int(r["epoch"]), "loss": float(r["loss"]), "steps": r.get("steps"),
+         "seconds": r.get("seconds"), **(scores.get(int(r["epoch"])) or {})} for r in records]
     augment = str(config.get("augment") or "baseline")
     return {
         "title": f"Training: {augment} on {brief_spec(config.get('model'))} / {brief_spec(spec)}",

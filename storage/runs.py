@@ -21,13 +21,13 @@ import shutil
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Protocol, Self
 
 from segtk.core import SegtkError, atomic_write_json, is_temp
 from segtk.storage.os_errors import os_error
 from segtk.storage.provenance import git_commit, spec_file_hashes, versions
 
-__all__ = ["RUN_FILE", "RESULTS_FILE", "LOCK_FILE", "RunDir", "RunLock", "append_line",
+__all__ = ["RUN_FILE", "RESULTS_FILE", "LOCK_FILE", "Records", "RunDir", "RunLock", "append_line",
            "read_results", "load_run_file", "run_record", "command_of", "make_run_dir",
            "remove_temp_files",
            "versions"]
@@ -37,6 +37,18 @@ RESULTS_FILE = "results.jsonl"
 LOCK_FILE = ".lock"
 KIND_PATTERN = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 
+
+
+class Records(Protocol):
+    """What a job appends its records to and resumes from: a RunDir, or the Python API's
+    in-memory run (`segtk.api.MemoryRun`, whose `path` is None: it writes no files)."""
+
+    @property
+    def path(self) -> Path | None: ...
+
+    def done(self, key: str = "image") -> dict[str, dict[str, Any]]: ...
+
+    def append(self, record: dict[str, Any]) -> None: ...
 
 class RunDir:
     """A run's output folder. `config` must match on resume, so results never mix runs.

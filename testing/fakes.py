@@ -6,7 +6,9 @@ the same answer on every machine.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -137,7 +139,7 @@ def toy_dataset(n: int = 3, height: int = 48, width: int = 64) -> Dataset:
         image, label = toy_scene(height, width, seed)
         return Item(f"toy{seed}", image, label)
 
-    pairs = [(f"toy{s}", lambda s=s: reader(s)) for s in range(n)]
+    pairs: list[tuple[str, Callable[[], Item]]] = [(f"toy{s}", partial(reader, s)) for s in range(n)]
     return Dataset("toy", list(TOY_CLASSES), pairs)
 
 
@@ -193,7 +195,7 @@ def check_geometry(s: Sample, out: EditedSample, fill: int, object_id: int = CAR
     assert (out.label[uncovered] == fill).all()
     rest = ~(old | new)
     assert np.array_equal(out.label[rest], s.label[rest])
-    assert np.array_equal(out.repaint, uncovered)
+    assert out.repaint is not None and np.array_equal(out.repaint, uncovered)
 
 
 @dataclass

@@ -106,8 +106,8 @@ class FilterSuite:
                 assert other.keep == results[0].keep, f"{what}: keep changed between calls"
                 assert other.scores == results[0].scores, f"{what}: scores changed between calls"
                 a, b = results[0].label, other.label
-                assert (a is None) == (b is None) and (a is None or np.array_equal(a, b)), \
-                    f"{what}: label changed between calls"
+                same = a is None if b is None else a is not None and np.array_equal(a, b)
+                assert same, f"{what}: label changed between calls"
 
     def test_leaves_its_inputs_untouched(self, tmp_path: Path) -> None:
         flt = self.make(tmp_path)
