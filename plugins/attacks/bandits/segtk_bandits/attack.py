@@ -111,6 +111,7 @@ class BanditsAttack(Attack[BanditsParams]):
         """Bandit feedback: `gain` = L(q+) − L(q−) with L = −proxy (proxy(q−) − proxy(q+))."""
         p = self.params
         derivative = gain / (p.fd_eta * p.exploration)  # η on BlackboxBench's 0–255 scale
+        assert st.noise is not None, "an update follows the step that drew its noise"
         # Exponentiated gradient on (v+1)/2 (the paper's ℓ∞ prior step) is tanh(atanh(v) + lr·g).
         v = torch.atanh(st.prior.clamp(-1 + 1e-6, 1 - 1e-6))
         st.prior = torch.tanh(v + p.prior_lr * derivative * st.noise)

@@ -106,7 +106,8 @@ class ColourStripes(Attack[ColourStripesParams]):
             active = oracle.active().tolist()
             if not active:
                 return
-            candidates, undo = [], []
+            candidates: list[tuple[int, torch.Tensor, Verified]] = []
+            undo: list[Callable[[], object] | None] = []
             for i in active:
                 st = states[i]
                 if t <= p.explore:
@@ -123,9 +124,9 @@ class ColourStripes(Attack[ColourStripesParams]):
                         st.score = float(clean_scores[i])
                     if not st.image.pinned:  # flips patch it in the oracle's batch tensor
                         st.image = oracle.pin(st.image)
-                    signs, restore = self._flip(st, oracle, i)
+                    signs, flip_back = self._flip(st, oracle, i)
                     candidates.append((st.direction, signs, st.image))
-                    undo.append(restore)
+                    undo.append(flip_back)
             scores = oracle.score_verified([c[2] for c in candidates])
             for i, (k, signs, image), restore, score in zip(active, candidates, undo, scores):
                 st = states[i]
@@ -140,12 +141,13 @@ class ColourStripes(Attack[ColourStripesParams]):
     def _flip(st: _State, oracle: Oracle, i: int) -> tuple[torch.Tensor, Callable[[], object]]:
         """The next candidate: DLA's block schedule, each channel of a block in turn. Only the
         flipped lines of the kept image are rewritten, in place; the callable undoes that."""
-        cur = st.cursor
+        cur, kept = st.cursor, st.signs
+        assert kept is not None and st.image is not None, "calibration flips a kept pattern"
         if cur.channel == 0:
-            cur.span = DLA._next_flip(cur, st.signs.shape[1])
+            cur.span = DLA._next_flip(cur, kept.shape[1])
         start, stop = cur.span
         c, direction = cur.channel, st.direction
-        signs = st.signs.clone()
+        signs = kept.clone()
         signs[c, start:stop] *= -1
         cur.channel = (cur.channel + 1) % CHANNELS
         _, h, w = oracle.clean.shape[1:]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
@@ -69,6 +70,14 @@ class _Draw:
     direction: int
 
 
+class BlockCursor(Protocol):
+    """Where hierarchical calibration is: level n (blocks of ceil(lines / 2^n) lines) and block
+    i; `_State` here, and colour-stripes' cursor, which adds a channel."""
+
+    level: int
+    block: int
+
+
 @dataclass
 class _State:
     """One image's search state: the kept perturbation and the calibration cursor."""
@@ -107,7 +116,8 @@ class DLA(Attack[DLAParams]):
                 return
             exploring = t <= explore_until
             k = {"horizontal": HORIZONTAL, "vertical": VERTICAL}.get(p.direction, t % 2)
-            draws, undo = [], []
+            draws: list[_Draw] = []
+            undo: list[Callable[[], None] | None] = []
             for i in active:
                 if exploring:
                     draws.append(self._explore(oracle, i, states[i], k))
@@ -154,13 +164,15 @@ class DLA(Attack[DLAParams]):
         delta = eps * values.to(clean.device).view(shape)
         return _Draw(oracle.verify(i, clean + delta), delta, k)
 
-    def _calibrate(self, oracle: Oracle, i: int, st: _State) -> tuple[_Draw, Callable | None]:
+    def _calibrate(self, oracle: Oracle, i: int,
+                   st: _State) -> tuple[_Draw, Callable[[], None] | None]:
         """Lines 12–13: flip the next block of the kept δ̂ (or take a Random-attack step from it).
 
         A flip rewrites only the flipped lines of the kept image, in place (no full-image copy
         per query); the returned callable puts them back if the flip is not kept.
         """
         kept, clean = st.kept, oracle.clean[i]
+        assert kept is not None, "_start_calibration keeps a draw before any calibration step"
         if self.params.calibration == "random":
             noise = uniform_noise(tuple(clean.shape), RANDOM_STEP * oracle.eps_unit,
                                   oracle.rngs[i]).to(clean.device)
@@ -197,7 +209,7 @@ class DLA(Attack[DLAParams]):
         st.kept = _Draw(oracle.pin(kept.image), kept.delta, kept.direction)
 
     @staticmethod
-    def _next_flip(st: _State, lines: int) -> tuple[int, int]:
+    def _next_flip(st: BlockCursor, lines: int) -> tuple[int, int]:
         """The next non-empty block (lines 12, 19–25): sizes ceil(lines/2^n), n = 0..⌈log2⌉."""
         last_level = math.ceil(math.log2(lines)) if lines > 1 else 0
         while True:

@@ -87,10 +87,12 @@ class SquareAttack(Attack[SquareParams]):
         top = int(torch.randint(h - s + 1, (1,), generator=rng))
         left = int(torch.randint(w - s + 1, (1,), generator=rng))
         window = (slice(None), slice(top, top + s), slice(left, left + s))
-        delta = st.best - clean
+        best = st.best
+        assert best is not None, "the stripes (query 2) are x_best from then on"
+        delta = best - clean
         for _ in range(100):  # redraw a colour that leaves the square as it is (wasted query)
             delta[window] = eps * _signs((c, 1, 1), rng).to(clean.device)
-            if (project(clean + delta, clean, eps)[window] - st.best[window]).abs().max() >= 1e-7:
+            if (project(clean + delta, clean, eps)[window] - best[window]).abs().max() >= 1e-7:
                 break
         return clean + delta
 

@@ -13,7 +13,7 @@ below it, so the model never sees them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -138,9 +138,9 @@ def sample_street(rng: np.random.Generator, h: int, w: int) -> Street:
     )
 
 
-def _pick(rng: np.random.Generator, colours: list[tuple[float, float, float]],
+def _pick(rng: np.random.Generator, colours: Sequence[tuple[float, float, float]],
           jitter: float = 12.0) -> np.ndarray:
-    base = np.asarray(colours[rng.integers(len(colours))], np.float32)
+    base = np.asarray(colours[int(rng.integers(len(colours)))], np.float32)
     return np.clip(base + rng.uniform(-jitter, jitter, 3), 0, 255).astype(np.float32)
 
 
