@@ -13,9 +13,9 @@ class TestColourBlocks(AttackSuite):
     attack_cls = ColourBlocks
 
 
-class TestColourBlocksNoExploration(AttackSuite):
+class TestColourBlocksExploringUnverified(AttackSuite):
     attack_cls = ColourBlocks
-    params = {"explore": 0}
+    params = {"explore": 4, "verify": False}
 
 
 class ChannelZeroSign(Segmenter):
