@@ -24,7 +24,8 @@ from segtk.jobs.executors import InlineExecutor, LocalExecutor, make_executor
 from segtk.storage.runs import RunDir, read_results
 from segtk.testing import GridSegmenter, TinySegmenter, toy_batch
 
-ANYTIME = ["random", "nes", "bandits", "zo-signsgd", "signhunter", "simba", "colour-stripes"]
+ANYTIME = ["random", "nes", "bandits", "zo-signsgd", "signhunter", "simba", "colour-stripes",
+           "colour-blocks"]
 
 
 @pytest.mark.parametrize("name", ANYTIME)
