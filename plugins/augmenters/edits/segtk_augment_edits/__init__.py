@@ -131,6 +131,7 @@ class Edits(Augmenter):
             rng = np.random.default_rng(seed)
             if rng.random() >= self.params["p"]:
                 continue
+            new: tuple[torch.Tensor, torch.Tensor] | None
             if self.pool:
                 new = self.from_pool(rng, seed, h, w)
             else:

@@ -98,7 +98,7 @@ def load_stack(path: str, option: str, device: torch.device, dtype: torch.dtype)
 
     local = _check_exists(path, option, SUBFOLDERS)
     src = str(local) if local is not None else path
-    kw = {"local_files_only": True}
+    kw: dict[str, Any] = {"local_files_only": True}
     dkw = {**kw, "torch_dtype": dtype, "low_cpu_mem_usage": _has_accelerate()}
     unet = _load(option, path, "unet", lambda: UNet2DConditionModel.from_pretrained(
         src, subfolder="unet", **dkw), cached=local is None)

@@ -179,7 +179,7 @@ class Gen4SegBackend(EditBackend):
             emb_src=sampler.embed([prompt_src]), emb_edit=sampler.embed([prompt_edit]),
             emb_null=sampler.embed([o.negative_prompt]) if o.guidance > 1.0 else None,
             control=control,
-            blend=imaging.latent_mask(mask, tuple(z0.shape[-2:]), self.device).to(z0.dtype),
+            blend=imaging.latent_mask(mask, (int(z0.shape[-2]), int(z0.shape[-1])), self.device).to(z0.dtype),
             mask=torch.from_numpy(mask.astype(np.float32))[None, None].to(self.device),
             edit_tokens=edit_tok, all_tokens=all_tok,
             energy=energy and o.energy and local and o.eta > 0 and o.energy_iters > 0,

@@ -173,7 +173,7 @@ class Sampler:
         ctl = self.stack.controller
         n = len(ts)
         cfg = targets.emb_null is not None
-        lat = tuple(inv[-1].shape[-2:])
+        lat = (int(inv[-1].shape[-2]), int(inv[-1].shape[-1]))
         energies: list[float] = []
         z_edit = inv[ts[0]].clone()
         n_feat = int(n * o.feature_injection)
@@ -189,7 +189,9 @@ class Sampler:
                     trace.energy.append((before, after))
             src = inv[t]
             batch = [src, z_edit, z_edit] if cfg else [src, z_edit]
-            embs = [targets.emb_src, targets.emb_null, targets.emb_edit] if cfg \
+            emb_null = targets.emb_null
+            assert emb_null is not None or not cfg  # guidance runs only with a null embedding
+            embs = [targets.emb_src, emb_null, targets.emb_edit] if cfg and emb_null is not None \
                 else [targets.emb_src, targets.emb_edit]
             ctl.inject_feat = i < n_feat
             ctl.inject_attn = i < n_attn
@@ -209,7 +211,7 @@ class Sampler:
                 trace.source.append(src_prev.clone())
         return z_edit, energies
 
-    def energy_step(self, z: torch.Tensor, t: int, targets: EditTargets, lat: tuple[int, ...],
+    def energy_step(self, z: torch.Tensor, t: int, targets: EditTargets, lat: tuple[int, int],
                     record: bool) -> tuple[torch.Tensor, float, float]:
         """Eq. 6 repeated while the energy is above the threshold: z <- z - eta * grad L.
         Returns (z, energy before, energy after: NaN unless `record`)."""
@@ -229,7 +231,7 @@ class Sampler:
                 ctl.maps = []
             return value
 
-        first = None
+        first: float | None = None
         for _ in range(o.energy_iters):
             x = z.detach().requires_grad_(True)
             value = energy_at(x, True)
@@ -241,7 +243,7 @@ class Sampler:
             z = (x - o.eta * grad.to(x.dtype)).detach()
         z = z.detach()
         after = float(energy_at(z, False)) if record else float("nan")
-        return z, float(first), after
+        return z, float("nan") if first is None else first, after
 
     # ---------------------------------------------------------------- geometry
     def inpaint(self, extra: torch.Tensor, emb: torch.Tensor, control: torch.Tensor | None,

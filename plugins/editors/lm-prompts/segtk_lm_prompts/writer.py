@@ -69,7 +69,7 @@ class LMPromptWriter(PromptWriter):
                               hint="pip install transformers") from exc
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
-            self.model = AutoModelForCausalLM.from_pretrained(self.path, local_files_only=True)
+            lm: Any = AutoModelForCausalLM.from_pretrained(self.path, local_files_only=True)
         except (OSError, ValueError) as exc:
             raise PluginError(f"{option} {model}: cannot load a causal LM and tokenizer: {exc}",
                               hint="the folder needs config.json, the weights and the tokenizer "
@@ -78,7 +78,7 @@ class LMPromptWriter(PromptWriter):
             raise PluginError(f"{option} {model}: the tokenizer has no chat template",
                               hint="use an instruction/chat model (tokenizer_config.json "
                                    "'chat_template')")
-        self.model.to(device).eval()
+        self.lm = lm.to(device).eval()
         self.device = device
         self.max_new_tokens = max_new_tokens
         self.source = f"lm:{model}"
@@ -104,7 +104,7 @@ class LMPromptWriter(PromptWriter):
         tok = self.tokenizer
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         with torch.no_grad():
-            out = self.model.generate(ids, attention_mask=torch.ones_like(ids),
+            out = self.lm.generate(ids, attention_mask=torch.ones_like(ids),
                                       max_new_tokens=self.max_new_tokens, do_sample=False,
                                       num_beams=1, pad_token_id=pad)
         return tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)

@@ -67,8 +67,8 @@ def rain(sample: Sample, rng: np.random.Generator, density: float) -> np.ndarray
     for x, y, ln, b in zip(xs, ys, lens, bright):
         dx, dy = ln * np.sin(angle), ln * np.cos(angle)
         cv2.line(layer, (int(x), int(y)), (int(x + dx), int(y + dy)), float(b), 1, cv2.LINE_AA)
-    layer = cv2.GaussianBlur(layer, (3, 3), 0)
-    return img * (1 - 0.25 * layer[..., None]) + 235.0 * 0.55 * layer[..., None]
+    streaks = cv2.GaussianBlur(layer, (3, 3), 0)
+    return img * (1 - 0.25 * streaks[..., None]) + 235.0 * 0.55 * streaks[..., None]
 
 
 def snow(sample: Sample, rng: np.random.Generator, density: float) -> np.ndarray:

@@ -26,6 +26,9 @@ BN_EPS = 1e-3
 class BatchNorm(nn.Module):
     """BatchNorm2d(eps=1e-3) without the `num_batches_tracked` buffer of modern PyTorch."""
 
+    running_mean: torch.Tensor
+    running_var: torch.Tensor
+
     def __init__(self, channels: int, eps: float = BN_EPS, momentum: float = 0.1) -> None:
         super().__init__()
         self.eps, self.momentum = eps, momentum
@@ -107,7 +110,7 @@ class ESP(nn.Module):
         self.d8 = CDilated(n, n, 3, dilation=8)
         self.d16 = CDilated(n, n, 3, dilation=16)
         if down:
-            self.bn = BatchNorm(n_out)
+            self.bn: nn.Module = BatchNorm(n_out)
             self.act = nn.PReLU(n_out)
         else:
             self.bn = BR(n_out)

@@ -76,7 +76,7 @@ class ESPNetSegmenter(Segmenter, ModuleTrainable):
             param.requires_grad_(False)
         self.flushed = flush_denormals_(self.net)  # bit-identical outputs, much faster on CPU
         # NHWC convolutions: about 25% faster on one CPU thread (bench/attack_overhead.py)
-        self.net = self.net.to(memory_format=torch.channels_last)
+        self.net = self.net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch's Module.to overloads omit memory_format
         # [1,3,1,1] constants in BGR order, made once
         self._mean = torch.tensor(variant.mean_bgr, device=self.device).view(1, 3, 1, 1)
         self._std = torch.tensor(variant.std_bgr, device=self.device).view(1, 3, 1, 1)

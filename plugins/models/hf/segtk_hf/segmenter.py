@@ -325,7 +325,7 @@ def load(arg: str) -> HFSegmenter:
             model = transformers.AutoModelForUniversalSegmentation.from_pretrained(where, **kwargs)
         else:
             try:
-                model_cls = transformers.AutoModelForSemanticSegmentation._model_mapping[type(config)]
+                model_cls: Any = transformers.AutoModelForSemanticSegmentation._model_mapping[type(config)]
             except KeyError as exc:
                 raise ModelError(
                     f"{source}: model type {kind!r} has no semantic segmentation head in "

@@ -18,7 +18,7 @@ import zipfile
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import IO
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -103,7 +103,7 @@ def check_nonempty(index: int | None, h: int, w: int) -> None:
 
 # --- npz ---------------------------------------------------------------------------------------
 
-def npz_images(body: BinaryIO, limits: Limits) -> np.ndarray:
+def npz_images(body: IO[bytes], limits: Limits) -> np.ndarray:
     """The npz body's `images` as float32 [N,3,H,W] in [0,1]; never unpickles.
 
     The zip directory is bounded before zipfile parses it; the shape and dtype come from the
@@ -141,7 +141,7 @@ def check_images_header(shape: tuple[int, ...], dtype: np.dtype, limits: Limits)
         limits.check([(h, w)] * n)
 
 
-def read_into_float32(fp: BinaryIO, shape: tuple[int, ...], fortran: bool,
+def read_into_float32(fp: IO[bytes], shape: tuple[int, ...], fortran: bool,
                       dtype: np.dtype) -> np.ndarray:
     """Decompress the npy data a block at a time, casting straight into float32."""
     count = int(np.prod(shape))

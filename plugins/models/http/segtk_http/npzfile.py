@@ -14,7 +14,7 @@ import zipfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import IO
 
 import numpy as np
 
@@ -33,7 +33,7 @@ END64 = struct.Struct("<4sQ2H2L4Q")
 END_SIGNATURE, END64_LOCATOR_SIGNATURE, END64_SIGNATURE = b"PK\x05\x06", b"PK\x06\x07", b"PK\x06\x06"
 
 
-def declared_directory(fp: BinaryIO) -> tuple[int, int]:
+def declared_directory(fp: IO[bytes]) -> tuple[int, int]:
     """(entries, directory bytes) that the zip's end records declare, found where zipfile
     looks for them (the last 22 bytes, else the last 64 KiB; a zip64 record just before)."""
     size = fp.seek(0, 2)
@@ -62,7 +62,7 @@ def declared_directory(fp: BinaryIO) -> tuple[int, int]:
     return entries, directory
 
 
-def check_directory(fp: BinaryIO, what: str) -> None:
+def check_directory(fp: IO[bytes], what: str) -> None:
     """Refuse (400) a zip whose directory is bigger than an npz of a few arrays, unparsed."""
     entries, directory = declared_directory(fp)
     if entries > MAX_ENTRIES or directory > MAX_DIRECTORY_BYTES:
@@ -70,7 +70,7 @@ def check_directory(fp: BinaryIO, what: str) -> None:
                             f"directory; a segtk-http/1 npz holds at most {MAX_ENTRIES} arrays")
 
 
-def read_npy_header(fp: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype]:
+def read_npy_header(fp: IO[bytes]) -> tuple[tuple[int, ...], bool, np.dtype]:
     version = np.lib.format.read_magic(fp)
     if version == (1, 0):
         return np.lib.format.read_array_header_1_0(fp)
@@ -97,7 +97,7 @@ def member_names(zf: zipfile.ZipFile) -> str:
 
 
 def open_member(zf: zipfile.ZipFile, key: str, what: str,
-                check: Callable[[Header], None]) -> tuple[BinaryIO, Header]:
+                check: Callable[[Header], None]) -> tuple[IO[bytes], Header]:
     """The open member `key`.npy, positioned at its data, and its header, which `check` has
     accepted; the zip entry must then declare exactly the bytes the header implies (zipfile
     never inflates past that)."""

@@ -248,7 +248,7 @@ def bind_warning(host: str) -> str | None:
         addresses = {ipaddress.ip_address(host.strip("[]"))}
     except ValueError:  # a name: every address it resolves to must be loopback
         try:
-            addresses = {ipaddress.ip_address(info[4][0].split("%")[0])
+            addresses = {ipaddress.ip_address(str(info[4][0]).split("%")[0])
                          for info in socket.getaddrinfo(host, None)}
         except (OSError, ValueError):
             addresses = set()

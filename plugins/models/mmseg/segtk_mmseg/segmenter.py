@@ -94,7 +94,7 @@ def resized_shape(height: int, width: int, resize: Mapping[str, Any] | None) -> 
     if scale is None and factor is None:
         return height, width
     if scale is None:
-        fx, fy = (factor, factor) if isinstance(factor, (int, float)) else tuple(factor)
+        fx, fy = (factor, factor) if isinstance(factor, (int, float)) else tuple(factor or ())
         return int(height * fy + 0.5), int(width * fx + 0.5)
     if isinstance(scale, int):
         scale = (scale, scale)
