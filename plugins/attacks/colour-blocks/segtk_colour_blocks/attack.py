@@ -156,29 +156,31 @@ class ColourBlocks(Attack[ColourBlocksParams]):
             if st.kept is None or got.score < st.kept.score:
                 st.kept = got
             return
+        kept, trial = st.kept, st.trial
+        assert trial is not None and kept.labels is not None and got.labels is not None
         if st.mix is not None:  # the verification: keep the best of kept, trial and mix
-            best = min((got, st.trial, st.kept), key=lambda s: s.score)
-            st.kept, st.trial, st.mix = best, None, None
+            st.kept = min((got, trial, kept), key=lambda s: s.score)
+            st.trial, st.mix = None, None
             return
         size = self._cell_size(st, h, w)
         st.rounds += 1
-        flipped = st.trial.positive.any(dim=0)
+        flipped = trial.positive.any(dim=0)  # a trial's `positive` holds its flipped cells
         st.trial = None
         weights = self._weights[i]
-        before = cell_sums(self._correct(st.kept.labels, oracle, i, weights), size)
+        before = cell_sums(self._correct(kept.labels, oracle, i, weights), size)
         after = cell_sums(self._correct(got.labels, oracle, i, weights), size)
         credited = flipped & (after < before)
         if bool(credited.equal(flipped)) or not bool(credited.any()):
-            if got.score < st.kept.score:
+            if got.score < kept.score:
                 st.kept = got
             return
         keep = expand_cells(credited, size, h, w)
-        mix = _Signs(torch.where(keep, got.positive, st.kept.positive))
+        mix = _Signs(torch.where(keep, got.positive, kept.positive))
         if p.verify:
             st.trial, st.mix = got, mix
             return
-        mix.labels = torch.where(keep[0], got.labels, st.kept.labels)
-        mix.score = min(got.score, st.kept.score)
+        mix.labels = torch.where(keep[0], got.labels, kept.labels)
+        mix.score = min(got.score, kept.score)
         st.kept = mix
 
     def _cell_size(self, st: _State, h: int, w: int) -> int:
