@@ -51,7 +51,7 @@ class ColourBlocksParams(AttackParams):
     cells: int = 1
     finest: int = 16
     rounds: int = 4
-    rate: float = 0.5
+    rate: float = 0.75
     verify: bool = True
 
     def validate(self) -> None:
