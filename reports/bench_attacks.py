@@ -25,7 +25,7 @@ from segtk.benchmarks.attacks import (
     white_box_gaps,
     write_contact_sheet,
 )
-from segtk.core import SegtkError, brief_spec
+from segtk.core import brief_spec
 from segtk.reports.common import (
     FILES_DIR,
     _classes_and_palette,
@@ -34,17 +34,14 @@ from segtk.reports.common import (
     _load_dataset,
     _note,
     _spread,
+    finished_records,
 )
 from segtk.reports.svg import SERIES_COLOURS, Series, line_chart
-from segtk.storage.runs import RESULTS_FILE, read_results
 
 
 def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                    notes: list[dict[str, str]]) -> dict[str, Any]:
-    records = list(read_results(run / RESULTS_FILE, key="key").values())
-    if not records:
-        raise SegtkError(f"{run}: no finished records in {RESULTS_FILE} yet",
-                         hint="run the benchmark (or continue it with --resume) first")
+    records = finished_records(run)
     config = meta.get("config") or {}
     if any("eps" not in rec for rec in records):
         _note(notes, "This run was recorded by an older segtk, whose table scored the attacks' float "

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from segtk.benchmarks.augment import START, tabulate
-from segtk.core import SegtkError, brief_spec
+from segtk.core import brief_spec
 from segtk.reports.bench_edits import edit_subset_dirs, table_from_records
-from segtk.reports.common import REPORT_FILE, _href, _note
+from segtk.reports.common import REPORT_FILE, _href, _note, finished_records
 from segtk.reports.svg import SERIES_COLOURS, Series, bar_chart
-from segtk.storage.runs import RESULTS_FILE, RUN_FILE, read_results
+from segtk.storage.runs import RESULTS_FILE, RUN_FILE
 
 TRAIN_DIR = "train"
 CHART_FILE = "miou.png"
@@ -47,10 +47,7 @@ def row_label(model: str, start: str | None) -> str:
 
 def bench_augment_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                           notes: list[dict[str, str]]) -> dict[str, Any]:
-    records = list(read_results(run / RESULTS_FILE, key="key").values())
-    if not records:
-        raise SegtkError(f"{run}: no finished records in {RESULTS_FILE} yet",
-                         hint="run the benchmark (or continue it with --resume) first")
+    records = finished_records(run)
     config = meta.get("config") or {}
     specs: dict[str, str] = {}  # row label -> the model it scored (the last one recorded)
     for model in dict.fromkeys(rec["model"] for rec in records):

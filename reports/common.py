@@ -18,6 +18,7 @@ from jinja2.runtime import Context
 from markupsafe import Markup, escape
 
 from segtk.core import Dataset, SegtkError, default_palette, load_dataset, split_spec, write_png
+from segtk.storage.runs import RESULTS_FILE, read_results
 
 REPORT_FILE = "report.html"
 FILES_DIR = "report_files"
@@ -124,6 +125,15 @@ def _flatten(config: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
         else:
             rows.append((name, "–" if value is None else str(value)))
     return rows
+
+
+def finished_records(run: Path) -> list[dict[str, Any]]:
+    """A benchmark's finished records, or the one-line error that there are none yet."""
+    records = list(read_results(run / RESULTS_FILE, key="key").values())
+    if not records:
+        raise SegtkError(f"{run}: no finished records in {RESULTS_FILE} yet",
+                         hint="run the benchmark (or continue it with --resume) first")
+    return records
 
 
 def _note(notes: list[dict[str, str]], text: str, level: str = "info") -> None:

@@ -8,6 +8,7 @@ right; a bar chart is one group of bars per category (subset), one bar per serie
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 
@@ -47,6 +48,19 @@ def _fmt(v: float) -> str:
     return f"{v:g}" if abs(v) >= 1e-9 else "0"
 
 
+def _frame(width: int, height: int, title: str, ylabel: str, left: float, pw: float,
+           yticks: list[float], py: Callable[[float], float]) -> list[str]:
+    """The opening of a chart: the svg element, its title and the y grid with its labels."""
+    out = [f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
+           f'aria-label="{escape(title or ylabel)}" xmlns="http://www.w3.org/2000/svg">']
+    if title:
+        out.append(f'<text x="{left}" y="18" class="ct">{escape(title)}</text>')
+    for t in yticks:
+        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{py(t):.1f}" y2="{py(t):.1f}" class="cg"/>'
+                   f'<text x="{left - 8}" y="{py(t) + 4:.1f}" text-anchor="end" class="cl">{_fmt(t)}</text>')
+    return out
+
+
 def line_chart(series: list[Series], *, xlabel: str, ylabel: str, title: str = "",
                width: int = 720, height: int = 330, unit: str = "queries") -> str:
     """An SVG element (string) that scales to its container's width; `unit` names x in the
@@ -71,13 +85,7 @@ def line_chart(series: list[Series], *, xlabel: str, ylabel: str, title: str = "
     def points(ys: list[float]) -> str:
         return " ".join(f"{px(i + 1):.1f},{py(v):.1f}" for i, v in enumerate(ys))
 
-    out = [f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
-           f'aria-label="{escape(title or ylabel)}" xmlns="http://www.w3.org/2000/svg">']
-    if title:
-        out.append(f'<text x="{left}" y="18" class="ct">{escape(title)}</text>')
-    for t in yticks:
-        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{py(t):.1f}" y2="{py(t):.1f}" class="cg"/>'
-                   f'<text x="{left - 8}" y="{py(t) + 4:.1f}" text-anchor="end" class="cl">{_fmt(t)}</text>')
+    out = _frame(width, height, title, ylabel, left, pw, yticks, py)
     for t in xticks:
         out.append(f'<line x1="{px(t):.1f}" x2="{px(t):.1f}" y1="{top + ph}" y2="{top + ph + 5}" class="ca"/>'
                    f'<text x="{px(t):.1f}" y="{top + ph + 18}" text-anchor="middle" class="cl">{_fmt(t)}</text>')
@@ -125,13 +133,7 @@ def bar_chart(categories: list[str], series: list[Series], *, ylabel: str, title
 
     slot = pw / max(len(categories), 1)
     bar = slot * 0.8 / max(len(series), 1)
-    out = [f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
-           f'aria-label="{escape(title or ylabel)}" xmlns="http://www.w3.org/2000/svg">']
-    if title:
-        out.append(f'<text x="{left}" y="18" class="ct">{escape(title)}</text>')
-    for t in yticks:
-        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{py(t):.1f}" y2="{py(t):.1f}" class="cg"/>'
-                   f'<text x="{left - 8}" y="{py(t) + 4:.1f}" text-anchor="end" class="cl">{_fmt(t)}</text>')
+    out = _frame(width, height, title, ylabel, left, pw, yticks, py)
     for i, name in enumerate(categories):
         out.append(f'<text x="{left + (i + 0.5) * slot:.1f}" y="{top + ph + 18}" '
                    f'text-anchor="middle" class="cl">{escape(name)}</text>')
