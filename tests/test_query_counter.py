@@ -204,3 +204,22 @@ def test_gradient_passes_are_charged_to_their_owners_and_checked_word_for_word()
 def test_a_segmenter_without_gradients_says_so() -> None:
     with pytest.raises(NotImplementedError, match="^tiny gives no gradients$"):
         Segmenter.differentiable_logits(TinySegmenter(), torch.rand(1, 3, 2, 2))
+
+
+def test_an_evaluation_pass_is_checked_like_a_query_and_charged_to_no_one() -> None:
+    """`evaluate` (the oracle scoring a declared iterate) answers what `predict` answers, with
+    the same check of the model's answer and the same blame, and charges nothing."""
+    model = TinySegmenter()
+    counter = QueryCounter(model, budget=1, n_images=2)
+    x = torch.rand(2, 3, 4, 5)
+    labels = counter.evaluate(x)
+    assert labels.dtype == torch.long and torch.equal(labels, model.logits(x).argmax(1))
+    assert torch.equal(counter.evaluate(x[1:]), labels[1:])  # one row: answered too
+    assert counter.counts.tolist() == [0, 0] and model.calls == 2
+    none = counter.evaluate(torch.rand(0, 3, 4, 5))
+    assert none.shape == (0, 4, 5) and none.dtype == torch.long and model.calls == 2
+    wrong = QueryCounter(WrongShape(), budget=1, n_images=1)
+    with pytest.raises(ModelError) as err:
+        wrong.evaluate(torch.rand(1, 3, 8, 8))
+    assert err.value.message == "model wrong returned labels of shape (1, 3, 3), expected (1, 8, 8)"
+    assert wrong.failure is err.value  # the model's failure, as Attack.run tells it apart
