@@ -197,7 +197,14 @@ def test_bench_augment_refuses_the_plus_separator_in_one_line() -> None:
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = {"ray", "transformers", "diffusers", "huggingface-hub", "onnx", "onnxruntime",
          "onnxscript", "opencv-python", "opencv-python-headless", "albumentations", "mmcv",
-         "mmengine", "mmsegmentation", "detectron2", "torchvision", "uvicorn", "starlette"}
+         "mmengine", "mmsegmentation", "detectron2", "torchvision", "uvicorn", "starlette",
+         "scipy"}
+
+
+# The modules of HEAVY (and scipy, matplotlib), which the light install's main job must not import.
+HEAVY_MODULES = {"ray", "transformers", "diffusers", "huggingface_hub", "onnx", "onnxruntime",
+                 "onnxscript", "cv2", "albumentations", "mmcv", "mmengine", "mmseg", "detectron2",
+                 "torchvision", "uvicorn", "starlette", "scipy", "matplotlib"}
 
 
 def name(requirement: str) -> str:
@@ -344,12 +351,39 @@ def test_startup_imports_no_optional_stack() -> None:
     loads none of the heavy optional libraries: only the command that needs one imports it."""
     optional = ["transformers", "diffusers", "huggingface_hub", "onnx", "onnxruntime", "cv2",
                 "albumentations", "ray", "matplotlib", "uvicorn", "starlette", "mmcv", "mmseg",
-                "detectron2"]
+                "detectron2", "scipy"]
     code = ("import sys, segtk.cli; from segtk.core import registry; segtk.cli.pm_commands(); "
             "registry.plugins(); print(' '.join(m for m in sys.argv[1:] if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code, *optional], capture_output=True, text=True,
                          check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert out.stdout.split() == []
+
+
+def test_the_main_job_imports_nothing_the_light_install_lacks(tmp_path: Path) -> None:
+    """`segtk attack --plugin dla` on the demo with its report, `segtk report` and `segtk plugins`
+    run in one process and load none of the libraries only requirements.txt or an extra installs
+    (scipy, matplotlib, ...): the light install is enough for the main job."""
+    absent = sorted(HEAVY_MODULES)
+    run = str(tmp_path / "run")
+    jobs = [["attack", "--plugin", "dla", "--limit", "2", "--budget", "3", "--out", run,
+             "--report", "-q"], ["report", run], ["plugins"]]
+    code = ("import json, sys, segtk.cli\n"
+            "jobs, absent, codes = json.loads(sys.argv[1]), json.loads(sys.argv[2]), []\n"
+            "for args in jobs:\n"
+            "    sys.argv = ['segtk', *args]\n"
+            "    try:\n"
+            "        segtk.cli.main()\n"
+            "    except SystemExit as exc:\n"
+            "        codes.append(exc.code)\n"
+            "print(json.dumps([codes, [m for m in absent if m in sys.modules]]))")
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(jobs), json.dumps(absent)],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr
+    codes, imported = json.loads(out.stdout.strip().splitlines()[-1])
+    assert codes == [0, 0, 0], out.stdout + out.stderr
+    assert (tmp_path / "run" / "report.html").is_file()
+    assert imported == []
 
 
 def test_checking_a_required_submodule_does_not_import_its_package(tmp_path: Path,

@@ -12,6 +12,7 @@ from segtk.core._samples import (
     SKIP_REASONS,
     Skip,
     allowed_classes,
+    label_regions,
     largest_region,
     prepare_sample,
     scene_caption,
@@ -51,6 +52,40 @@ def test_connected_components_not_class_totals() -> None:
     _, label = street()
     cls, mask = largest_region(label, [TREE, PERSON])
     assert cls == TREE and mask.sum() == 6 * 13  # the larger of the two tree parts (rows 45..57)
+
+
+def test_label_regions_numbers_4_connected_regions_by_their_first_pixel() -> None:
+    # A U whose right arm starts in row 0 (its runs meet only in row 2), a lone pixel, a hook
+    # that starts in row 2 but reaches back left in row 4, and one more pixel; diagonals do not
+    # touch.
+    mask = np.array([[1, 0, 1, 0, 1],
+                     [1, 0, 1, 0, 0],
+                     [1, 1, 1, 0, 1],
+                     [0, 0, 0, 0, 1],
+                     [1, 0, 1, 1, 1]], bool)
+    labels, n = label_regions(mask)
+    assert n == 4 and labels.tolist() == [[1, 0, 1, 0, 2],
+                                          [1, 0, 1, 0, 0],
+                                          [1, 1, 1, 0, 3],
+                                          [0, 0, 0, 0, 3],
+                                          [4, 0, 3, 3, 3]]
+    labels, n = label_regions(np.eye(3, dtype=bool))
+    assert n == 3 and labels.tolist() == [[1, 0, 0], [0, 2, 0], [0, 0, 3]]
+    labels, n = label_regions(np.zeros((2, 3), bool))
+    assert n == 0 and labels.shape == (2, 3) and not labels.any()
+
+
+def test_label_regions_equals_scipys_label_on_random_masks() -> None:
+    """Same regions, same numbers as scipy.ndimage.label (4-connectivity), which the core used
+    before: near the percolation threshold the regions wind and merge late."""
+    ndimage = pytest.importorskip("scipy.ndimage")
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        h, w = rng.integers(1, 48, 2)
+        mask = rng.random((h, w)) < rng.uniform(0.3, 0.8)
+        labels, n = label_regions(mask)
+        expected, count = ndimage.label(mask)
+        assert n == count and np.array_equal(labels, expected)
 
 
 def test_exclusion_and_only() -> None:
