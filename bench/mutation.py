@@ -73,6 +73,7 @@ GROUPS = {
         "segtk/core/_attack.py",
         ORACLE_TESTS + (
             "tests/test_attack_job.py", "tests/test_suites.py", *WHITE_BOX_TESTS,
+            "tests/test_oracle_iterate.py", "tests/test_attack_returns.py",
             "tests/test_bench_attacks.py::test_smaller_budgets_read_off_one_run_equal_separate_runs",
             "plugins/attacks/dla/tests", "plugins/attacks/colour-stripes/tests"),
         what="the oracle: ε-ball and [0,1], verified images, best-so-far, checkpoints, Attack.run"),
