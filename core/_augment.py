@@ -43,13 +43,17 @@ class AugmentContext:
 
     `prepare` is how the trainer turns a dataset item into a training sample (its resize and
     random crop): an augmenter that brings in new samples (e.g. `edits`) uses it, so they have
-    the scale and size of the rest of the batch.
+    the scale and size of the rest of the batch. `data` and `split` are the training data spec
+    and split as the trainer loaded them (`data` None: not known, e.g. an augmenter set up by
+    hand), so one that brings in samples can refuse those made from another split (test images).
     """
 
     classes: list[str]
     ignore_index: int = 255
     prepare: Prepare | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    data: str | None = None
+    split: str | None = None
 
 
 def seeds(generator: torch.Generator, n: int) -> list[int]:
@@ -82,6 +86,12 @@ class Augmenter(ABC):
     def parameters(self) -> dict[str, Any]:
         """What run.json records about this augmenter."""
         return dict(self.params)
+
+    def drawn(self) -> dict[str, Any]:
+        """What `apply` drew since the last call (counts, shares), which the trainer records
+        with each epoch in results.jsonl so a run shows what it trained on; {} (the default)
+        records nothing. Each call starts a new count."""
+        return {}
 
     @abstractmethod
     def apply(self, images: torch.Tensor, labels: torch.Tensor,

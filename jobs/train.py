@@ -305,7 +305,8 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False,
     if augmenter is not None:  # before the run folder exists: a bad edits dir= writes nothing
         with naming(f"augmenter {config.augment}", SegtkError, "its setup"):
             augmenter.setup(AugmentContext(list(data.classes), data.ignore_index,
-                                           make_prepare(config)))
+                                           make_prepare(config), data=config.data,
+                                           split=config.split))
     record = {**config.record(), "augmenter": augmenter.parameters() if augmenter else {}}
     if resume:
         check_epochs(out, config.epochs)
@@ -391,8 +392,10 @@ def _train(config: TrainConfig, out: Path, run: RunDir, model: Trainable, data: 
                 mean = float(np.mean(losses))
                 spec = save_checkpoint(model, optimizer, out, epoch,
                                        {"loss": mean, "augment": config.augment})
+                drawn = augmenter.drawn() if augmenter is not None else {}
                 run.append({"key": f"epoch-{epoch}", "epoch": epoch, "loss": mean, "steps": steps,
-                            "seconds": round(seconds, 3), "spec": spec})
+                            "seconds": round(seconds, 3), "spec": spec,
+                            **({"augmenter": drawn} if drawn else {})})
                 write_spec(out, spec)
                 results.append(EpochResult(epoch, mean, steps, seconds, resolve_spec(spec, out)))
                 source = str(checkpoint_dir(out, epoch))
