@@ -10,6 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from segtk.api.results import MemoryRun
 from segtk.core import Dataset, Item, ModelError, SegtkError, load_dataset, read_image, to_tensor
 from segtk.jobs.attack import attack_dataset, quantise
 from segtk.storage.runs import RunDir, read_results
@@ -114,6 +115,29 @@ def test_resume_gives_the_uninterrupted_table(tmp_path, folder_dataset) -> None:
     raw = path.read_bytes()
     assert raw.startswith(kept) and kept.count(b"\n") == 2  # img0 and img1, byte for byte
     assert [json.loads(line)["image"] for line in raw[len(kept):].splitlines()] == ["img2"]
+
+
+def test_on_stored_sees_each_scored_image_and_only_a_run_with_a_folder_saves_images(
+        tmp_path, folder_dataset, monkeypatch) -> None:
+    """`on_stored(name, image)` gets, per image, the 8-bit image its record is scored on: the PNG
+    a run with images stores. With save_images=False a run writes no image, and a run in memory
+    (no folder: the Python API's) none whatever save_images says, with the same records."""
+    full, rd = run(tmp_path, folder_dataset)
+    data = load_dataset(f"folder:{folder_dataset}")
+    seen: dict[str, np.ndarray] = {}
+    plain = RunDir(tmp_path / "plain", {"budget": 8}, False, kind="attack")
+    attack_dataset(DLA(budget=8), TinySegmenter(), data, plain, batch_size=2, save_images=False,
+                   on_stored=seen.__setitem__)
+    assert not (plain.path / "images").exists() and not (plain.path / "overlays").exists()
+    assert sorted(seen) == ["img0", "img1", "img2"]
+    for name, image in seen.items():
+        assert np.array_equal(image, read_image(rd.path / "images" / f"{name}.png")), name
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    memory = MemoryRun()
+    in_memory = attack_dataset(DLA(budget=8), TinySegmenter(), data, memory, batch_size=2)
+    assert list((tmp_path / "cwd").iterdir()) == [] and in_memory.table == full.table
+    assert memory.records == list(read_results(rd.path / "results.jsonl").values())
 
 
 def test_run_dir_refuses_mixing_runs(tmp_path, folder_dataset) -> None:
