@@ -2,9 +2,9 @@
 
 Everything a plugin builds on is imported from here (`from segtk.core import Attack, Oracle`):
 the contracts (Attack, Segmenter, Editor, Filter, Augmenter, EditBackend, PromptWriter,
-DatasetPlugin), the query counter and oracle that make budgets and ε exact, the PGD loop of
-white-box attacks, the proxy and metrics, data types and I/O, the editing kit, parameter
-parsing, the hook markers and the plugin registry (`registry`). The modules behind it are
+DatasetPlugin, Metric, Captioner), the query counter and oracle that make budgets and ε exact,
+the PGD loop of white-box attacks, the proxy and metrics, data types and I/O, the editing kit,
+parameter parsing, the hook markers and the plugin registry (`registry`). The modules behind it are
 private (`segtk.core._attack`, …): only core imports them (tests/test_architecture.py checks).
 """
 
@@ -101,6 +101,13 @@ from segtk.core._params import (
 from segtk.core._plugins import reset_plugin_manager
 from segtk.core._preprocessing import Preprocessing, parse_options
 from segtk.core._proxy import Proxy
+from segtk.core._quality import (
+    Captioner,
+    Metric,
+    MetricResult,
+    QualityPair,
+    load_pretrained,
+)
 from segtk.core._registry import PluginInfo, missing_modules
 from segtk.core._render import amplify, colourise, overlay, save_figure, voc_colormap
 from segtk.core._samples import (
@@ -146,6 +153,7 @@ __all__ = [
     "AugmentContext",
     "Augmenter",
     "CLASSICAL",
+    "Captioner",
     "ConfusionAccumulator",
     "DEFAULT_EXCLUDE",
     "DEFAULT_MIN_AREA",
@@ -165,6 +173,8 @@ __all__ = [
     "IMAGE_SUFFIXES",
     "Item",
     "LabelConfusion",
+    "Metric",
+    "MetricResult",
     "ModelError",
     "ModuleTrainable",
     "OBJECT_RULES",
@@ -175,6 +185,7 @@ __all__ = [
     "Preprocessing",
     "PromptWriter",
     "Proxy",
+    "QualityPair",
     "QueryCounter",
     "Register",
     "SKIP_REASONS",
@@ -219,6 +230,7 @@ __all__ = [
     "is_temp",
     "labels_from_logits",
     "load_dataset",
+    "load_pretrained",
     "load_segmenter",
     "mean_iou",
     "mean_robustness",

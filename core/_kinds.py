@@ -18,6 +18,7 @@ from segtk.core._data import DatasetPlugin
 from segtk.core._editing import EditBackend, Editor, PromptWriter
 from segtk.core._errors import PluginError
 from segtk.core._filtering import Filter
+from segtk.core._quality import Captioner, Metric
 from segtk.core._segmenter import SegmenterPlugin
 
 Construct = Callable[[type, dict[str, Any]], Any]  # (class, its read parameters) -> the plugin
@@ -29,7 +30,7 @@ def keywords(cls: type, values: dict[str, Any]) -> Any:
 
 
 def options(cls: type, values: dict[str, Any]) -> Any:
-    """`cls(values)`: an edit backend takes its options as one dict."""
+    """`cls(values)`: an edit backend, a metric, a captioner take their options as one dict."""
     return cls(dict(values))
 
 
@@ -76,6 +77,14 @@ KINDS: tuple[Kind, ...] = (
          "prompt-writer", "",
          "Register PromptWriter subclasses (`segtk edit --prompt-writer NAME --prompt-model "
          "MODEL`; built as `cls(model=MODEL)`)."),
+    Kind("metric", "register_metrics", Metric, options, "MetricSuite", "metric",
+         "--metric-param {name}.{key}=VALUE",
+         "Register Metric subclasses, editing-quality metrics (`segtk bench edits --quality "
+         "NAME`; built with their `--metric-param NAME.KEY=VALUE` options)."),
+    Kind("captioner", "register_captioners", Captioner, options, "CaptionerSuite", "captioner",
+         "--captioner-param {key}=VALUE",
+         "Register Captioner subclasses, which write the source caption of an edit (`segtk edit "
+         "--captioner NAME`; built with their `--captioner-param KEY=VALUE` options)."),
 )
 BY_NAME: Mapping[str, Kind] = {k.name: k for k in KINDS}
 

@@ -20,11 +20,13 @@ from segtk.core._filtering import Filter
 from segtk.core._kinds import BY_NAME, KINDS, Kind
 from segtk.core._kinds import kind as kind_row
 from segtk.core._plugins import PluginManager, contained, failure, get_plugin_manager
+from segtk.core._quality import Captioner, Metric
 from segtk.core._segmenter import SegmenterPlugin
 
 __all__ = ["KINDS", "BY_NAME", "Kind", "PluginInfo", "plugins", "lookup", "origin", "reset",
            "plugin_class", "attack", "segmenter_plugin", "editor", "filter_", "dataset_plugin",
-           "augmenter", "edit_backend", "prompt_writer", "missing_modules", "add_commands"]
+           "augmenter", "edit_backend", "prompt_writer", "metric", "captioner", "missing_modules",
+           "add_commands"]
 
 REGISTERED = "(registered object)"  # the distribution of a plugin registered in-process
 
@@ -341,3 +343,13 @@ def edit_backend(name: str) -> type[EditBackend]:
 def prompt_writer(name: str) -> type[PromptWriter]:
     """The registered PromptWriter class `name` (`segtk edit --prompt-writer NAME`)."""
     return cast("type[PromptWriter]", get(kind_row("prompt-writer"), name))
+
+
+def metric(name: str) -> type[Metric]:
+    """The registered Metric class `name` (`segtk bench edits --quality NAME`)."""
+    return cast("type[Metric]", get(kind_row("metric"), name))
+
+
+def captioner(name: str) -> type[Captioner]:
+    """The registered Captioner class `name` (`segtk edit --captioner NAME`)."""
+    return cast("type[Captioner]", get(kind_row("captioner"), name))

@@ -8,11 +8,11 @@ third-party plugins alike. A plugin may import `segtk.core` and `segtk.testing`,
         params = {"some_knob": 3}      # optional overrides
 
 There is a suite for every plugin kind (`AttackSuite`, `SegmenterSuite`, `EditorSuite`,
-`FilterSuite`, `DatasetSuite`, `AugmenterSuite`, `EditBackendSuite`, `PromptWriterSuite`); each
-checks exactly what the matching contract in `segtk.core` promises (see
-docs/write-a-plugin.md); pytest collects the checks from the `Test...` subclass. Installed
-segtk also registers a pytest plugin (entry point `pytest11`, `segtk.testing.pytest_plugin`)
-with the fixtures `tiny_segmenter`, `toy_batch`, `toy_sample`, `toy_dataset`, `shared_path`
+`FilterSuite`, `DatasetSuite`, `AugmenterSuite`, `EditBackendSuite`, `PromptWriterSuite`,
+`MetricSuite`, `CaptionerSuite`); each checks exactly what the matching contract in
+`segtk.core` promises (see docs/write-a-plugin.md); pytest collects the checks from the
+`Test...` subclass. Installed segtk also registers a pytest plugin (entry point `pytest11`,
+`segtk.testing.pytest_plugin`) with the fixtures `tiny_segmenter`, `toy_batch`, `toy_sample`, `toy_dataset`, `shared_path`
 and the markers `shared` and `slow`.
 
 Names are imported on first use (PEP 562): pytest loads this package in every run wherever
@@ -28,15 +28,18 @@ from typing import TYPE_CHECKING, Any
 _WHERE = {
     "AttackSuite": "attack_suite",
     "AugmenterSuite": "augmenter_suite",
+    "CaptionerSuite": "captioner_suite",
     "DatasetSuite": "dataset_suite",
     "EditBackendSuite": "edit_backend_suite",
     "EditorSuite": "editor_suite",
     "FilterSuite": "filter_suite",
+    "MetricSuite": "metric_suite",
     "PromptWriterSuite": "prompt_writer_suite",
     "SegmenterSuite": "segmenter_suite",
     "SHARED": "env",
     "requires_stack": "env",
     "shared": "env",
+    **{name: "tiny_models" for name in ("tiny_blip", "tiny_clip", "tiny_dinov2")},
     **{name: "fakes" for name in (
         "CAR_CLASSES", "TOY_CLASSES", "TOY_OBJECT", "FakeEntryPoint", "GridSegmenter",
         "RecordingSegmenter", "TinySegmenter", "car_sample", "car_scene", "check_geometry",
@@ -47,12 +50,14 @@ __all__ = [
     "AttackSuite",
     "AugmenterSuite",
     "CAR_CLASSES",
+    "CaptionerSuite",
     "DatasetSuite",
     "EditBackendSuite",
     "EditorSuite",
     "FakeEntryPoint",
     "FilterSuite",
     "GridSegmenter",
+    "MetricSuite",
     "PromptWriterSuite",
     "RecordingSegmenter",
     "SHARED",
@@ -67,6 +72,9 @@ __all__ = [
     "shared",
     "shifted",
     "smooth_images",
+    "tiny_blip",
+    "tiny_clip",
+    "tiny_dinov2",
     "toy_batch",
     "toy_dataset",
     "toy_sample",
@@ -90,6 +98,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # what type checkers and editors see
     from segtk.testing.attack_suite import AttackSuite
     from segtk.testing.augmenter_suite import AugmenterSuite
+    from segtk.testing.captioner_suite import CaptionerSuite
     from segtk.testing.dataset_suite import DatasetSuite
     from segtk.testing.edit_backend_suite import EditBackendSuite
     from segtk.testing.editor_suite import EditorSuite
@@ -113,5 +122,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
         toy_scene,
     )
     from segtk.testing.filter_suite import FilterSuite
+    from segtk.testing.metric_suite import MetricSuite
     from segtk.testing.prompt_writer_suite import PromptWriterSuite
     from segtk.testing.segmenter_suite import SegmenterSuite
+    from segtk.testing.tiny_models import tiny_blip, tiny_clip, tiny_dinov2

@@ -20,10 +20,12 @@ from segtk.core import (
     Attack,
     AttributeEditor,
     Augmenter,
+    Captioner,
     EditBackend,
     EditedSample,
     Filter,
     FilterResult,
+    Metric,
     PluginError,
     PromptWriter,
     Sample,
@@ -216,6 +218,27 @@ class ToyFilter(Filter):
         return FilterResult(True)
 
 
+@dataclass
+class ToyMetricParams:
+    power: float = 1.0
+
+
+class ToyMetric(Metric):
+    name = "toy-metric"
+    Params = ToyMetricParams
+
+    def scores(self, pairs):
+        return [0.0 for _ in pairs]
+
+
+class ToyCaptioner(Captioner):
+    name = "toy-captioner"
+    Params = ToyParams
+
+    def caption(self, image, mask, class_name):
+        return "a photo"
+
+
 class ToyAttack(Attack):
     name = "toy-attack"
 
@@ -233,6 +256,8 @@ def toys():
         register_augmenters=hookimpl(lambda register: register(ToyAugmenter)),
         register_edit_backends=hookimpl(lambda register: register(ToyBackend)),
         register_prompt_writers=hookimpl(lambda register: register(ToyWriter)),
+        register_metrics=hookimpl(lambda register: register(ToyMetric)),
+        register_captioners=hookimpl(lambda register: register(ToyCaptioner)),
     ), name="segtk-toy-kinds")
     registry.reset()
     yield
@@ -247,6 +272,8 @@ CLASS_KINDS = {
     "augmenter": ("toy-augmenter", "p=0.5", {}),
     "edit-backend": ("toy-backend", "strength=0.5", {}),
     "prompt-writer": ("toy-writer", "style=plain", {"model": "m"}),
+    "metric": ("toy-metric", "power=1.0", {}),
+    "captioner": ("toy-captioner", "strength=0.5", {}),
 }
 
 
@@ -306,7 +333,10 @@ def test_constructed_directly_the_bases_refuse_the_same_way() -> None:
             raise NotImplementedError
 
     assert Declaring({"strength": "0.1"}).options == {"strength": 0.1}
+    assert ToyMetric({"power": "2"}).params == ToyMetricParams(2.0)
     for make, kind, name in ((lambda: Declaring({"bogus": 1}), "edit-backend", "declaring"),
+                             (lambda: ToyMetric({"bogus": 1}), "metric", "toy-metric"),
+                             (lambda: ToyCaptioner({"bogus": 1}), "captioner", "toy-captioner"),
                              (lambda: ToyAugmenter(bogus=1), "augmenter", "toy-augmenter"),
                              (lambda: ToyEditor(bogus=1), "editor", "toy-editor")):
         with pytest.raises(PluginError) as err:

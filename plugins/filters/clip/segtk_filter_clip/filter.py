@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
 
-from segtk.core import EditedSample, Filter, FilterResult, PluginError, Sample
+from segtk.core import EditedSample, Filter, FilterResult, PluginError, Sample, load_pretrained
 
 DEFAULTS = {"min_image": 0.7, "min_text": 0.15, "min_direction": 0.07}
 
@@ -65,18 +64,10 @@ class ClipFilter(Filter):
         if self._loaded is None:
             from transformers import CLIPModel, CLIPProcessor
 
-            local = Path(self.spec).expanduser()
-            where = str(local) if local.exists() else self.spec
-            try:
-                model = CLIPModel.from_pretrained(where, local_files_only=True).eval().to(self.device)
-                processor = CLIPProcessor.from_pretrained(where, local_files_only=True)
-            except (OSError, ValueError) as exc:
-                raise PluginError(
-                    f"filter clip: cannot load a CLIP model from clip.model={self.spec!r} "
-                    f"({type(exc).__name__}: {str(exc).splitlines()[0]})",
-                    hint="--filter-param clip.model must name a folder holding a CLIPModel and "
-                         "its processor (save_pretrained), or a repo id already in the HF cache",
-                ) from exc
+            model, processor = load_pretrained(
+                (CLIPModel, CLIPProcessor), self.spec, who="filter clip",
+                what="a CLIP model and its processor", option="clip.model")
+            model = model.eval().to(self.device)
             self._loaded = (model, processor)
         return self._loaded
 

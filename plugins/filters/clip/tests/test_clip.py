@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from segtk.core import EditedSample, Filter, PluginError, Sample
-from segtk.testing import FilterSuite
+from segtk.testing import FilterSuite, tiny_clip
 from segtk_filter_clip import ClipFilter, clip_scores, passes
 
 
@@ -39,37 +39,6 @@ def test_missing_model_names_the_option(tmp_path) -> None:
     with pytest.raises(PluginError) as err:
         ClipFilter(model=str(tmp_path / "nope")).load()
     assert "clip.model" in err.value.message
-
-
-def tiny_clip(folder: Path) -> Path:
-    import transformers as T
-    from transformers.models.clip.tokenization_clip import bytes_to_unicode
-
-    chars = list(bytes_to_unicode().values())
-    vocab = {tok: i for i, tok in enumerate(chars + [c + "</w>" for c in chars]
-                                             + ["<|startoftext|>", "<|endoftext|>"])}
-    tok_dir = folder / "tok"
-    tok_dir.mkdir(parents=True)
-    (tok_dir / "vocab.json").write_text(json.dumps(vocab))
-    (tok_dir / "merges.txt").write_text("#version: 0.2\n")
-    tok = T.CLIPTokenizer(str(tok_dir / "vocab.json"), str(tok_dir / "merges.txt"))
-    image_processor = T.CLIPImageProcessor(size={"shortest_edge": 32},
-                                           crop_size={"height": 32, "width": 32})
-    processor = T.CLIPProcessor(image_processor=image_processor, tokenizer=tok)
-    eos = tok.convert_tokens_to_ids("<|endoftext|>")
-    T.set_seed(0)
-    model = T.CLIPModel(T.CLIPConfig(
-        text_config={"vocab_size": len(tok), "hidden_size": 16, "intermediate_size": 16,
-                     "num_hidden_layers": 1, "num_attention_heads": 2,
-                     "max_position_embeddings": 77, "eos_token_id": eos, "pad_token_id": eos,
-                     "bos_token_id": tok.convert_tokens_to_ids("<|startoftext|>")},
-        vision_config={"hidden_size": 16, "intermediate_size": 16, "num_hidden_layers": 1,
-                       "num_attention_heads": 2, "image_size": 32, "patch_size": 8},
-        projection_dim=8))
-    out = folder / "clip"
-    model.save_pretrained(out)
-    processor.save_pretrained(out)
-    return out
 
 
 def test_tiny_clip_through_the_real_loader(tmp_path) -> None:
