@@ -208,3 +208,24 @@ def test_run_bench_checks_each_shards_own_model_and_data(tmp_path, monkeypatch) 
         with pytest.raises(DataError, match="name their classes differently"):
             run_bench(shards, run, Canned(records_of(shards)))
     assert asked[:2] == ["m", ("d", "val")]
+
+
+def test_run_bench_checks_each_model_on_the_shards_device(tmp_path, monkeypatch) -> None:
+    """The class and gradient checks load each model where its shards run (the cached model the
+    run then reuses), not a second copy on the default device."""
+    item = Item("a", np.zeros((2, 2, 3), np.uint8), np.zeros((2, 2), np.int64))
+    loaded: list[tuple[str, object]] = []
+
+    def cached(spec, device="cpu"):
+        loaded.append((spec, device))
+        return GridSegmenter()
+
+    monkeypatch.setattr(bench_module, "cached_segmenter", cached)
+    monkeypatch.setattr(bench_module, "load_dataset",
+                        lambda spec, split=None, limit=None: Dataset("grid", ["zero", "one"],
+                                                                     [("a", lambda: item)]))
+    shards = plan(["m"], "d", None, ["random"], [2], 1, ["a"], 1, 8.0, 0, 1, device="cuda:7")
+    with RunDir(tmp_path / "r", {}, False, kind="bench-attacks") as run:
+        run_bench(shards, run, Canned(records_of(shards)))
+        assert len(run.done(key="key")) == 1
+    assert loaded == [("m", "cuda:7")] * 2  # the class check, then the gradient check
