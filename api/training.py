@@ -112,7 +112,11 @@ def bench_augment(model: str, data: str, augments: str | Sequence[str] = BENCH_A
     where every model trains and is scored (cpu, cuda, cuda:N, auto). Returns one
     row per augmentation (the untrained start model first): augmentation, model (its spec),
     the mIoU % of each subset under the subset's name, mr_GROUP and rmiou_GROUP per edit group;
-    `details` holds the whole result ("subsets", "groups", "rows", "images").
+    `details` holds the whole result ("subsets", "groups", "rows", "images"). Gen4Seg Tab. VI
+    (mIoU on every original evaluation image) is the "original-all" column, or "original"
+    when every image was edited (then there is no "original-all"); it is written to
+    OUT/table_vi.csv. The `edits` augmenter's appearance/geometry mix is its spec's
+    geometry_share (e.g. "edits:dir=A;B,geometry_share=0.5").
     """
     specs_only(model, data, "bench_augment")
     specs = split_augments(augments)

@@ -10,6 +10,11 @@
    augmentation, mIoU on Original and each subset, and mR = RmIoU / mIoU(reference) per group
    (appearance: reference Original, or Recon with the diffusion backend; geometry:
    Original-object), as `segtk bench edits` computes it.
+4. Gen4Seg Tab. VI is the same rows' mIoU on the original (unedited) evaluation images, all
+   of them: one column, printed after Tab. IV and written to table_vi.csv. Original holds only
+   the images some attribute could edit, so when that is fewer than all, every image is also
+   scored as the subset `original-all` (a Tab. VI column only: Tab. IV and its files keep
+   their columns).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from segtk.benchmarks.edits import aggregate, build_subsets, plan, run_bench
+from segtk.benchmarks.edits import ORIGINAL, Subset, aggregate, build_subsets, plan, run_bench
 from segtk.core import (
     SegtkError,
     atomic_write_bytes,
@@ -38,6 +43,8 @@ from segtk.jobs.train import SPEC_FILE, StepHook, TrainConfig, read_spec, train
 from segtk.storage.runs import RESULTS_FILE, RunDir, read_results
 
 START = "start"
+TABLE_VI = "table_vi.csv"
+ALL_ORIGINAL = "original-all"  # every evaluation image, unedited (Tab. VI)
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,7 @@ def run(bench: AugmentBench, out: str | Path, resume: bool = False,
     subsets = build_subsets(eval_data, bench.eval_split, bench.eval_limit, list(bench.attributes),
                             out, bench.backend, bench.values or None, seed=training.seed,
                             on_subset=on_subset)
+    scored = subsets + every_image(subsets, eval_data, bench.eval_split, bench.eval_limit)
     specs = {START: training.model}
     for folder in trained_earlier(out, labels, training.epochs):  # the table covers them too
         specs[folder.name] = read_spec(folder)
@@ -123,7 +131,7 @@ def run(bench: AugmentBench, out: str | Path, resume: bool = False,
         train(bench.train_config(augment), folder, resume=(folder / "run.json").exists(),
               on_step=on_step)
         specs[label] = read_spec(folder)
-    shards = plan(list(specs.values()), subsets, chunk=8, batch_size=4, device=training.device)
+    shards = plan(list(specs.values()), scored, chunk=8, batch_size=4, device=training.device)
     if on_scoring:
         on_scoring(sum(len(s.images) for s in shards))
     with RunDir(out, bench.record(), resume=True, may_differ=("augments",),
@@ -132,6 +140,17 @@ def run(bench: AugmentBench, out: str | Path, resume: bool = False,
         records = list(results.done(key="key").values())
     table = aggregate(records, shards)
     return tabulate(table, specs, [s.name for s in subsets])
+
+
+def every_image(subsets: Sequence[Subset], data: str, split: str | None,
+                limit: int | None) -> list[Subset]:
+    """Tab. VI's subset: every evaluation image unedited, when Original (the images some
+    attribute edited) holds fewer; none when it holds them all (Original is then Tab. VI's)."""
+    names = tuple(load_dataset(data, split, limit).names)
+    original = next(s for s in subsets if s.name == ORIGINAL)
+    if set(original.images) == set(names):
+        return []
+    return [replace(original, name=ALL_ORIGINAL, images=names)]
 
 
 def trained_earlier(out: Path, labels: Sequence[str], epochs: int) -> list[Path]:
@@ -177,8 +196,36 @@ def table_rows(result: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
+def original_subset(result: dict[str, Any]) -> str:
+    """The subset holding every evaluation image unedited: original-all if scored, else Original."""
+    return ALL_ORIGINAL if ALL_ORIGINAL in result["images"] else ORIGINAL
+
+
+def original_title(result: dict[str, Any]) -> str:
+    """Table VI's title, with how many images it scores."""
+    images = result["images"].get(original_subset(result))
+    return (f"mIoU % on the original evaluation images ({images}, unedited), one model per "
+            "augmentation (Gen4Seg Tab. VI)")
+
+
+def original_rows(result: dict[str, Any]) -> list[list[Any]]:
+    """Gen4Seg Tab. VI: each row's mIoU % on every original (unedited) evaluation image."""
+    subset = original_subset(result)
+    return [[row["augmentation"], row["miou"].get(subset)] for row in result["rows"]]
+
+
+def write_original(result: dict[str, Any], path: Path) -> None:
+    """Table VI as CSV: augmentation, original (mIoU %, 4 decimals as table.csv), model."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["augmentation", ORIGINAL, "model"])
+    for row, (label, miou) in zip(result["rows"], original_rows(result)):
+        writer.writerow([label, "" if miou is None else f"{miou:.4f}", row["model"]])
+    atomic_write_bytes(path, buf.getvalue().encode())
+
+
 def write_outputs(result: dict[str, Any], out: Path) -> list[Path]:
-    """table.csv, table.json and miou.png in OUT."""
+    """table.csv, table.json, miou.png and table_vi.csv (Tab. VI) in OUT."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["augmentation", *result["subsets"], *(f"mR_{g}" for g in result["groups"]),
@@ -191,7 +238,8 @@ def write_outputs(result: dict[str, Any], out: Path) -> list[Path]:
     atomic_write_bytes(out / "table.csv", buf.getvalue().encode())
     atomic_write_json(out / "table.json", result)
     plot(result, out / "miou.png")
-    return [out / "table.csv", out / "table.json", out / "miou.png"]
+    write_original(result, out / TABLE_VI)
+    return [out / "table.csv", out / "table.json", out / "miou.png", out / TABLE_VI]
 
 
 def plot(result: dict[str, Any], path: Path) -> None:

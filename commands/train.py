@@ -9,7 +9,7 @@ import click
 
 from segtk import api
 from segtk.api.training import AUGMENT_ATTRIBUTES, BENCH_AUGMENTS, split_augments
-from segtk.benchmarks.augment import columns, table_rows
+from segtk.benchmarks.augment import ORIGINAL, columns, original_rows, original_title, table_rows
 from segtk.commands.bench_edits import parse_values, values_items
 from segtk.commands.console import JobProgress, console, quiet_option, result_line, table
 from segtk.commands.options import (
@@ -190,7 +190,8 @@ def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval
 
     Edited evaluation subsets are built like `segtk bench edits` does (OUT/edits/ATTR); each
     augmentation trains into OUT/train/NAME; the untrained start model is the first row.
-    Writes OUT/table.csv, table.json and miou.png.
+    Writes OUT/table.csv, table.json and miou.png; then prints Tab. VI (mIoU on every
+    original evaluation image, unedited, one row per augmentation) into OUT/table_vi.csv.
 
     \b
     Examples:
@@ -224,5 +225,7 @@ def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval
     details = result.details
     console.print(table("mIoU % per subset, mR = RmIoU / mIoU(reference) (Gen4Seg Tab. IV)",
                         columns(details), table_rows(details)))
+    console.print(table(original_title(details), ["augmentation", ORIGINAL],
+                        original_rows(details)))
     for path in result.files:
         result_line(f"wrote {path}")

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from segtk.benchmarks.augment import START, tabulate
+from segtk.benchmarks.augment import ALL_ORIGINAL, START, tabulate
 from segtk.core import brief_spec
 from segtk.reports.bench_edits import edit_subset_dirs, table_from_records
 from segtk.reports.common import REPORT_FILE, _href, _note, finished_records
@@ -52,7 +52,8 @@ def bench_augment_context(run: Path, meta: dict[str, Any], data_spec: str | None
     specs: dict[str, str] = {}  # row label -> the model it scored (the last one recorded)
     for model in dict.fromkeys(rec["model"] for rec in records):
         specs[row_label(model, config.get("model"))] = model
-    subsets = list(dict.fromkeys(rec["subset"] for rec in records))
+    subsets = list(dict.fromkeys(rec["subset"] for rec in records
+                                 if rec["subset"] != ALL_ORIGINAL))  # Tab. IV's columns only
     result = tabulate(table_from_records(records), specs, subsets)
     trained = {p.name: p for p in train_dirs(run)}
     unscored = sorted(set(trained) - set(specs))
