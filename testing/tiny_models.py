@@ -44,12 +44,12 @@ def tiny_clip(folder: Path) -> Path:
 
 
 def tiny_dinov2(folder: Path, seed: int = 0) -> Path:
-    """A random Dinov2Model (16-wide, one layer, 32-pixel images, 8-pixel patches) and its image
+    """A random Dinov2Model (16-wide, two layers, 32-pixel images, 8-pixel patches) and its image
     processor in folder/dinov2."""
     import transformers as T
 
     T.set_seed(seed)
-    model = T.Dinov2Model(T.Dinov2Config(hidden_size=16, num_hidden_layers=1,
+    model = T.Dinov2Model(T.Dinov2Config(hidden_size=16, num_hidden_layers=2,
                                          num_attention_heads=2, mlp_ratio=2, image_size=32,
                                          patch_size=8))
     processor = T.BitImageProcessor(size={"shortest_edge": 32},
