@@ -17,7 +17,6 @@ from click.testing import CliRunner
 import segtk
 from segtk.benchmarks.augment import label_of
 from segtk.cli import cli
-from segtk.core import save_safetensors
 
 
 def invoke(*args: str):
@@ -26,12 +25,9 @@ def invoke(*args: str):
 
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory) -> tuple[Path, str, list[str]]:
-    """A tiny bench augment run: 3 demo images, one epoch per row, a baseline and edits."""
-    from segtk_demo.model import DemoNet
-
+    """A tiny bench augment run from the trained demo model (so each row's fine-tuning moves its
+    scores): 3 demo images, one epoch per row, a baseline and edits."""
     root = tmp_path_factory.mktemp("table-vi")
-    torch.manual_seed(0)
-    save_safetensors(root / "random.safetensors", DemoNet().state_dict())
     edits = []
     for plugin, value in (("color", "red"), ("size", "0.5")):  # an appearance, a geometry edit
         made = invoke("edit", "--plugin", plugin, "--values", value, "--data", "demo",
@@ -39,7 +35,7 @@ def bench(tmp_path_factory) -> tuple[Path, str, list[str]]:
         assert made.exit_code == 0, made.output
         edits.append(str(root / plugin))
     augment = f"edits:dir={';'.join(edits)},geometry_share=0.5,p=1"
-    args = ["bench", "augment", "--model", f"demo:{root / 'random.safetensors'}", "--data", "demo",
+    args = ["bench", "augment", "--model", "demo", "--data", "demo",
             "--split", "", "--eval-split", "", "--eval-limit", "3", "--augment",
             f"baseline,{augment}", "--attributes", "weather", "--values", "weather=fog",
             "--crop", "64x48", "--batch-size", "4", "--lr", "3e-3", "--out", str(root / "bench")]
@@ -74,7 +70,8 @@ def test_table_vi_scores_every_original_image(bench) -> None:
     assert written[0] == ["augmentation", "original", "model"]
     assert [w[0] for w in written[1:]] == [r["augmentation"] for r in rows]
     assert [w[2] for w in written[1:]] == [r["model"] for r in rows]
-    for w in written[1:3]:  # start and baseline, against a count by hand
+    assert len({w[1] for w in written[1:]}) == 3  # three models, three scores
+    for w in written[1:]:  # each row's own model, against a count by hand
         assert float(w[1]) == pytest.approx(miou_by_hand(w[2], 3), abs=1e-3)
     printed = output[output.index("Tab. VI)"):]  # the second table, after its title
     assert "(3, unedited)" in output
@@ -110,3 +107,25 @@ def test_python_api_writes_the_same_table_vi(bench) -> None:
     assert out / "table_vi.csv" in table.files
     assert (out / "table_vi.csv").read_bytes() == before
     assert [r["original-all"] for r in table] == [r["miou"]["original-all"] for r in table.details["rows"]]
+
+
+def test_the_report_page_keeps_table_iv_columns(bench) -> None:
+    out, _, _ = bench
+    result = invoke("report", str(out))
+    assert result.exit_code == 0, result.output
+    page = (out / "report.html").read_text()
+    assert ">weather<" in page and "original-all" not in page
+
+
+def test_when_every_image_was_edited_original_is_table_vi() -> None:
+    """No second scoring of the same images: Original already holds them all."""
+    from segtk.benchmarks.augment import every_image, original_rows
+    from segtk.benchmarks.edits import Subset
+
+    names = tuple(segtk.load_dataset("demo").names[:3])
+    assert every_image([Subset("original", "demo", None, names)], "demo", None, 3) == []
+    fewer = every_image([Subset("original", "demo", None, names[:2])], "demo", None, 3)
+    assert [(s.name, s.images) for s in fewer] == [("original-all", names)]
+    result = {"images": {"original": 3, "weather": 3},
+              "rows": [{"augmentation": "start", "miou": {"original": 50.0, "weather": 40.0}}]}
+    assert original_rows(result) == [["start", 50.0]]
