@@ -201,7 +201,8 @@ HEAVY = {"ray", "transformers", "diffusers", "huggingface-hub", "onnx", "onnxrun
          "scipy"}
 
 
-# The modules of HEAVY (and scipy, matplotlib), which the light install's main job must not import.
+# HEAVY by import name, and matplotlib (only the benchmarks draw with it): the main job imports
+# none of them.
 HEAVY_MODULES = {"ray", "transformers", "diffusers", "huggingface_hub", "onnx", "onnxruntime",
                  "onnxscript", "cv2", "albumentations", "mmcv", "mmengine", "mmseg", "detectron2",
                  "torchvision", "uvicorn", "starlette", "scipy", "matplotlib"}
