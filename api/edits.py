@@ -29,7 +29,9 @@ from segtk.jobs.edit import (
     EditSummary,
     build_editor,
     build_filter,
+    captioner_settings,
     edit_dataset,
+    load_captioner,
     load_prompt_writer,
     no_edits,
     object_things,
@@ -80,6 +82,8 @@ def edit(data: str | Dataset, editor: str, values: str | Sequence[str] | None = 
          things_only: bool = False, params: Mapping[str, Any] | Iterable[str] | None = None,
          filters: str | Sequence[str] = (), filter_params: FilterParams = None,
          prompt_model: str | None = None, prompt_writer: str | None = None,
+         captioner: str | None = None,
+         captioner_params: Mapping[str, Any] | Iterable[str] | None = None,
          sheet_rows: int = 12, save_sources: bool = True,
          on_start: Callable[[int], None] | None = None,
          on_edit: Callable[[dict[str, Any]], None] | None = None,
@@ -91,7 +95,8 @@ def edit(data: str | Dataset, editor: str, values: str | Sequence[str] | None = 
 
     `values`: the attribute values (default: all the editor's); `params`: the editor's own
     parameters (a dict, or KEY=VALUE items); `filters` and `filter_params` ({NAME: {KEY:
-    VALUE}}): noise filters. Returns the counts as rows (outcome "edited" or "skipped: REASON",
+    VALUE}}): noise filters; `captioner` (with `captioner_params`, a dict or KEY=VALUE items):
+    the captioner plugin that writes each image's source caption P. Returns the counts as rows (outcome "edited" or "skipped: REASON",
     edits, source_images) with `details` holding the manifest records ("edited"), the skipped
     ones ("skipped"), the "values" and the number of source "images". Raises SegtkError when
     every planned edit was skipped, after `on_table` has seen the table. `device` (cpu, cuda,
@@ -101,6 +106,8 @@ def edit(data: str | Dataset, editor: str, values: str | Sequence[str] | None = 
     where = None if device is None else str(resolve_device(device))  # a missing CUDA: said first
     cls = backend_class(backend)  # an unknown backend or a missing dependency: said next
     writer = load_prompt_writer(prompt_writer, prompt_model)
+    caption_items = [f"{k}={v}" for k, v in pairs_of(captioner_params, "--captioner-param").items()]
+    captioner_obj = load_captioner(captioner, caption_items)
     editor_obj = build_editor(editor, backend, with_device(pairs_of(params, "--param"), cls, where))
     filter_names = list(dict.fromkeys(comma_list(filters)))
     filter_opts = parse_filter_params(filter_names, filter_items(filter_params))
@@ -125,10 +132,11 @@ def edit(data: str | Dataset, editor: str, values: str | Sequence[str] | None = 
     folder = Path(out or f"runs/edit-{editor}")
     settings = EditConfig(value_list, variants, seed, min_area, exclude_list, only_list,
                           save_sources, sheet_rows, filter_objs, writer, pick, object_centric,
-                          objects, things_only)
+                          objects, things_only, captioner_obj)
     object_things(dataset, settings)  # no thing class to pick: say so before OUT is made
     config = run_config(editor_obj, editor, backend, spec_of(dataset), split_of(dataset), limit,
                         settings, filter_opts, **prompt_settings(prompt_writer, prompt_model),
+                        **captioner_settings(captioner, caption_items),
                         **({"device": where} if where else {}))  # None: as runs before it
     with EditRun(folder, config, resume) as run:
         if on_start:

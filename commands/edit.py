@@ -51,6 +51,8 @@ RECORDED = {
     "filter_names": Recorded("filters", tuple, lambda v: list(dict.fromkeys(v))),
     "filter_params": Recorded("filters", pairs, None),
     "prompt_model": Recorded("prompt_model"), "prompt_writer_name": Recorded("prompt_writer"),
+    "captioner_name": Recorded("captioner"),
+    "captioner_params": Recorded("captioner_params", pairs, None),
     "device": Recorded("device", same=same_device),
 }
 
@@ -119,6 +121,12 @@ def default_out(out: str | None, editor_name: str | None) -> str | None:
               help="Filter option (repeat for several), e.g. --filter-param "
                    "surrogate.model=espnet:camvid=PATH --filter-param clip.model=DIR.")
 @prompt_options
+@click.option("--captioner", "captioner_name", default=None, metavar="NAME",
+              help="Captioner plugin that writes each image's source caption P instead of the "
+                   "class template, e.g. blip (segtk-captioner-blip). Manifest: captioner, "
+                   "prompt_source.")
+@click.option("--captioner-param", "captioner_params", multiple=True, metavar="KEY=VALUE",
+              help="Captioner option (repeat for several), e.g. --captioner-param model=DIR.")
 @quiet_option
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 @resumable("edit", RECORDED, lambda p: default_out(p["out"], p["editor_name"]),
@@ -126,7 +134,7 @@ def default_out(out: str | None, editor_name: str | None) -> str | None:
 def edit(editor_name, values, backend, device, data_spec, split, limit, out, variants, pick,
          object_centric, seed, resume, min_area, exclude, only, objects, things_only, extra,
          sheet_rows, save_sources, filter_names, filter_params, prompt_model, prompt_writer_name,
-         write_html) -> None:
+         captioner_name, captioner_params, write_html) -> None:
     """Edit an attribute of labelled images into a new dataset whose labels stay valid.
 
     Object edits (color, material, size, position) change the largest single-class region that
@@ -149,6 +157,8 @@ def edit(editor_name, values, backend, device, data_spec, split, limit, out, var
       segtk edit --plugin color --backend diffusion --param sd=MODEL_DIR --values red
       segtk edit --plugin color --filter surrogate --filter-param surrogate.model=demo
       segtk edit --plugin color --values red --prompt-model MODELS/chat-lm
+      segtk edit --plugin weather --values snow --captioner blip \\
+                 --captioner-param model=MODELS/blip-image-captioning-base
       segtk predict --model espnet:camvid=../shared/models/espnet_camvid.safetensors \\
                     --data edited:runs/edit-color
     """
@@ -182,7 +192,8 @@ def edit(editor_name, values, backend, device, data_spec, split, limit, out, var
             resume=resume, min_area=min_area, exclude=exclude, classes=only, objects=objects,
             things_only=things_only, params=parse_pairs(extra, "--param"),
             filters=filter_names, filter_params=filter_params, prompt_model=prompt_model,
-            prompt_writer=prompt_writer_name, sheet_rows=sheet_rows, save_sources=save_sources,
+            prompt_writer=prompt_writer_name, captioner=captioner_name,
+            captioner_params=captioner_params, sheet_rows=sheet_rows, save_sources=save_sources,
             on_start=lambda total: bar.start(f"{editor_name} ({backend})", total),
             on_edit=tick, on_table=show, warn=warn)
     result_line(f"edited dataset: {out}", f"  (read it with --data edited:{out})")

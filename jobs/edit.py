@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import inspect
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from PIL import Image, ImageDraw
 from segtk.core import (
     DEFAULT_MIN_AREA,
     OBJECT_RULES,
+    Captioner,
     DataError,
     Dataset,
     EditedSample,
@@ -229,7 +230,8 @@ class EditConfig:
     largest region, or the first usable of the instances "ranked" by area, and `things_only`:
     only the dataset's thing classes (`Dataset.things`) may be the object (COCO-EA); what is
     written (`save_sources`, `sheet_rows` of the contact sheet, 0 = none); the noise `filters`;
-    and a `prompt_writer` that writes the edit prompts instead of the editor's templates."""
+    a `prompt_writer` that writes the edit prompts instead of the editor's templates; and a
+    `captioner` that writes each image's source caption P instead of the class template."""
 
     values: Sequence[str]
     variants: int = 1
@@ -245,6 +247,7 @@ class EditConfig:
     object_centric: bool = False
     objects: str = "largest"
     things_only: bool = False
+    captioner: Captioner | None = None
 
     def __post_init__(self) -> None:
         if self.pick not in PICKS:
@@ -348,6 +351,8 @@ def edit_dataset(editor: Editor, dataset: Dataset, run: EditRun, config: EditCon
                     prepared = salient
         except DataError as exc:
             item, prepared = None, Skip("bad-data", exc.message)
+        if config.captioner is not None and not isinstance(prepared, Skip):
+            prepared.prompt = write_caption(config.captioner, prepared)
         for value, k, name in todo:
             base = {"name": name, "source": source, "value": value, "variant": k}
             if isinstance(prepared, Skip):
@@ -400,6 +405,8 @@ def edit_dataset(editor: Editor, dataset: Dataset, run: EditRun, config: EditCon
             }
             if prompt_writer is not None:
                 record["prompt_writer"] = edited.prompt_writer or "template"
+            if config.captioner is not None:
+                record["captioner"] = config.captioner.name
             if filters:
                 record["filters"] = scores
             append_line(out / MANIFEST, record)
@@ -515,6 +522,39 @@ def parse_filter_params(names: Sequence[str], items: Sequence[str]) -> dict[str,
                              hint=f"add --filter {fname}")
         out[fname.strip()][key.strip()] = value
     return out
+
+
+def write_caption(captioner: Captioner, sample: Sample) -> str:
+    """The captioner's caption P of `sample` (one line), naming the image if it fails."""
+    with naming(f"while captioning {sample.name}", PluginError, f"captioner {captioner.name}",
+                hint="edits written so far are kept; fix the captioner and rerun with --resume"):
+        text = captioner.caption(sample.image, sample.mask, sample.class_name)
+    if not isinstance(text, str) or not text.strip():
+        raise PluginError(f"captioner {captioner.name!r} wrote no caption for {sample.name} "
+                          f"({text!r})", hint="a captioner returns one line of text")
+    return " ".join(text.split())
+
+
+def load_captioner(name: str | None, params: Iterable[str] = ()) -> Captioner | None:
+    """The registered captioner `name` built with `--captioner-param KEY=VALUE` items (None
+    without --captioner; its parameters alone are an error)."""
+    items = list(params)
+    if name is None:
+        if items:
+            raise SegtkError("--captioner-param needs --captioner NAME",
+                             hint="e.g. --captioner blip --captioner-param model=DIR")
+        return None
+    captioner: Captioner = build("captioner", name, parse_pairs(items, "--captioner-param",
+                                                               error=PluginError))
+    return captioner
+
+
+def captioner_settings(name: str | None, params: Iterable[str] = ()) -> dict[str, Any]:
+    """What an edit run's config records about its captioner: nothing without one (so other
+    runs resume as before), else its name and parameters."""
+    if name is None:
+        return {}
+    return {"captioner": name, "captioner_params": parse_pairs(list(params), "--captioner-param")}
 
 
 def load_prompt_writer(name: str | None, model: str | None) -> PromptWriter | None:

@@ -39,7 +39,7 @@ _WHERE = {
     "SHARED": "env",
     "requires_stack": "env",
     "shared": "env",
-    **{name: "tiny_models" for name in ("tiny_blip", "tiny_clip", "tiny_dinov2")},
+    **{name: "tiny_models" for name in ("BLIP_WORDS", "tiny_blip", "tiny_clip", "tiny_dinov2")},
     **{name: "fakes" for name in (
         "CAR_CLASSES", "TOY_CLASSES", "TOY_OBJECT", "FakeEntryPoint", "GridSegmenter",
         "RecordingSegmenter", "TinySegmenter", "car_sample", "car_scene", "check_geometry",
@@ -48,6 +48,7 @@ _WHERE = {
 
 __all__ = [
     "AttackSuite",
+    "BLIP_WORDS",
     "AugmenterSuite",
     "CAR_CLASSES",
     "CaptionerSuite",
@@ -125,4 +126,4 @@ if TYPE_CHECKING:  # what type checkers and editors see
     from segtk.testing.metric_suite import MetricSuite
     from segtk.testing.prompt_writer_suite import PromptWriterSuite
     from segtk.testing.segmenter_suite import SegmenterSuite
-    from segtk.testing.tiny_models import tiny_blip, tiny_clip, tiny_dinov2
+    from segtk.testing.tiny_models import BLIP_WORDS, tiny_blip, tiny_clip, tiny_dinov2
