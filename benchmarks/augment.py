@@ -204,7 +204,7 @@ def original_subset(result: dict[str, Any]) -> str:
 def original_title(result: dict[str, Any]) -> str:
     """Table VI's title, with how many images it scores."""
     images = result["images"].get(original_subset(result))
-    return (f"mIoU % on the original evaluation images ({images}, unedited), one model per "
+    return (f"mIoU % on all {images} original evaluation images (unedited), one model per "
             "augmentation (Gen4Seg Tab. VI)")
 
 
