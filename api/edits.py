@@ -10,6 +10,7 @@ from typing import Any
 
 from segtk.api.loading import comma_list, data_of, pairs_of, spec_of, specs_only, split_of
 from segtk.api.results import Table
+from segtk.benchmarks.edit_quality import build_metrics, measure_quality, write_quality
 from segtk.benchmarks.edits import aggregate, build_subsets, plan, run_bench, write_outputs
 from segtk.core import (
     CLASSICAL,
@@ -183,6 +184,7 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
                 seed: int = 0, batch_size: int = 4, chunk: int = 8, executor: str = "local",
                 workers: int | None = None, address: str | None = None, resume: bool = False,
                 classes_from_data: bool = False, device: str | None = None,
+                quality: str | Sequence[str] = (), metric_params: FilterParams = None,
                 on_subset: Callable[[str, EditSummary], None] | None = None,
                 on_start: Callable[[int, int], None] | None = None,
                 on_records: Callable[[int], None] | None = None) -> Table:
@@ -195,6 +197,10 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
     subsets), "miou" ({model: {subset: %}}), "subsets", "models", "images". `device` (cpu,
     cuda, cuda:N, auto): where the models are scored, and what the backend and filters with a
     `device` parameter get (as in `edit`); None: cpu for the models, the plugins' defaults.
+    `quality`: editing-quality metric plugins measured on every edited subset (Gen4Seg Tables
+    I, VII-IX; `metric_params` {NAME: {KEY: VALUE}} or NAME.KEY=VALUE items, e.g. their model
+    folders): `details["quality"]` holds "columns", "better", "values" {subset: {column:
+    number}}, "per_image" and "images", also in OUT/quality.csv and OUT/table.json.
     """
     model_list = specs_only(models, data, "bench_edits")
     attrs = comma_list(attributes)
@@ -209,6 +215,9 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
     check_models(model_list, load_dataset(data, split, 1), classes_from_data, where)
     writer = load_prompt_writer(prompt_writer, prompt_model)
     prompts = prompt_settings(prompt_writer, prompt_model)
+    quality_list = list(dict.fromkeys(comma_list(quality)))
+    metric_items = filter_items(metric_params)
+    metrics = build_metrics(quality_list, metric_items)  # a bad metric: said before any edit
     given = None if device is None else where
     editor_params = with_device(pairs_of(params, "--param"), backend_class(backend), given)
     value_map = {attr: list(vals) for attr, vals in (values or {}).items()}
@@ -230,16 +239,23 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
               "pick": pick, "object_centric": object_centric, **prompts,
               **({"classes_from_data": True} if classes_from_data else {}),  # older runs lack it
               **({"params": editor_params} if editor_params else {}),
-              **selection_config(min_area, objects, things_only)}
+              **selection_config(min_area, objects, things_only),
+              **({"quality": quality_list, "metric_params": metric_items} if quality_list else {})}
     # params are recorded (when given) for --resume to read; each subset's own run.json checks
     # them, so they may differ here (runs made before they were recorded hold none)
-    with RunDir(out_dir, config, resume, may_differ=("params",), kind="bench-edits") as run:
+    # the quality metrics are measured afresh on every run: a resumed run may add or drop them
+    with RunDir(out_dir, config, resume, may_differ=("params", "quality", "metric_params"),
+                kind="bench-edits") as run:
         if on_start:
             on_start(len(shards), sum(len(s.images) for s in shards))
         run_bench(shards, run, make_executor(executor, workers, address, where), on_records,
                   classes_from_data)
         result = aggregate(list(run.done(key="key").values()), shards)
+        if metrics:
+            result["quality"] = measure_quality(subsets, metrics, _warn)
         files = write_outputs(result, out_dir)
+        if metrics:
+            files.append(write_quality(result["quality"], out_dir / "quality.csv"))
     rows = [{"model": m, "subset": s, "miou": v, "images": result["images"][m][s]}
             for m in result["models"] for s, v in result["miou"][m].items()]
     return Table(rows, out=out_dir, files=files, details=result)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import click
+from rich.markup import escape
 
 from segtk import api
 from segtk.api.edits import BENCH_ATTRIBUTES
@@ -82,6 +83,8 @@ RECORDED = {
     "filters": Recorded("filters", joined, csv_list),
     "filter_params": Recorded("filter_params", tuple, lambda v: parse_pairs(v, "--filter-param")),
     "seed": Recorded("seed"), "device": Recorded("device", same=same_device),
+    "quality": Recorded("quality", joined, csv_list),
+    "metric_params": Recorded("metric_params", tuple, lambda v: parse_pairs(v, "--metric-param")),
 }
 
 
@@ -125,6 +128,13 @@ RECORDED = {
 @click.option("--filter-param", "filter_params", multiple=True, metavar="NAME.KEY=VALUE",
               help="Filter option (repeat for several), e.g. "
                    "surrogate.model=espnet:camvid=PATH.")
+@click.option("--quality", default="", metavar="METRIC[,METRIC]",
+              help="Editing-quality metrics measured on every edited subset (Gen4Seg Tables I, "
+                   "VII-IX), e.g. clip-accuracy,masked-lpips,dino-distance,fd (metric plugins, "
+                   "see `segtk plugins`). Written to OUT/quality.csv.")
+@click.option("--metric-param", "metric_params", multiple=True, metavar="NAME.KEY=VALUE",
+              help="Metric option (repeat for several), e.g. --metric-param "
+                   "clip-accuracy.model=DIR --metric-param masked-lpips.weights=FILE.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=4, show_default=True)
 @shard_options
@@ -138,8 +148,9 @@ RECORDED = {
 @resumable("bench-edits", RECORDED)
 def bench_edits(models_, data_spec, split, limit, classes_from_data, device, attributes, values, pick,
                 object_centric, min_area, objects, things_only,
-                prompt_model, prompt_writer_name, backend, extra, filters, filter_params, seed,
-                batch_size, chunk, executor, workers, address, out, resume, write_html) -> None:
+                prompt_model, prompt_writer_name, backend, extra, filters, filter_params, quality,
+                metric_params, seed, batch_size, chunk, executor, workers, address, out, resume,
+                write_html) -> None:
     """Edited subsets × models → mIoU per subset, RmIoU and mR (Gen4Seg Tab. II/III).
 
     Edited subsets are built (or reused) in OUT/edits/SUBSET with `segtk edit`'s job, on the
@@ -156,6 +167,9 @@ def bench_edits(models_, data_spec, split, limit, classes_from_data, device, att
       segtk bench edits --models espnet:camvid=../shared/models/espnet_camvid.safetensors \\
           --data camvid:../shared/data/camvid --limit 20 --values color=red,blue
       segtk bench edits --attributes color,material --prompt-model MODELS/chat-lm
+      segtk bench edits --attributes color,material --quality clip-accuracy,dino-distance \\
+          --metric-param clip-accuracy.model=MODELS/clip \\
+          --metric-param dino-distance.model=MODELS/dino
     """
     def said(attr, summary) -> None:
         d = summary.as_dict()
@@ -170,6 +184,7 @@ def bench_edits(models_, data_spec, split, limit, classes_from_data, device, att
             min_area=min_area, objects=objects, things_only=things_only, backend=backend,
             params=parse_pairs(extra, "--param"), filters=filters, filter_params=filter_params,
             prompt_model=prompt_model, prompt_writer=prompt_writer_name, seed=seed,
+            quality=csv_list(quality), metric_params=metric_params,
             batch_size=batch_size, chunk=chunk, executor=executor, workers=workers,
             address=address, resume=resume, classes_from_data=classes_from_data,
             on_subset=said, on_start=lambda shards, total: bar.start(f"{shards} shards", total),
@@ -184,6 +199,14 @@ def bench_edits(models_, data_spec, split, limit, classes_from_data, device, att
                         ["model", "group", "reference", "ref mIoU", "RmIoU", "mR"],
                         [[g["model"], g["group"], g["reference"], f"{g['reference_miou']:.2f}",
                           f"{g['rmiou']:.2f}", f"{g['mr']:.3f}"] for g in details["groups"]]))
+    if "quality" in details:
+        q = details["quality"]
+        arrows = {"lower": "↓", "higher": "↑"}
+        console.print(table("editing quality per edited subset (Gen4Seg Tab. I, VII-IX)",
+                            ["subset", "edits", *(escape(f"{c} {arrows[q['better'][c]]}")
+                                                  for c in q["columns"])],
+                            [[s, q["images"][s], *(f"{v[c]:.4f}" for c in q["columns"])]
+                             for s, v in q["values"].items()]))
     for path in result.files:
         result_line(f"wrote {path}")
     if write_html:

@@ -508,18 +508,22 @@ def build_filter(name: str, params: Mapping[str, str]) -> Filter:
     return flt
 
 
-def parse_filter_params(names: Sequence[str], items: Sequence[str]) -> dict[str, dict[str, str]]:
-    """`--filter-param NAME.KEY=VALUE` items -> {NAME: {KEY: VALUE}} for the given filters."""
-    syntax = "write --filter-param FILTER.KEY=VALUE, e.g. surrogate.alpha=2"
+def parse_filter_params(names: Sequence[str], items: Sequence[str], kind: str = "filter",
+                        option: str = "--filter", param_option: str = "--filter-param",
+                        example: str = "surrogate.alpha=2") -> dict[str, dict[str, str]]:
+    """`--filter-param NAME.KEY=VALUE` items -> {NAME: {KEY: VALUE}} for the given filters (or,
+    with `kind` and the options, another kind's: `--metric-param` of `--quality`)."""
+    upper = kind.upper()
+    syntax = f"write {param_option} {upper}.KEY=VALUE, e.g. {example}"
     out: dict[str, dict[str, str]] = {n: {} for n in names}
-    for head, value in parse_pairs(items, "--filter-param", hint=syntax).items():
+    for head, value in parse_pairs(items, param_option, hint=syntax).items():
         fname, dot, key = head.partition(".")
         if not dot or not fname.strip() or not key.strip():
-            raise SegtkError(f"cannot read --filter-param {head}={value}: expected FILTER.KEY=VALUE",
-                             hint=syntax)
+            raise SegtkError(f"cannot read {param_option} {head}={value}: expected "
+                             f"{upper}.KEY=VALUE", hint=syntax)
         if fname.strip() not in out:
-            raise SegtkError(f"--filter-param {head}={value}: filter {fname!r} is not among --filter",
-                             hint=f"add --filter {fname}")
+            raise SegtkError(f"{param_option} {head}={value}: {kind} {fname!r} is not among "
+                             f"{option}", hint=f"add {option} {fname}")
         out[fname.strip()][key.strip()] = value
     return out
 

@@ -3,12 +3,15 @@ tiny random DINOv2 saved offline, the honest column name, and the metric contrac
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
-from segtk.core import PluginError, build
+from segtk.cli import cli
+from segtk.core import PluginError, build, read_image
 from segtk.testing import MetricSuite, tiny_dinov2
 from segtk.testing.metric_suite import toy_pairs
 from segtk_metric_fd import FrechetDistance, frechet_distance, trace_sqrt_product
@@ -80,3 +83,22 @@ class TestFrechetDistanceContract(MetricSuite):
     @pytest.fixture(autouse=True)
     def _model(self, dino_dir: Path) -> None:
         self.params = {"model": str(dino_dir)}
+
+
+def test_segtk_bench_edits_quality_fd(dino_dir: Path, tmp_path: Path) -> None:
+    """`segtk bench edits --quality fd`: the column FD[dinov2] of each edited subset is the
+    distance between the subset's saved source images and its edits."""
+    out = tmp_path / "bench"
+    run = CliRunner().invoke(cli, ["bench", "edits", "--models", "demo", "--attributes", "color",
+                                   "--limit", "3", "--executor", "inline", "--out", str(out),
+                                   "--quality", "fd", "--metric-param", f"fd.model={dino_dir}"])
+    assert run.exit_code == 0, run.output
+    quality = json.loads((out / "table.json").read_text())["quality"]
+    assert quality["columns"] == ["FD[dinov2]"] and "FD[dinov2]" in run.output
+    folder = out / "edits" / "color"
+    records = [json.loads(x) for x in (folder / "manifest.jsonl").read_text().splitlines()]
+    metric = FrechetDistance({"model": str(dino_dir)})
+    sources = [read_image(folder / "source" / "images" / f"{r['source']}.png") for r in records]
+    edits = [read_image(folder / "images" / f"{r['name']}.png") for r in records]
+    expected = frechet_distance(metric.features(sources), metric.features(edits))
+    assert quality["values"]["color"]["FD[dinov2]"] == pytest.approx(expected, rel=1e-6)
