@@ -81,7 +81,10 @@ def test_answer_verified_gives_the_labels_the_model_gave_and_is_checked_and_char
     v.image[0, 0, 0] = 2.0
     with pytest.raises(SegtkError, match="wrote to a verified image outside the oracle"):
         o.answer_verified([v])
-    assert o.answer_verified([]).labels.shape == (0, 6, 7)
+    empty, none = o.answer_verified([]), o.query(torch.empty(0, 3, 6, 7))  # as a query of no rows
+    assert empty.scores.shape == none.scores.shape == (0,) and empty.scores.dtype == none.scores.dtype
+    assert empty.labels.shape == none.labels.shape == (0, 6, 7) and empty.labels.dtype == torch.long
+    assert o.score_verified([]) == [] and o.counter.counts.tolist() == [1, 1]
 
 
 def test_verified_queries_are_charged_exactly() -> None:

@@ -225,3 +225,21 @@ def test_the_oracle_takes_only_best_or_iterate() -> None:
     with pytest.raises(SegtkError) as err:
         Oracle(counter, CLEAN, LABELS, Proxy(2), 1.0, [0, 1], returns="last")
     assert (err.value.message, err.value.hint) == ("unknown returns='last'", "use best or iterate")
+
+
+@pytest.mark.parametrize("owners", [[0, 1], torch.tensor([0, 1], dtype=torch.uint8),
+                                    torch.tensor([0, 1], dtype=torch.int32)])
+def test_an_iterate_past_the_ball_is_refused_with_its_gap_whatever_the_owners_type(owners) -> None:
+    """Owners as a list or any integer tensor are indices (a uint8 tensor is no mask): the
+    refusal measures each iterate against its own image (0.3 and 0.6 grey)."""
+    clean = torch.stack([torch.full((3, H, W), 0.3), torch.full((3, H, W), 0.6)])
+    model = Threshold()
+    o = Oracle(QueryCounter(model, 3, 2), clean, LABELS, Proxy(2, kind="pacc"), 8 / 255, [0, 1],
+               returns="iterate")
+    x = clean.clone()
+    x[1, 0, 1, 2] += 9.6 / 255
+    with pytest.raises(SegtkError) as err:
+        o.set_iterate(x, owners)
+    assert err.value.message == ("attack produced a candidate outside the ε-ball or [0,1] "
+                                 "(L∞ = 9.600/255, ε = 8.000/255)")
+    assert model.calls == 0
