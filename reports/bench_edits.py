@@ -99,7 +99,9 @@ def bench_edits_context(run: Path, meta: dict[str, Any], data_spec: str | None,
     if chart is None:
         _note(notes, f"No {CHART_FILE} in the run folder (matplotlib missing, or the benchmark "
                      f"did not finish): the bar chart is not shown.", "warn")
-    files = [f for f in ("table.csv", TABLE_FILE, CHART_FILE, RESULTS_FILE) if (run / f).is_file()]
+    files = [f for f in ("table.csv", TABLE_FILE, CHART_FILE, RESULTS_FILE, "quality.csv")
+             if (run / f).is_file()]
+    quality = table.get("quality") or None
     attrs = config.get("attributes") or [s["name"] for s in subset_info if s["role"] != "reference"]
     return {
         "title": f"Edit benchmark: {', '.join(str(a) for a in attrs)} on "
@@ -113,6 +115,7 @@ def bench_edits_context(run: Path, meta: dict[str, Any], data_spec: str | None,
         "chart": chart,
         "files": files,
         "backend": config.get("backend") or "?",
+        "quality": quality,  # --quality: {columns, better, values {subset: {column: n}}, images}
     }
 
 

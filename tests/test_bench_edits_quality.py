@@ -105,6 +105,13 @@ def test_quality_columns_by_hand(toy_metrics, tmp_path: Path) -> None:
                                                           rel=1e-5)
     config = json.loads((out / "run.json").read_text())["config"]
     assert config["quality"] == ["toy-change", "toy-count"]
+    report = CliRunner().invoke(cli, ["report", str(out)], catch_exceptions=False)
+    assert report.exit_code == 0, report.output
+    page = (out / "report.html").read_text()
+    section = page.split('id="quality"', 1)[1].split("</section>", 1)[0]
+    assert "toy-change ↓" in section and "prompts ↑" in section
+    color = quality["values"]["color"]["toy-change"]
+    assert f'data-v="{color}">{color:.4f}<' in section
     # resumed without the options: the recorded metrics are measured again, same numbers
     again = CliRunner().invoke(cli, ["bench", "edits", "--out", str(out), "--resume"],
                                catch_exceptions=False)
