@@ -185,6 +185,8 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
                 workers: int | None = None, address: str | None = None, resume: bool = False,
                 classes_from_data: bool = False, device: str | None = None,
                 quality: str | Sequence[str] = (), metric_params: FilterParams = None,
+                captioner: str | None = None,
+                captioner_params: Mapping[str, Any] | Iterable[str] | None = None,
                 on_subset: Callable[[str, EditSummary], None] | None = None,
                 on_start: Callable[[int, int], None] | None = None,
                 on_records: Callable[[int], None] | None = None) -> Table:
@@ -201,6 +203,8 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
     I, VII-IX; `metric_params` {NAME: {KEY: VALUE}} or NAME.KEY=VALUE items, e.g. their model
     folders): `details["quality"]` holds "columns", "better", "values" {subset: {column:
     number}}, "per_image" and "images", also in OUT/quality.csv and OUT/table.json.
+    `captioner` (with `captioner_params`): writes the source captions of every subset's edits,
+    as in `edit`.
     """
     model_list = specs_only(models, data, "bench_edits")
     attrs = comma_list(attributes)
@@ -218,6 +222,9 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
     quality_list = list(dict.fromkeys(comma_list(quality)))
     metric_items = filter_items(metric_params)
     metrics = build_metrics(quality_list, metric_items)  # a bad metric: said before any edit
+    caption_items = [f"{k}={v}" for k, v in pairs_of(captioner_params, "--captioner-param").items()]
+    captioner_obj = load_captioner(captioner, caption_items)
+    captions = captioner_settings(captioner, caption_items)
     given = None if device is None else where
     editor_params = with_device(pairs_of(params, "--param"), backend_class(backend), given)
     value_map = {attr: list(vals) for attr, vals in (values or {}).items()}
@@ -230,7 +237,8 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
                                and "device" in declared(registry.plugin_class("filter", n)).params]
     subsets = build_subsets(data, split, limit, attrs, out_dir, backend, value_map, filter_list,
                             filter_param_items, seed, editor_params, on_subset, pick,
-                            object_centric, writer, prompts, min_area, objects, things_only)
+                            object_centric, writer, prompts, min_area, objects, things_only,
+                            captioner_obj, captions)
     shards = plan(model_list, subsets, chunk, batch_size, where)
     config = {"models": model_list, "data": data, "split": split, "limit": limit,
               **({"device": where} if device is not None else {}),  # None: as runs before it
@@ -240,7 +248,8 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
               **({"classes_from_data": True} if classes_from_data else {}),  # older runs lack it
               **({"params": editor_params} if editor_params else {}),
               **selection_config(min_area, objects, things_only),
-              **({"quality": quality_list, "metric_params": metric_items} if quality_list else {})}
+              **({"quality": quality_list, "metric_params": metric_items} if quality_list else {}),
+              **captions}
     # params are recorded (when given) for --resume to read; each subset's own run.json checks
     # them, so they may differ here (runs made before they were recorded hold none)
     # the quality metrics are measured afresh on every run: a resumed run may add or drop them

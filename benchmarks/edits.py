@@ -44,6 +44,7 @@ import torch
 from segtk.core import (
     DEFAULT_MIN_AREA,
     EDIT_KINDS,
+    Captioner,
     Dataset,
     Editor,
     PromptWriter,
@@ -145,13 +146,17 @@ def build_subsets(data_spec: str, split: str | None, limit: int | None, attribut
                   on_subset: Callable[[str, Any], None] | None = None, pick: str = "one",
                   object_centric: bool = True, prompt_writer: PromptWriter | None = None,
                   prompt_config: dict[str, str] | None = None, min_area: float = DEFAULT_MIN_AREA,
-                  objects: str = "largest", things_only: bool = False) -> list[Subset]:
+                  objects: str = "largest", things_only: bool = False,
+                  captioner: Captioner | None = None,
+                  captioner_config: dict[str, Any] | None = None) -> list[Subset]:
     """Edit (or reuse) each attribute's subsets (see the module doc); return Original,
     [Original-object,] [Recon,] and the subsets. Each subset's `kind` is its editor's; the
     backend's reference editor (if any) builds the Recon subset. `prompt_writer` writes the
     prompts of editors that declare prompt templates (`prompt_config`: what their run.json
     records about it, see jobs.edit.prompt_settings). `min_area`, `objects` and `things_only`
-    choose the salient object as `segtk edit` does (jobs.edit.EditConfig)."""
+    choose the salient object as `segtk edit` does (jobs.edit.EditConfig); `captioner` writes
+    every subset's source captions (`captioner_config`: what run.json records about it, see
+    jobs.edit.captioner_settings)."""
     data = load_dataset(data_spec, split, limit)
     selection = EditConfig((), min_area=min_area, objects=objects, things_only=things_only)
     things = object_things(data, selection)  # none to pick: refused before anything is edited
@@ -173,9 +178,11 @@ def build_subsets(data_spec: str, split: str | None, limit: int | None, attribut
             path = out / "edits" / subset
             settings = EditConfig(subset_vals, seed=seed, sheet_rows=6, filters=flts,
                                   prompt_writer=writer, pick=pick, object_centric=object_centric,
-                                  min_area=min_area, objects=objects, things_only=things_only)
+                                  min_area=min_area, objects=objects, things_only=things_only,
+                                  captioner=captioner)
             # the config `segtk edit` records for the same settings: either resumes the other's
             extra = dict(prompt_config or {}) if writer is not None else {}
+            extra.update(captioner_config or {})
             run = EditRun(path, run_config(editor, plugin, backend, data_spec, split, limit,
                                            settings, opts, **extra), resume=True)
             summary = edit_dataset(editor, data, run, settings)

@@ -85,6 +85,8 @@ RECORDED = {
     "seed": Recorded("seed"), "device": Recorded("device", same=same_device),
     "quality": Recorded("quality", joined, csv_list),
     "metric_params": Recorded("metric_params", tuple, lambda v: parse_pairs(v, "--metric-param")),
+    "captioner_name": Recorded("captioner"),
+    "captioner_params": Recorded("captioner_params", pairs, None),
 }
 
 
@@ -117,6 +119,11 @@ RECORDED = {
 @click.option("--things-only", is_flag=True,
               help="Only the dataset's thing classes may be the object (COCO-EA; see segtk edit).")
 @prompt_options
+@click.option("--captioner", "captioner_name", default=None, metavar="NAME",
+              help="Captioner plugin that writes each image's source caption P instead of the "
+                   "class template (see segtk edit), e.g. blip.")
+@click.option("--captioner-param", "captioner_params", multiple=True, metavar="KEY=VALUE",
+              help="Captioner option (repeat for several), e.g. --captioner-param model=DIR.")
 @click.option("--backend", default=CLASSICAL, show_default=True, metavar="NAME",
               help="classical, or an edit-backend plugin (see `segtk plugins`); a backend with "
                    "a reference editor (diffusion: recon) also builds and scores that subset, "
@@ -148,7 +155,8 @@ RECORDED = {
 @resumable("bench-edits", RECORDED)
 def bench_edits(models_, data_spec, split, limit, classes_from_data, device, attributes, values, pick,
                 object_centric, min_area, objects, things_only,
-                prompt_model, prompt_writer_name, backend, extra, filters, filter_params, quality,
+                prompt_model, prompt_writer_name, captioner_name, captioner_params, backend,
+                extra, filters, filter_params, quality,
                 metric_params, seed, batch_size, chunk, executor, workers, address, out, resume,
                 write_html) -> None:
     """Edited subsets × models → mIoU per subset, RmIoU and mR (Gen4Seg Tab. II/III).
@@ -184,7 +192,8 @@ def bench_edits(models_, data_spec, split, limit, classes_from_data, device, att
             min_area=min_area, objects=objects, things_only=things_only, backend=backend,
             params=parse_pairs(extra, "--param"), filters=filters, filter_params=filter_params,
             prompt_model=prompt_model, prompt_writer=prompt_writer_name, seed=seed,
-            quality=csv_list(quality), metric_params=metric_params,
+            quality=csv_list(quality), metric_params=metric_params, captioner=captioner_name,
+            captioner_params=captioner_params,
             batch_size=batch_size, chunk=chunk, executor=executor, workers=workers,
             address=address, resume=resume, classes_from_data=classes_from_data,
             on_subset=said, on_start=lambda shards, total: bar.start(f"{shards} shards", total),

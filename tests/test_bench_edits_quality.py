@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from segtk import api
 from segtk.cli import cli
-from segtk.core import Metric, QualityPair, hookimpl, read_image, read_label
+from segtk.core import Captioner, Metric, QualityPair, hookimpl, read_image, read_label
 from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 
 ARGS = ["bench", "edits", "--models", "demo", "--attributes", "color,size", "--values",
@@ -56,11 +56,27 @@ class Count(Metric):
         return float(sum(p.target_text != p.source_text and bool(p.target_text) for p in pairs))
 
 
+@dataclass
+class SizeParams:
+    words: str = "thing"
+
+
+class Size(Captioner):
+    """Names the object's area in pixels (so each image gets its own caption)."""
+
+    name = "toy-size"
+    Params = SizeParams
+
+    def caption(self, image, mask, class_name):
+        return f"a photo of a {self.params.words} of {int(mask.sum())} pixels"
+
+
 @pytest.fixture
 def toy_metrics():
     reset_plugin_manager()
     get_plugin_manager().register(types.SimpleNamespace(
-        register_metrics=hookimpl(lambda register: [register(Change), register(Count)])),
+        register_metrics=hookimpl(lambda register: [register(Change), register(Count)]),
+        register_captioners=hookimpl(lambda register: register(Size))),
         name="segtk-toy-metrics")
     yield
     reset_plugin_manager()
@@ -144,3 +160,22 @@ def test_a_bad_metric_is_refused_before_any_edit(toy_metrics, tmp_path: Path, ex
     run = CliRunner().invoke(cli, [*ARGS, "--out", str(out), *extra])
     assert run.exit_code != 0 and message in run.output, run.output
     assert not (out / "edits").exists()
+
+
+def test_bench_edits_captions_every_subset_with_the_captioner(toy_metrics, tmp_path: Path) -> None:
+    out = tmp_path / "captioned"
+    run = CliRunner().invoke(cli, [*ARGS, "--out", str(out), "--captioner", "toy-size",
+                                   "--captioner-param", "words=blob"], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    for subset in ("color", "size-0.4"):
+        for rec in lines(out / "edits" / subset / "manifest.jsonl"):
+            assert rec["captioner"] == "toy-size"
+            assert rec["prompt_source"].startswith("a photo of a blob of ")
+        if subset == "color":  # appearance: the saved mask is the source object's
+            for rec in lines(out / "edits" / subset / "manifest.jsonl"):
+                mask = read_label(out / "edits" / subset / "masks" / f"{rec['name']}.png") > 0
+                assert rec["prompt_source"] == f"a photo of a blob of {int(mask.sum())} pixels"
+    config = json.loads((out / "run.json").read_text())["config"]
+    assert config["captioner"] == "toy-size" and config["captioner_params"] == {"words": "blob"}
+    sub = json.loads((out / "edits" / "color" / "run.json").read_text())["config"]
+    assert sub["captioner"] == "toy-size"
