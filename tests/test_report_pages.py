@@ -38,6 +38,7 @@ from segtk.core import brief_spec, load_dataset, load_segmenter, resolve_spec
 from segtk.core._data import write_png
 from segtk.jobs.predict import predict_dataset
 from segtk.reports.common import relative_paths, shown_path
+from segtk.reports.svg import SERIES_COLOURS
 from segtk.reports.writer import FILES_DIR, detect_kind, write_report
 from segtk.storage.runs import read_results
 
@@ -341,20 +342,40 @@ def test_no_page_or_chart_names_an_absolute_path(runs) -> None:
 CHROMIUM = shutil.which("chromium")
 
 
+def chromium(tmp_path: Path, *args: str) -> str:
+    """Headless Chromium with a fresh profile: its stdout (e.g. --dump-dom's DOM)."""
+    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--disable-background-networking", "--disable-component-update",
+                           "--disable-sync", "--hide-scrollbars",
+                           f"--user-data-dir={tmp_path / 'profile'}", *args],
+                          capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)")
 @pytest.mark.parametrize("where, images, tables, charts", [
     ("bench", 1, 3, 1), ("train", 0, 1, 2), ("augment", 0, 1, 1), ("augment/train/cutout", 0, 1, 2),
 ])
 def test_browser_loads_every_new_page(runs, where, images, tables, charts, tmp_path) -> None:
-    report = runs.root / where / "report.html"
-    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                           "--disable-background-networking", "--disable-component-update",
-                           "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
-                           "--dump-dom", report.resolve().as_uri()],
-                          capture_output=True, text=True, timeout=90)
-    assert done.returncode == 0, done.stderr[-2000:]
-    out = done.stdout
+    out = chromium(tmp_path, "--dump-dom", (runs.root / where / "report.html").resolve().as_uri())
     body = dict(re.findall(r'data-([\w-]+)="([^"]*)"', re.search(r"<body([^>]*)>", out).group(1)))
     assert body["images"] == f"{images}/{images}" and body["images-ok"] == "yes"
     assert out.count("<table") == tables and out.count('<svg class="chart"') == charts
     assert re.search(r'<div[^>]*id="broken"[^>]*hidden', out)  # no "pictures missing" banner
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)")
+@pytest.mark.parametrize("where", ["train", "augment"])
+def test_browser_screenshot_shows_the_styled_page_and_its_chart(runs, where, tmp_path) -> None:
+    """What bench/report_screenshots.py shows of the train and bench-augment pages: the styled
+    page (the dark header: the CSS applied) with its chart drawn in the series' colours."""
+    png = tmp_path / f"{where}.png"
+    chromium(tmp_path, f"--screenshot={png}", "--window-size=1280,2000",
+             (runs.root / where / "report.html").resolve().as_uri())
+    shot = np.asarray(Image.open(png).convert("RGB")).astype(int)
+    assert shot.shape == (2000, 1280, 3)
+    assert np.abs(shot[20, 20] - [0x17, 0x21, 0x2F]).max() <= 3  # the dark header: CSS applied
+    first = np.array([int(SERIES_COLOURS[0][i:i + 2], 16) for i in (1, 3, 5)])
+    drawn = (np.abs(shot - first).max(axis=2) <= 8).sum()
+    assert drawn >= 100, f"the chart's first series is not on the page ({drawn} pixels)"
