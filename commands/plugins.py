@@ -239,6 +239,14 @@ def examples(info: PluginInfo, params: list[dict[str, Any]]) -> list[str]:
         return [f"segtk edit --plugin color --backend {name}"]
     if info.kind == "prompt-writer":
         return [f"segtk edit --plugin color --prompt-writer {name} --prompt-model MODEL_DIR"]
+    if first is not None and first["default"] == "":  # a required text (a model folder)
+        key = f"{first['name']}=VALUE"
+    if info.kind == "metric":
+        return [f"segtk bench edits --attributes color --quality {name}"
+                + (f" --metric-param {name}.{key}" if key else "")]
+    if info.kind == "captioner":
+        return [f"segtk edit --plugin weather --captioner {name}"
+                + (f" --captioner-param {key}" if key else "")]
     return []
 
 

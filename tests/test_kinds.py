@@ -102,6 +102,19 @@ def test_plugins_show_says_how_to_set_an_edit_backends_parameters() -> None:
                              "set_with": "--param steps=VALUE"}
 
 
+def test_plugins_show_gives_a_metric_and_a_captioner_an_example() -> None:
+    shown = {}
+    for name, kind in (("clip-accuracy", "metric"), ("blip", "captioner")):
+        result = CliRunner().invoke(cli, ["plugins", "show", name, "--kind", kind, "--json"])
+        assert result.exit_code == 0, result.output
+        shown[kind] = json.loads(result.output)[0]["examples"]
+    assert shown == {
+        "metric": ["segtk bench edits --attributes color --quality clip-accuracy "
+                   "--metric-param clip-accuracy.model=VALUE"],
+        "captioner": ["segtk edit --plugin weather --captioner blip --captioner-param model=VALUE"],
+    }
+
+
 # --- the docs: every hook, with its signature ------------------------------------------------
 
 
