@@ -9,12 +9,12 @@ it:
    coloured stripe draws, the best of which is the start, even if it did not beat clean);
 2. rounds over a grid of square cells, coarse to fine (`cells` along the shorter side, doubled
    every `rounds` rounds up to `finest`, then staying there). A round is one *trial* query: the
-   kept signs with a random `rate` share of the cells (at least one) given a new colour (a
-   random non-empty set of their channels flipped). A flipped cell whose class-balanced count
-   of correctly labelled pixels dropped is credited. If some but not all flipped cells are
-   credited, one more query *verifies* that mix; the kept signs become the best of the kept,
-   the trial and the mix, by the proxy (a strict drop), so the proxy of the kept signs only
-   falls.
+   kept signs with a random `rate` share of the cells (`fine_rate` on the finest grid; at
+   least one) given a new colour (a random non-empty set of their channels flipped). A flipped
+   cell whose class-balanced count of correctly labelled pixels dropped is credited. If some
+   but not all flipped cells are credited, one more query *verifies* that mix; the kept signs
+   become the best of the kept, the trial and the mix, by the proxy (a strict drop), so the
+   proxy of the kept signs only falls.
 
 Nothing depends on the budget, so the first b queries of a long run are the b-query run
 (`anytime`). Every value moves by exactly ±ε, like DLA and colour-stripes. Tuned on CamVid val
@@ -32,6 +32,8 @@ from segtk.core import Attack, AttackParams, Oracle, SegtkError
 from segtk_colour_stripes.attack import CHANNELS, stripe_count, stripe_lines
 from segtk_dla.attack import HORIZONTAL
 
+FINE_RATE = 0.4
+
 
 @dataclass
 class ColourBlocksParams(AttackParams):
@@ -41,7 +43,9 @@ class ColourBlocksParams(AttackParams):
     cells: cells along the shorter side in the first round (the grid is of squares).
     finest: the most cells along the shorter side; the grid stops doubling there.
     rounds: trial rounds on a grid before it doubles.
-    rate: share of the cells a trial gives a new colour.
+    rate: share of the cells a trial gives a new colour while the grid is coarser than `finest`.
+    fine_rate: that share once the grid is at its finest (fewer flips per trial there: fewer
+        cells that change each other's labels, so the credit is surer).
     verify: query the mix of credited cells before keeping it (false: keep it unqueried, its
         labels pieced together from the trial's and the kept ones).
     """
@@ -52,6 +56,7 @@ class ColourBlocksParams(AttackParams):
     finest: int = 16
     rounds: int = 4
     rate: float = 0.75
+    fine_rate: float = FINE_RATE
     verify: bool = True
 
     def validate(self) -> None:
@@ -67,8 +72,10 @@ class ColourBlocksParams(AttackParams):
                              hint="e.g. --param cells=2 --param finest=16")
         if self.rounds < 1:
             raise SegtkError(f"rounds must be at least 1, got {self.rounds}", hint="e.g. --param rounds=4")
-        if not 0 < self.rate <= 1:
-            raise SegtkError(f"rate must be in (0, 1], got {self.rate}", hint="e.g. --param rate=0.5")
+        for key in ("rate", "fine_rate"):
+            if not 0 < getattr(self, key) <= 1:
+                raise SegtkError(f"{key} must be in (0, 1], got {getattr(self, key)}",
+                                 hint=f"e.g. --param {key}=0.5")
 
 
 @dataclass
@@ -139,7 +146,8 @@ class ColourBlocks(Attack[ColourBlocksParams]):
         size = self._cell_size(st, h, w)
         gh, gw = math.ceil(h / size), math.ceil(w / size)
         rng = oracle.rngs[i]
-        chosen = torch.rand(gh, gw, generator=rng) < p.rate
+        rate = p.fine_rate if self._cells(st) == p.finest else p.rate
+        chosen = torch.rand(gh, gw, generator=rng) < rate
         if not bool(chosen.any()):  # a trial that flips nothing would waste its query
             chosen.view(-1)[int(torch.randint(gh * gw, (1,), generator=rng))] = True
         colour = torch.randint(1, 2**CHANNELS, (gh, gw), generator=rng)  # a non-empty channel set
@@ -183,10 +191,13 @@ class ColourBlocks(Attack[ColourBlocksParams]):
         mix.score = min(got.score, kept.score)
         st.kept = mix
 
-    def _cell_size(self, st: _State, h: int, w: int) -> int:
+    def _cells(self, st: _State) -> int:
+        """Cells along the shorter side in the current round."""
         p = self.params
-        cells = min(p.finest, p.cells * 2 ** (st.rounds // p.rounds))
-        return math.ceil(min(h, w) / cells)
+        return min(p.finest, p.cells * 2 ** (st.rounds // p.rounds))
+
+    def _cell_size(self, st: _State, h: int, w: int) -> int:
+        return math.ceil(min(h, w) / self._cells(st))
 
     @staticmethod
     def _pixel_weights(oracle: Oracle, i: int) -> torch.Tensor:

@@ -71,3 +71,19 @@ def test_candidates_are_corners_constant_over_grid_cells() -> None:
         assert torch.allclose(sign.abs(), torch.ones_like(sign), atol=1e-4)  # every value ±ε
         cells = sign.unfold(1, 4, 4).unfold(2, 4, 4)  # finest grid: 4 cells on 16 rows
         assert torch.allclose(cells, cells[..., :1, :1].expand_as(cells), atol=1e-4)
+
+
+def test_the_finest_grid_recolours_a_fine_rate_share_of_its_cells() -> None:
+    # Constant labels: nothing is credited, so every trial is the start with its own flips.
+    # Coarse rounds recolour a `rate` share (here all cells), the finest grid a `fine_rate` share.
+    images, labels = toy_batch(1, 16, 16)
+    images = images * 0.5 + 0.25
+    model = Constant()
+    ColourBlocks(budget=60, eps=8, cells=2, finest=4, rounds=3, rate=1.0, fine_rate=0.25).run(
+        model, images, labels)
+    start = model.seen[1]
+    changed = [(x != start).any(dim=0).float() for x in model.seen[2:]]  # [H,W] per trial
+    coarse, fine = changed[:3], changed[3:]
+    assert all(bool(c.all()) for c in coarse)  # rate 1: every pixel's cell recoloured
+    shares = torch.stack([c.unfold(0, 4, 4).unfold(1, 4, 4).amax(dim=(2, 3)).mean() for c in fine])
+    assert 0.1 < float(shares.mean()) < 0.4  # a quarter of the 16 cells on average
