@@ -9,7 +9,7 @@ from typing import Any
 
 from segtk.api.loading import comma_list, specs_only
 from segtk.api.results import Table
-from segtk.benchmarks.augment import AugmentBench, run, write_outputs
+from segtk.benchmarks.augment import AugmentBench, eval_seed_for, run, write_outputs
 from segtk.core import CLASSICAL, SegtkError, preferred_split, resolve_device
 from segtk.jobs.edit import EditSummary
 from segtk.jobs.train import StepHook, TrainConfig, parse_size
@@ -96,8 +96,8 @@ def bench_augment(model: str, data: str, augments: str | Sequence[str] = BENCH_A
                   attributes: str | Sequence[str] = AUGMENT_ATTRIBUTES,
                   values: Mapping[str, Sequence[str]] | None = None, backend: str = CLASSICAL,
                   epochs: int = 1, batch_size: int = 8, lr: float = 1e-4,
-                  weight_decay: float = 1e-4, seed: int = 0, size: Size = None,
-                  crop: Size = None, classes_from_data: bool = False,
+                  weight_decay: float = 1e-4, seed: int = 0, eval_seed: int | None = None,
+                  size: Size = None, crop: Size = None, classes_from_data: bool = False,
                   device: str | None = "cpu", resume: bool = False,
                   on_subset: Callable[[str, EditSummary], None] | None = None,
                   on_train: Callable[[str, dict[str, Any]], None] | None = None,
@@ -108,7 +108,10 @@ def bench_augment(model: str, data: str, augments: str | Sequence[str] = BENCH_A
     augment`: edited evaluation subsets in OUT/edits, a training run per augmentation in
     OUT/train/LABEL, scores in OUT/results.jsonl.
 
-    `eval_split`: None = val where the evaluation data has splits, '' = all of it. `device`:
+    `eval_split`: None = val where the evaluation data has splits, '' = all of it.
+    `eval_seed` seeds the edited evaluation subsets apart from the training `seed`, so runs
+    with other seeds are scored on the same test set: None = 0, or on `resume` the recorded
+    one (the training seed for a run made before eval_seed existed). `device`:
     where every model trains and is scored (cpu, cuda, cuda:N, auto). Returns one
     row per augmentation (the untrained start model first): augmentation, model (its spec),
     the mIoU % of each subset under the subset's name, mr_GROUP and rmiou_GROUP per edit group;
@@ -128,7 +131,8 @@ def bench_augment(model: str, data: str, augments: str | Sequence[str] = BENCH_A
                        weight_decay, seed, size, crop, classes_from_data, device)
     bench = AugmentBench(training, tuple(s for s in specs if s), tuple(attrs), eval_data,
                          chosen_split(eval_data or data, eval_split, "val"), eval_limit,
-                         {attr: list(vals) for attr, vals in (values or {}).items()}, backend)
+                         {attr: list(vals) for attr, vals in (values or {}).items()}, backend,
+                         eval_seed_for(out, resume, eval_seed, seed))
     result = run(bench, out, resume, on_subset, on_train, on_step, on_records, on_scoring)
     rows = [{"augmentation": r["augmentation"], "model": r["model"], **r["miou"],
              **{k: v for k, v in r.items() if k.startswith(("mr_", "rmiou_"))}}

@@ -40,7 +40,7 @@ from segtk.core import (
 )
 from segtk.jobs.executors import make_executor
 from segtk.jobs.train import SPEC_FILE, StepHook, TrainConfig, read_spec, train
-from segtk.storage.runs import RESULTS_FILE, RunDir, read_results
+from segtk.storage.runs import RESULTS_FILE, RUN_FILE, RunDir, load_run_file, read_results
 
 START = "start"
 TABLE_VI = "table_vi.csv"
@@ -61,6 +61,9 @@ class AugmentBench:
     eval_limit: int | None = None
     values: dict[str, list[str]] = field(default_factory=dict)
     backend: str = "classical"
+    # Seeds the evaluation edits apart from the training seed, so every training seed is scored
+    # on one test set; None = the training seed (runs made before eval_seed existed did that).
+    eval_seed: int | None = 0
 
     def train_config(self, augment: str) -> TrainConfig:
         return replace(self.training, augment=augment)
@@ -73,7 +76,24 @@ class AugmentBench:
         out.update(augments=list(self.augments), attributes=list(self.attributes),
                    eval_data=self.eval_data, eval_split=self.eval_split,
                    eval_limit=self.eval_limit, values=self.values, backend=self.backend)
+        if self.eval_seed is not None:  # recorded only when set: older run.json files match
+            out["eval_seed"] = self.eval_seed
         return out
+
+    def subset_seed(self) -> int:
+        """The seed of the edited evaluation subsets."""
+        return self.training.seed if self.eval_seed is None else self.eval_seed
+
+
+def eval_seed_for(out: str | Path, resume: bool, eval_seed: int | None, seed: int) -> int | None:
+    """The evaluation seed a run uses: `eval_seed` if given, else 0 for a new run and the
+    recorded one on --resume; None (the training seed) for a resumed run made before
+    eval_seed existed, which seeded its subsets with the training seed."""
+    record = load_run_file(Path(out) / RUN_FILE) if resume else None
+    config = (record or {}).get("config", {})
+    if record is None or "eval_seed" in config:
+        return eval_seed if eval_seed is not None else config.get("eval_seed", 0)
+    return None if eval_seed in (None, seed) else eval_seed
 
 
 def label_of(augment: str) -> str:
@@ -118,7 +138,7 @@ def run(bench: AugmentBench, out: str | Path, resume: bool = False,
     with RunDir(out, bench.record(), resume=True, may_differ=("augments",), kind="bench-augment"):
         pass
     subsets = build_subsets(eval_data, bench.eval_split, bench.eval_limit, list(bench.attributes),
-                            out, bench.backend, bench.values or None, seed=training.seed,
+                            out, bench.backend, bench.values or None, seed=bench.subset_seed(),
                             on_subset=on_subset)
     scored = subsets + every_image(subsets, eval_data, bench.eval_split, bench.eval_limit)
     specs = {START: training.model}

@@ -83,6 +83,7 @@ BENCH_AUGMENT = {  # benchmarks.augment.AugmentBench.record: --augment may add a
     "eval_split": Recorded("eval_split", _split, lambda v: v or None),
     "eval_limit": Recorded("eval_limit"), "attributes": Recorded("attributes", joined, csv_list),
     "values": Recorded("values", values_items, parse_values), "backend": Recorded("backend"),
+    "eval_seed": Recorded("eval_seed"),  # absent (an older run): its training seed, see the API
     **TRAINING,
 }
 
@@ -174,6 +175,10 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
                    "attribute, e.g. --values color=red,blue --values style=sketch.")
 @click.option("--backend", default=CLASSICAL, show_default=True, metavar="NAME",
               help="classical, or an edit-backend plugin (see `segtk plugins`).")
+@click.option("--eval-seed", type=int, default=None,
+              help="Seeds the edited evaluation subsets, apart from --seed, so runs with other "
+                   "--seed are scored on the same images [default: 0; a --resume reads it "
+                   "from OUT].")
 @training_options
 @click.option("--out", type=click.Path(file_okay=False), default="runs/bench-augment",
               show_default=True)
@@ -184,8 +189,8 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
 @resumable("bench-augment", BENCH_AUGMENT, may_change=("augments",),
            required=("model_spec", "data_spec"))
 def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval_split,
-                  eval_limit, attributes, values, backend, epochs, batch_size, lr, weight_decay,
-                  seed, size, crop, classes_from_data, device, out, resume) -> None:
+                  eval_limit, attributes, values, backend, eval_seed, epochs, batch_size, lr,
+                  weight_decay, seed, size, crop, classes_from_data, device, out, resume) -> None:
     """One model per augmentation from the same start → Gen4Seg Tab. IV (mIoU per subset, mR).
 
     Edited evaluation subsets are built like `segtk bench edits` does (OUT/edits/ATTR); each
@@ -219,7 +224,7 @@ def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval
             eval_data=eval_data, eval_split=eval_split, eval_limit=eval_limit,
             attributes=attributes, values=parse_values(values), backend=backend,
             epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay, seed=seed,
-            size=size, crop=crop, classes_from_data=classes_from_data, device=device, resume=resume,
+            eval_seed=eval_seed, size=size, crop=crop, classes_from_data=classes_from_data, device=device, resume=resume,
             on_subset=said, on_train=on_train, on_step=steps,
             on_scoring=lambda total: bar.start("scoring", total), on_records=bar.advance)
     details = result.details
