@@ -17,7 +17,6 @@ import os
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-import cv2
 import numpy as np
 import torch
 
@@ -31,6 +30,7 @@ SEVERITIES = 5
 def _tables() -> dict[str, Callable[[int], Any]]:
     """Corruption name -> severity (1-5) -> an albumentations transform (p=1)."""
     import albumentations as A
+    import cv2
 
     def at(values: tuple[Any, ...]) -> Callable[[int], Any]:
         return lambda s: values[s - 1]
