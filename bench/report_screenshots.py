@@ -1,8 +1,8 @@
-"""Screenshots of the four `segtk report` pages with headless Chromium.
+"""Screenshots of the six `segtk report` pages with headless Chromium.
 
 Makes small runs on the bundled demo model and images (attack, attack benchmark, edit, edit
-benchmark), writes their reports and saves docs/images/report_{attack,bench,edit,bench_edits}.png
-(1280×2000 viewport):
+benchmark, training, augmentation benchmark), writes their reports and saves
+docs/images/report_{attack,bench,edit,bench_edits,train,bench_augment}.png (1280×2000 viewport):
 
     OMP_NUM_THREADS=1 python bench/report_screenshots.py [--out docs/images] [--keep DIR]
 
@@ -47,7 +47,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(args.keep or tempfile.mkdtemp(prefix="segtk-report-shots-"))
-    kinds = ("attack", "bench", "edit", "bench_edits")
+    kinds = ("attack", "bench", "edit", "bench_edits", "train", "bench_augment")
     for sub in kinds:
         shutil.rmtree(work / sub, ignore_errors=True)
     segtk("attack", "--plugin", "dla", "--out", str(work / "attack"), "--report")
@@ -57,6 +57,13 @@ def main() -> None:
           "--limit", "5", "--out", str(work / "edit"), "--report")
     segtk("bench", "edits", "--attributes", "color,style,size", "--values", "color=red,blue",
           "--values", "style=cartoon", "--limit", "4", "--out", str(work / "bench_edits"), "--report")
+    segtk("train", "--model", "demo", "--data", "demo", "--augment", "cutmix", "--epochs", "3",
+          "--crop", "96x64", "--out", str(work / "train"))
+    segtk("bench", "augment", "--model", "demo", "--data", "demo", "--augment", "baseline,cutmix",
+          "--attributes", "color", "--values", "color=red,blue", "--epochs", "2", "--crop", "96x64",
+          "--out", str(work / "bench_augment"))
+    for kind in ("train", "bench_augment"):  # these commands have no --report
+        segtk("report", str(work / kind))
     for kind in kinds:
         png = out / f"report_{kind}.png"
         screenshot(args.chromium, work / kind / "report.html", png)
