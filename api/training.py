@@ -12,7 +12,7 @@ from segtk.api.results import Table
 from segtk.benchmarks.augment import AugmentBench, eval_seed_for, run, write_outputs
 from segtk.core import CLASSICAL, SegtkError, preferred_split, resolve_device
 from segtk.jobs.edit import EditSummary
-from segtk.jobs.train import StepHook, TrainConfig, parse_size
+from segtk.jobs.train import CONSTANT, StepHook, TrainConfig, parse_scale, parse_size
 from segtk.jobs.train import train as train_job
 
 __all__ = ["train", "bench_augment", "chosen_split", "split_augments", "BENCH_AUGMENTS",
@@ -21,6 +21,7 @@ __all__ = ["train", "bench_augment", "chosen_split", "split_augments", "BENCH_AU
 BENCH_AUGMENTS = "baseline,cutout,cutmix,augmix"
 AUGMENT_ATTRIBUTES = "color,material,style,weather"
 Size = str | tuple[int, int] | None
+Scale = str | tuple[float, float] | None
 
 
 def chosen_split(data_spec: str, split: str | None, preferred: str) -> str | None:
@@ -59,16 +60,26 @@ def _size(value: Size, option: str) -> tuple[int, int] | None:
 
 def _config(model: str, data: str, split: str | None, limit: int | None, augment: str,
             epochs: int, batch_size: int, lr: float, weight_decay: float, seed: int, size: Size,
-            crop: Size, classes_from_data: bool, device: str | None) -> TrainConfig:
+            crop: Size, classes_from_data: bool, device: str | None, scale: Scale = None,
+            flip: bool = False, schedule: str = CONSTANT) -> TrainConfig:
     return TrainConfig(model, data, chosen_split(data, split, "train"), limit, augment, epochs,
                        batch_size, lr, weight_decay, seed, _size(size, "--size"),
-                       _size(crop, "--crop"), classes_from_data, str(resolve_device(device)))
+                       _size(crop, "--crop"), classes_from_data, str(resolve_device(device)),
+                       scale=_scale(scale), flip=flip, schedule=schedule)
+
+
+def _scale(value: Scale) -> tuple[float, float] | None:
+    """(LO, HI), or 'LO,HI' as --scale takes it."""
+    if value is None or isinstance(value, str):
+        return parse_scale(value)
+    return parse_scale(f"{value[0]!r},{value[1]!r}")
 
 
 def train(model: str, data: str, out: str | Path, augment: str = "baseline", *,
           split: str | None = None, limit: int | None = None, epochs: int = 1,
           batch_size: int = 8, lr: float = 1e-4, weight_decay: float = 1e-4, seed: int = 0,
-          size: Size = None, crop: Size = None, classes_from_data: bool = False,
+          size: Size = None, crop: Size = None, scale: Scale = None, flip: bool = False,
+          schedule: str = CONSTANT, classes_from_data: bool = False,
           device: str | None = "cpu", resume: bool = False,
           on_step: StepHook | None = None) -> Table:
     """Fine-tune the model spec `model` on `data` with one augmentation (augmenter spec
@@ -76,13 +87,17 @@ def train(model: str, data: str, out: str | Path, augment: str = "baseline", *,
     deterministic, a checkpoint per epoch, `resume=True` continues it (epochs may grow).
 
     `split`: None = train where the data has splits, else all of it; '' = all of it.
-    `size`, `crop`: (W, H) or 'WxH'. `device`: where the model trains (cpu, cuda, cuda:N,
+    `size`, `crop`: (W, H) or 'WxH'. Before the augmenter every sample is rescaled by a ratio
+    drawn from `scale` ((LO, HI) or 'LO,HI'; needs `crop`, which then pads with the ignore
+    label), cropped, and mirrored with probability 0.5 when `flip`. `schedule`: 'constant'
+    (the default) or 'poly' (power 0.9 per step over the whole run; the epochs are then fixed
+    on resume). `device`: where the model trains (cpu, cuda, cuda:N,
     auto); the augmentations run on the CPU batch before it moves. Returns one row per epoch (epoch, loss, steps, seconds,
     spec); `details["spec"]` is the trained model's spec (`load_model` loads it).
     """
     specs_only(model, data, "train")
     config = _config(model, data, split, limit, augment, epochs, batch_size, lr, weight_decay,
-                     seed, size, crop, classes_from_data, device)
+                     seed, size, crop, classes_from_data, device, scale, flip, schedule)
     results = train_job(config, out, resume, on_step=on_step)
     rows = [{"epoch": r.epoch, "loss": r.loss, "steps": r.steps, "seconds": r.seconds,
              "spec": r.spec} for r in results]
@@ -97,7 +112,8 @@ def bench_augment(model: str, data: str, augments: str | Sequence[str] = BENCH_A
                   values: Mapping[str, Sequence[str]] | None = None, backend: str = CLASSICAL,
                   epochs: int = 1, batch_size: int = 8, lr: float = 1e-4,
                   weight_decay: float = 1e-4, seed: int = 0, eval_seed: int | None = None,
-                  size: Size = None, crop: Size = None, classes_from_data: bool = False,
+                  size: Size = None, crop: Size = None, scale: Scale = None,
+                  flip: bool = False, schedule: str = CONSTANT, classes_from_data: bool = False,
                   device: str | None = "cpu", resume: bool = False,
                   on_subset: Callable[[str, EditSummary], None] | None = None,
                   on_train: Callable[[str, dict[str, Any]], None] | None = None,
@@ -109,6 +125,7 @@ def bench_augment(model: str, data: str, augments: str | Sequence[str] = BENCH_A
     OUT/train/LABEL, scores in OUT/results.jsonl.
 
     `eval_split`: None = val where the evaluation data has splits, '' = all of it.
+    `scale`, `flip`, `schedule`: every row's pipeline and learning rate, as in `train`.
     `eval_seed` seeds the edited evaluation subsets apart from the training `seed`, so runs
     with other seeds are scored on the same test set: None = 0, or on `resume` the recorded
     one (the training seed for a run made before eval_seed existed). `device`:
@@ -128,7 +145,8 @@ def bench_augment(model: str, data: str, augments: str | Sequence[str] = BENCH_A
         raise SegtkError("--attributes must name at least one editor",
                          hint="e.g. --attributes color,weather")
     training = _config(model, data, split, limit, "baseline", epochs, batch_size, lr,
-                       weight_decay, seed, size, crop, classes_from_data, device)
+                       weight_decay, seed, size, crop, classes_from_data, device, scale, flip,
+                       schedule)
     bench = AugmentBench(training, tuple(s for s in specs if s), tuple(attrs), eval_data,
                          chosen_split(eval_data or data, eval_split, "val"), eval_limit,
                          {attr: list(vals) for attr, vals in (values or {}).items()}, backend,

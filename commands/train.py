@@ -21,7 +21,7 @@ from segtk.commands.options import (
 )
 from segtk.commands.resume import Recorded, joined, resumable, sized
 from segtk.core import CLASSICAL
-from segtk.jobs.train import parse_size
+from segtk.jobs.train import CONSTANT, SCHEDULES, parse_scale, parse_size
 
 TRAIN_SPLIT_HELP = ("Training split [default: train where the data has splits, else all of it]; "
                     "'' for none.")
@@ -31,10 +31,10 @@ def training_options(command):
     """The options `segtk train` and `segtk bench augment` share."""
     for option in reversed([
         click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="Epochs (a --resume may raise it: the lr is constant)."),
+                     help="Epochs (a --resume may raise it with the constant schedule)."),
         click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True),
         click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=1e-4,
-                     show_default=True, help="AdamW learning rate (constant)."),
+                     show_default=True, help="AdamW learning rate (see --schedule)."),
         click.option("--weight-decay", type=click.FloatRange(min=0), default=1e-4,
                      show_default=True),
         click.option("--seed", type=int, default=0, show_default=True,
@@ -43,6 +43,15 @@ def training_options(command):
                      help="Resize every training image first (e.g. 240x180)."),
         click.option("--crop", default=None, metavar="WxH",
                      help="Then a random crop per image and epoch (e.g. 240x180)."),
+        click.option("--scale", default=None, metavar="LO,HI",
+                     help="Rescale each sample by a random ratio in [LO, HI] before the crop "
+                          "(e.g. 0.5,2.0; needs --crop, which pads with the ignore label)."),
+        click.option("--flip", is_flag=True,
+                     help="Mirror each sample left-right with probability 0.5 after the crop."),
+        click.option("--schedule", type=click.Choice(SCHEDULES), default=CONSTANT,
+                     show_default=True,
+                     help="Learning rate: constant, or poly (power 0.9 per step to 0 at the "
+                          "end; --epochs is then fixed on resume)."),
         classes_from_data_option,
         device_option,
     ]):
@@ -67,6 +76,8 @@ TRAINING = {
     "weight_decay": Recorded("weight_decay"), "seed": Recorded("seed"),
     "size": Recorded("size", sized, _size_of("--size")),
     "crop": Recorded("crop", sized, _size_of("--crop")),
+    "scale": Recorded("scale", joined, parse_scale, absent=None),
+    "flip": Recorded("flip", absent=False), "schedule": Recorded("schedule", absent=CONSTANT),
     "classes_from_data": Recorded("classes_from_data", absent=False),
     "device": Recorded("device", same=same_device, absent="cpu"),
 }
@@ -120,7 +131,8 @@ class StepBar:
 @quiet_option
 @resumable("train", TRAIN, may_change=("epochs",), required=("model_spec", "data_spec"))
 def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_size, lr,
-                  weight_decay, seed, size, crop, classes_from_data, device, out, resume) -> None:
+                  weight_decay, seed, size, crop, scale, flip, schedule, classes_from_data, device,
+                  out, resume) -> None:
     """Fine-tune a model with one augmentation; print the model spec it wrote.
 
     Deterministic (same settings, same weights), a checkpoint per epoch, and --resume continues
@@ -142,6 +154,7 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
         results = api.train(model_spec, data_spec, out, augment, split=split, limit=limit,
                             epochs=epochs, batch_size=batch_size, lr=lr,
                             weight_decay=weight_decay, seed=seed, size=size, crop=crop,
+                            scale=scale, flip=flip, schedule=schedule,
                             classes_from_data=classes_from_data, device=device,
                             resume=resume, on_step=StepBar(bar))
     rows = [(r["epoch"], r["loss"], r["steps"], r["seconds"]) for r in results]
@@ -190,7 +203,8 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
            required=("model_spec", "data_spec"))
 def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval_split,
                   eval_limit, attributes, values, backend, eval_seed, epochs, batch_size, lr,
-                  weight_decay, seed, size, crop, classes_from_data, device, out, resume) -> None:
+                  weight_decay, seed, size, crop, scale, flip, schedule, classes_from_data, device,
+                  out, resume) -> None:
     """One model per augmentation from the same start → Gen4Seg Tab. IV (mIoU per subset, mR).
 
     Edited evaluation subsets are built like `segtk bench edits` does (OUT/edits/ATTR); each
@@ -224,7 +238,8 @@ def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval
             eval_data=eval_data, eval_split=eval_split, eval_limit=eval_limit,
             attributes=attributes, values=parse_values(values), backend=backend,
             epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay, seed=seed,
-            eval_seed=eval_seed, size=size, crop=crop, classes_from_data=classes_from_data, device=device, resume=resume,
+            eval_seed=eval_seed, size=size, crop=crop, scale=scale, flip=flip,
+            schedule=schedule, classes_from_data=classes_from_data, device=device, resume=resume,
             on_subset=said, on_train=on_train, on_step=steps,
             on_scoring=lambda total: bar.start("scoring", total), on_records=bar.advance)
     details = result.details

@@ -20,8 +20,14 @@ Determinism: everything random is derived from (seed, epoch[, step]): the data o
 epoch, each batch's crops and augmentation (one torch.Generator per step), and the global torch
 seed for dropout (set at each epoch start, inside a forked RNG state). So two runs with the same
 settings give the same weights, and `--resume` from any epoch's checkpoint continues exactly as
-the uninterrupted run would have (the learning rate is constant, so `--epochs` may grow on
-resume: the first epochs of a longer run are the shorter run).
+the uninterrupted run would have. With the constant learning rate (the default) `--epochs` may
+grow on resume: the first epochs of a longer run are the shorter run; a poly schedule decays
+over the run's epochs, so they are fixed.
+
+Each sample goes through the standard pipeline before the augmenter: [--size resize], [a
+random rescale, --scale], the random crop (--crop; padded with the ignore label where a rescaled
+image is smaller), [a horizontal flip, --flip]; labels are resized nearest, so they stay under
+their pixels.
 """
 
 from __future__ import annotations
@@ -67,6 +73,9 @@ from segtk.storage.provenance import sha256_file
 from segtk.storage.runs import RESULTS_FILE, RunDir, read_results
 
 CHECKPOINTS, SPEC_FILE, DONE = "checkpoints", "model.spec", "checkpoint.json"
+CONSTANT, POLY = "constant", "poly"
+SCHEDULES = (CONSTANT, POLY)
+POLY_POWER = 0.9  # MMSegmentation's PolyLR default
 
 
 @dataclass(frozen=True)
@@ -87,13 +96,23 @@ class TrainConfig:
     crop: tuple[int, int] | None = None  # (W, H): then a random crop per sample and epoch
     classes_from_data: bool = False  # trust that the model's outputs are the data's classes
     device: str = "cpu"  # where the model trains (core.resolve_device's name: cpu, cuda:0)
+    # The standard pipeline before the augmenter (MMSegmentation's): a random rescale by a
+    # ratio drawn from [lo, hi] before the crop (then a crop may pad: image 0, label ignore),
+    # and a horizontal flip with probability 0.5 after it.
+    scale: tuple[float, float] | None = None
+    flip: bool = False
+    schedule: str = "constant"  # or "poly": lr (1 - step/steps)^0.9 over the whole run
 
     def record(self) -> dict[str, Any]:
         out = asdict(self)
         out["size"] = list(self.size) if self.size else None
         out["crop"] = list(self.crop) if self.crop else None
-        if not self.classes_from_data:  # recorded only when set: older run.json files match
-            del out["classes_from_data"]
+        out["scale"] = list(self.scale) if self.scale else None
+        # recorded only when set: older run.json files match
+        for key, unset in (("classes_from_data", False), ("scale", None), ("flip", False),
+                           ("schedule", CONSTANT)):
+            if out[key] == unset:
+                del out[key]
         return out
 
 
@@ -126,10 +145,12 @@ def parse_size(text: str | None, option: str) -> tuple[int, int] | None:
 # --- data -------------------------------------------------------------------------------------
 
 
-def resize_pair(image: np.ndarray, label: np.ndarray,
-                size: tuple[int, int] | None) -> tuple[torch.Tensor, torch.Tensor]:
+def resize_pair(image: np.ndarray, label: np.ndarray, size: tuple[int, int] | None,
+                label_mode: str = "nearest") -> tuple[torch.Tensor, torch.Tensor]:
     """uint8 [H,W,3] + int64 [H,W] -> uint8 [3,h,w] + int64 [h,w] at `size` (W,H): bilinear
-    (antialiased) for the image, nearest for the label."""
+    (antialiased) for the image, `label_mode` for the label. torch's "nearest" takes the pixel
+    half a pixel up-left of the bilinear sample at ratios that are not integers or halves;
+    --size keeps it (runs made with it repeat), --scale takes "nearest-exact"."""
     x = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)
     y = torch.from_numpy(np.asarray(label, dtype=np.int64))
     if size is None or (x.shape[2], x.shape[1]) == tuple(size):
@@ -137,7 +158,7 @@ def resize_pair(image: np.ndarray, label: np.ndarray,
     w, h = size
     xf = F.interpolate(x[None].float(), size=(h, w), mode="bilinear", align_corners=False,
                        antialias=True)[0]
-    yl = F.interpolate(y[None, None].double(), size=(h, w), mode="nearest")[0, 0].long()
+    yl = F.interpolate(y[None, None].double(), size=(h, w), mode=label_mode)[0, 0].long()
     return xf.round().clamp(0, 255).to(torch.uint8), yl
 
 
@@ -156,6 +177,76 @@ def random_crop(image: torch.Tensor, label: torch.Tensor, crop: tuple[int, int] 
     return image[:, y0:y0 + h, x0:x0 + w], label[y0:y0 + h, x0:x0 + w]
 
 
+def parse_scale(text: str | None) -> tuple[float, float] | None:
+    """'0.5,2.0' -> (0.5, 2.0); None or '' stays None; anything else is a one-line error."""
+    if text is None or text == "":
+        return None
+    parts = text.split(",")
+    try:
+        lo, hi = (float(p) for p in parts)
+    except ValueError:
+        lo = hi = float("nan")
+    if not 0 < lo <= hi <= 16:  # NaN fails too
+        raise SegtkError(f"--scale {text!r} is not LO,HI with 0 < LO <= HI <= 16",
+                         hint="e.g. --scale 0.5,2.0 (MMSegmentation's ratio range)")
+    return lo, hi
+
+
+def random_scale(image: torch.Tensor, label: torch.Tensor, scale: tuple[float, float] | None,
+                 generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Image [3,H,W] uint8 and label [H,W] rescaled by one ratio drawn from `scale`: bilinear
+    for the image, nearest (pixel centres aligned) for the label, so every label still sits
+    under its pixels."""
+    if scale is None:
+        return image, label
+    lo, hi = scale
+    ratio = lo + (hi - lo) * float(torch.rand(1, generator=generator))
+    height, width = label.shape
+    size = (max(1, round(width * ratio)), max(1, round(height * ratio)))
+    return resize_pair(image.permute(1, 2, 0).numpy(), label.numpy(), size, "nearest-exact")
+
+
+def crop_or_pad(image: torch.Tensor, label: torch.Tensor, crop: tuple[int, int],
+                ignore_index: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """A random (W,H) window as MMSegmentation takes it after a rescale: a side shorter than
+    the crop is taken whole and padded at the bottom/right (image 0, label `ignore_index`)."""
+    height, width = label.shape
+    w, h = min(crop[0], width), min(crop[1], height)
+    image, label = random_crop(image, label, (w, h), generator)
+    pad = (0, crop[0] - w, 0, crop[1] - h)
+    if pad[1] or pad[3]:
+        image = F.pad(image, pad, value=0)
+        label = F.pad(label, pad, value=ignore_index)
+    return image, label
+
+
+def random_flip(image: torch.Tensor, label: torch.Tensor, flip: bool,
+                generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both mirrored left-right with probability 0.5 (when `flip`)."""
+    if flip and float(torch.rand(1, generator=generator)) < 0.5:
+        return image.flip(-1), label.flip(-1)
+    return image, label
+
+
+def pipeline(image: torch.Tensor, label: torch.Tensor, config: TrainConfig, ignore_index: int,
+             generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """One training sample: [random rescale], random crop, [flip]. Without --scale and --flip
+    the draws are the crop's alone, so runs made before those options train as they did."""
+    if config.scale is None:
+        image, label = random_crop(image, label, config.crop, generator)
+    else:
+        assert config.crop is not None  # checked in `train`
+        image, label = random_scale(image, label, config.scale, generator)
+        image, label = crop_or_pad(image, label, config.crop, ignore_index, generator)
+    return random_flip(image, label, config.flip, generator)
+
+
+def poly_lr(lr: float, step: int, steps: int) -> float:
+    """MMSegmentation's PolyLR (power 0.9, to 0): the rate of the run's `step`-th of `steps`
+    optimizer steps, counted from 0."""
+    return lr * (1 - step / steps) ** POLY_POWER
+
+
 def load_items(data: Dataset, size: tuple[int, int] | None,
                on_item: Callable[[int], None] | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Every training image and label, resized once, kept as uint8/int64 tensors."""
@@ -169,8 +260,9 @@ def load_items(data: Dataset, size: tuple[int, int] | None,
 
 
 def batch_of(items: list[tuple[torch.Tensor, torch.Tensor]], indices: list[int],
-             crop: tuple[int, int] | None, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    pairs = [random_crop(*items[k], crop, generator) for k in indices]
+             config: TrainConfig, ignore_index: int,
+             generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    pairs = [pipeline(*items[k], config, ignore_index, generator) for k in indices]
     shapes = {tuple(label.shape) for _, label in pairs}
     if len(shapes) > 1:
         raise DataError(f"training images differ in size ({', '.join(f'{w}x{h}' for h, w in sorted(shapes))})",
@@ -276,12 +368,12 @@ def segmentation_loss(logits: torch.Tensor, labels: torch.Tensor, ignore_index: 
     return total / (labels != ignore_index).sum().clamp(min=1)
 
 
-def make_prepare(config: TrainConfig):
-    """How a dataset item becomes a training sample (resize, random crop): given to augmenters
+def make_prepare(config: TrainConfig, ignore_index: int):
+    """How a dataset item becomes a training sample (resize, the pipeline): given to augmenters
     that bring in new samples, so those match the batch."""
 
     def prepare(image: np.ndarray, label: np.ndarray, generator: torch.Generator):
-        x, y = random_crop(*resize_pair(image, label, config.size), config.crop, generator)
+        x, y = pipeline(*resize_pair(image, label, config.size), config, ignore_index, generator)
         return x.float() / 255.0, y
 
     return prepare
@@ -293,6 +385,7 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False,
     """Train `config.epochs` epochs into `out` (continuing a run there with `resume`)."""
     if config.epochs < 1 or config.batch_size < 1 or not config.lr > 0 or config.weight_decay < 0:
         raise SegtkError("--epochs and --batch-size must be >= 1, --lr > 0, --weight-decay >= 0")
+    check_pipeline(config)
     out = Path(out)
     segmenter = load_segmenter(config.model, config.device)
     model = require_trainable(segmenter, config.model)  # the same object, seen as a Trainable
@@ -305,16 +398,34 @@ def train(config: TrainConfig, out: str | Path, resume: bool = False,
     if augmenter is not None:  # before the run folder exists: a bad edits dir= writes nothing
         with naming(f"augmenter {config.augment}", SegtkError, "its setup"):
             augmenter.setup(AugmentContext(list(data.classes), data.ignore_index,
-                                           make_prepare(config), data=config.data,
+                                           make_prepare(config, data.ignore_index),
+                                           data=config.data,
                                            split=config.split))
     record = {**config.record(), "augmenter": augmenter.parameters() if augmenter else {}}
     if resume:
         check_epochs(out, config.epochs)
-    run = RunDir(out, record, resume, may_differ=("epochs",), kind="train")
+    # a poly schedule decays over all the epochs: their number is part of every step's rate
+    grows = ("epochs",) if config.schedule == CONSTANT else ()
+    run = RunDir(out, record, resume, may_differ=grows, kind="train")
     try:
         return _train(config, out, run, model, data, augmenter, on_start, on_step)
     finally:
         run.close()
+
+
+def check_pipeline(config: TrainConfig) -> None:
+    """Refuse a schedule or scale the trainer cannot run, in one line."""
+    if config.schedule not in SCHEDULES:
+        raise SegtkError(f"--schedule {config.schedule!r} is not one of {', '.join(SCHEDULES)}",
+                         hint="--schedule constant (the default) or poly")
+    if config.scale is not None:
+        lo, hi = config.scale
+        if not 0 < lo <= hi:
+            raise SegtkError(f"--scale {lo},{hi} is not LO,HI with 0 < LO <= HI",
+                             hint="e.g. --scale 0.5,2.0")
+        if config.crop is None:
+            raise SegtkError("--scale needs --crop: rescaled images differ in size, and the "
+                             "crop makes them one batch", hint="e.g. --scale 0.5,2.0 --crop 240x180")
 
 
 def check_epochs(out: Path, epochs: int) -> None:
@@ -365,7 +476,7 @@ def _train(config: TrainConfig, out: Path, run: RunDir, model: Trainable, data: 
                 for step in range(steps):
                     generator = torch.Generator().manual_seed(derive(config.seed, "batch", epoch, step))
                     chunk = order[step * config.batch_size:(step + 1) * config.batch_size]
-                    images, labels = batch_of(items, chunk, config.crop, generator)
+                    images, labels = batch_of(items, chunk, config, data.ignore_index, generator)
                     if augmenter is not None:
                         with naming(f"epoch {epoch} step {step + 1}", SegtkError,
                                     f"augmenter {augmenter.name}"):
@@ -376,6 +487,10 @@ def _train(config: TrainConfig, out: Path, run: RunDir, model: Trainable, data: 
                     if not torch.isfinite(loss):
                         raise ModelError(f"epoch {epoch} step {step + 1}: the loss is {loss.item()}",
                                          hint=diverged_hint(source, fresh, bool(start)))
+                    if config.schedule == POLY:
+                        rate = poly_lr(config.lr, (epoch - 1) * steps + step, config.epochs * steps)
+                        for group in optimizer.param_groups:
+                            group["lr"] = rate
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     optimizer.step()
