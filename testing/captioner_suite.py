@@ -30,7 +30,9 @@ class CaptionerSuite:
     """Subclass as `TestSomething` with `captioner_cls` set; pytest collects the checks."""
 
     captioner_cls: ClassVar[type[Captioner]]
-    params: ClassVar[dict[str, Any]] = {}
+    # Not a ClassVar: set on the class, or per test (`self.params = ...` in an autouse fixture)
+    # where it names a file only known then.
+    params: dict[str, Any] = {}
 
     def make(self) -> Captioner:
         return self.captioner_cls(dict(self.params))

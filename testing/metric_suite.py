@@ -54,7 +54,9 @@ class MetricSuite:
     """Subclass as `TestSomething` with `metric_cls` set; pytest collects the checks."""
 
     metric_cls: ClassVar[type[Metric]]
-    params: ClassVar[dict[str, Any]] = {}
+    # Not a ClassVar: set on the class, or per test (`self.params = ...` in an autouse fixture)
+    # where it names a file only known then.
+    params: dict[str, Any] = {}
 
     def make(self) -> Metric:
         return self.metric_cls(dict(self.params))

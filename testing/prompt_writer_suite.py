@@ -47,7 +47,9 @@ class PromptWriterSuite:
     """Subclass as `TestSomething` with `writer_cls` and `model` set; pytest collects the checks."""
 
     writer_cls: ClassVar[type[PromptWriter]]
-    model: ClassVar[Any] = ""
+    # Not a ClassVar: set on the class, or per test (`self.model = ...` in an autouse fixture)
+    # where it names a file only known then.
+    model: Any = ""
     params: ClassVar[dict[str, Any]] = {}
 
     def make(self) -> PromptWriter:
