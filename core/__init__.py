@@ -94,9 +94,7 @@ from segtk.core._metrics import (
 from segtk.core._params import (
     convert,
     declared,
-    param_docs,
     parse_pairs,
-    type_name,
 )
 from segtk.core._plugins import reset_plugin_manager
 from segtk.core._preprocessing import Preprocessing, parse_options
@@ -239,7 +237,6 @@ __all__ = [
     "oklab_to_linear",
     "oklab_to_rgb",
     "overlay",
-    "param_docs",
     "parse_augment",
     "parse_options",
     "parse_pairs",
@@ -268,7 +265,6 @@ __all__ = [
     "target_box",
     "thing_classes",
     "to_tensor",
-    "type_name",
     "uniform_noise",
     "voc_colormap",
     "write_png",

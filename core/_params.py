@@ -24,7 +24,6 @@ import ast
 import dataclasses
 import difflib
 import inspect
-import re
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -34,7 +33,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from segtk.core._errors import PluginError, SegtkError
 
 __all__ = ["TRUE", "FALSE", "NONE", "convert", "kind_of", "describe", "parse_pairs",
-           "Declared", "declared", "param_docs", "type_name", "unknown_parameter"]
+           "Declared", "declared", "unknown_parameter"]
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
@@ -269,45 +268,3 @@ def declared(cls: type) -> Declared:
     if isinstance(defaults_dict, dict):  # the knobs it takes through **params
         out.update({k: (kind_of(v), v) for k, v in defaults_dict.items()})
     return Declared(out, open_)
-
-
-def param_docs(cls: type) -> dict[str, str]:
-    """A one-line meaning per declared parameter (`segtk plugins show`), taken from
-    `field(metadata={"doc": ...})` of a `Params` dataclass, else from `name: meaning` entries in
-    the docstrings of the Params class and its bases (of the class and its __init__ for other
-    plugins): the entry's first sentence. Parameters nobody documented are left out."""
-    names = list(declared(cls).params)
-    params_cls = getattr(cls, "Params", None)
-    sources = params_cls if dataclasses.is_dataclass(params_cls) and isinstance(params_cls, type) else cls
-    texts = [k.__dict__.get("__doc__") or "" for k in reversed(sources.__mro__)]  # bases first
-    if sources is cls:  # a constructor's parameters may be described where it is defined
-        init = next((k.__dict__["__init__"] for k in cls.__mro__ if "__init__" in k.__dict__), None)
-        texts.append(getattr(init, "__doc__", None) or "")
-    docs: dict[str, str] = {}
-    if names:
-        alternatives = "|".join(map(re.escape, names))
-        entry = re.compile(rf"(?:^|(?<=[\s;]))`?({alternatives})`?: ")
-        for text in texts:
-            flat = " ".join(text.split())
-            found = list(entry.finditer(flat))
-            for here, after in zip(found, [*found[1:], None][:len(found)], strict=True):
-                docs[here.group(1)] = _first_sentence(flat[here.end():after.start() if after else None])
-    if sources is params_cls:
-        for f in dataclasses.fields(params_cls):
-            doc = f.metadata.get("doc") or f.metadata.get("help")
-            if doc:
-                docs[f.name] = str(doc)
-    return {name: docs[name] for name in names if docs.get(name)}
-
-
-def _first_sentence(text: str) -> str:
-    """Up to the first '. ' before a capital letter (so 'e.g. x' and 'Eq. 3' stay whole)."""
-    end = re.search(r"\.\s+(?=[A-Z])", text)
-    return (text[:end.start()] if end else text).strip().rstrip(".;,").strip()
-
-
-def type_name(kind: Any) -> str:
-    """A declared type as a user reads it: 'float', 'int | None', 'list[str]'."""
-    if isinstance(kind, type) and not get_args(kind):
-        return kind.__name__
-    return re.sub(r"\b(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)", r"\1", str(kind))  # typing.Any -> Any

@@ -18,7 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core import load_dataset, param_docs, registry
+from segtk.commands.plugins import param_docs
+from segtk.core import load_dataset, registry
 from segtk_dla import DLAParams
 from segtk_square import SquareParams
 
