@@ -15,7 +15,8 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
-from segtk.core import AugmentContext, build_augmenter, default_palette, load_dataset, overlay
+from segtk.core import AugmentContext, build_augmenter, default_palette, load_dataset
+from segtk.imaging import overlay
 from segtk.jobs.train import resize_pair
 
 ROOT = Path(__file__).resolve().parents[1]

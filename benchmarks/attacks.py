@@ -42,7 +42,6 @@ from segtk.core import (
     Attack,
     PluginError,
     SegtkError,
-    amplify,
     atomic_write_bytes,
     atomic_write_json,
     batch_tensors,
@@ -60,10 +59,10 @@ from segtk.core import (
     read_image,
     registry,
     same_size_batches,
-    save_figure,
     to_tensor,
     write_png,
 )
+from segtk.imaging import amplify, save_figure
 from segtk.jobs.attack import evaluate, image_seed, quantise, run_attack
 from segtk.storage.runs import Records
 

@@ -36,8 +36,8 @@ from segtk.core import (
     check_models,
     load_dataset,
     parse_augment,
-    save_figure,
 )
+from segtk.imaging import save_figure
 from segtk.jobs.executors import make_executor
 from segtk.jobs.train import SPEC_FILE, StepHook, TrainConfig, read_spec, train
 from segtk.storage.runs import RESULTS_FILE, RUN_FILE, RunDir, load_run_file, read_results

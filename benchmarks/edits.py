@@ -64,9 +64,9 @@ from segtk.core import (
     read_label,
     reference_editor,
     same_size_batches,
-    save_figure,
     write_png,
 )
+from segtk.imaging import save_figure
 from segtk.jobs.edit import (
     EditConfig,
     EditRun,

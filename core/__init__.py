@@ -107,7 +107,7 @@ from segtk.core._quality import (
     load_pretrained,
 )
 from segtk.core._registry import PluginInfo, missing_modules
-from segtk.core._render import amplify, colourise, overlay, save_figure, voc_colormap
+from segtk.core._render import colourise, voc_colormap
 from segtk.core._samples import (
     DEFAULT_EXCLUDE,
     DEFAULT_MIN_AREA,
@@ -199,7 +199,6 @@ __all__ = [
     "UnknownPlugin",
     "Verified",
     "allowed_classes",
-    "amplify",
     "atomic_write_bytes",
     "atomic_write_json",
     "backend_class",
@@ -236,7 +235,6 @@ __all__ = [
     "naming",
     "oklab_to_linear",
     "oklab_to_rgb",
-    "overlay",
     "parse_augment",
     "parse_options",
     "parse_pairs",
@@ -257,7 +255,6 @@ __all__ = [
     "resolve_spec",
     "rgb_to_oklab",
     "same_size_batches",
-    "save_figure",
     "save_safetensors",
     "saved_spec",
     "seeds",

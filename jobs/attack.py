@@ -36,13 +36,13 @@ from segtk.core import (
     default_palette,
     mean_iou,
     naming,
-    overlay,
     pixel_accuracy,
     registry,
     same_size_batches,
     to_tensor,
     write_png,
 )
+from segtk.imaging import overlay
 from segtk.storage.runs import Records
 
 

@@ -54,7 +54,6 @@ from segtk.core import (
     build,
     default_palette,
     naming,
-    overlay,
     parse_pairs,
     prepare_sample,
     read_image,
@@ -63,6 +62,7 @@ from segtk.core import (
     thing_classes,
     write_png,
 )
+from segtk.imaging import overlay
 from segtk.jobs.attack import image_seed
 from segtk.storage import runs
 

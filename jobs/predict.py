@@ -19,11 +19,11 @@ from segtk.core import (
     check_prediction,
     default_palette,
     naming,
-    overlay,
     same_size_batches,
     to_tensor,
     write_png,
 )
+from segtk.imaging import overlay
 
 
 def predict_dataset(

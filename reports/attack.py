@@ -8,15 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from segtk.core import (
-    Dataset,
-    SegtkError,
-    amplify,
-    brief_spec,
-    iou_per_class,
-    overlay,
-    read_image,
-)
+from segtk.core import Dataset, SegtkError, brief_spec, iou_per_class, read_image
+from segtk.imaging import amplify, overlay
 from segtk.jobs.attack import summarise
 from segtk.reports.common import (
     _classes_and_palette,

@@ -18,11 +18,11 @@ from segtk.core import (
     Dataset,
     SegtkError,
     brief_spec,
-    overlay,
     read_image,
     read_label,
 )
 from segtk.datasets.readers import read_classes, read_manifest
+from segtk.imaging import overlay
 from segtk.reports.common import (
     _classes_and_palette,
     _derived,

@@ -20,11 +20,11 @@ from segtk.core import (
     SegtkError,
     confusion,
     default_palette,
-    overlay,
     project,
     read_image,
     to_tensor,
 )
+from segtk.imaging import overlay
 from segtk.jobs.attack import MODEL_HINT, attack_dataset, evaluate, image_seed, quantise
 from segtk.storage.runs import RunDir
 from segtk.testing import TinySegmenter, toy_batch

@@ -21,12 +21,12 @@ from segtk.core import (
     Segmenter,
     SegtkError,
     default_palette,
-    overlay,
     project,
     read_image,
     write_png,
 )
 from segtk.core._png import encode_png
+from segtk.imaging import overlay
 from segtk.jobs.attack import quantise
 
 

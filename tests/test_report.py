@@ -23,9 +23,10 @@ from click.testing import CliRunner
 from PIL import Image
 
 from segtk.cli import cli
-from segtk.core import SegmenterPlugin, SegtkError, amplify, hookimpl, registry
+from segtk.core import SegmenterPlugin, SegtkError, hookimpl, registry
 from segtk.core._data import default_palette, read_image, read_label, to_uint8, write_png
 from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
+from segtk.imaging import amplify
 from segtk.jobs.attack import summarise
 from segtk.reports.svg import Series, line_chart, nice_ticks
 from segtk.reports.writer import FILES_DIR, detect_kind, write_report
