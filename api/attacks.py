@@ -33,14 +33,13 @@ from segtk.benchmarks.attacks import (
     write_contact_sheet,
     write_outputs,
 )
+from segtk.compat import check_compatible, check_models
 from segtk.core import (
     Dataset,
     Segmenter,
     SegtkError,
     build,
-    check_compatible,
     check_gradients,
-    check_models,
     load_dataset,
     resolve_device,
 )

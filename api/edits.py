@@ -12,13 +12,13 @@ from segtk.api.loading import comma_list, data_of, pairs_of, spec_of, specs_only
 from segtk.api.results import Table
 from segtk.benchmarks.edit_quality import build_metrics, measure_quality, write_quality
 from segtk.benchmarks.edits import aggregate, build_subsets, plan, run_bench, write_outputs
+from segtk.compat import check_models
 from segtk.core import (
     CLASSICAL,
     DEFAULT_MIN_AREA,
     Dataset,
     SegtkError,
     backend_class,
-    check_models,
     declared,
     load_dataset,
     registry,

@@ -38,6 +38,7 @@ from PIL import Image, ImageDraw
 from PIL.PngImagePlugin import PngInfo
 
 from segtk.benchmarks.visibility import visibility
+from segtk.compat import check_compatible
 from segtk.core import (
     Attack,
     PluginError,
@@ -48,7 +49,6 @@ from segtk.core import (
     brief_spec,
     build,
     cached_segmenter,
-    check_compatible,
     check_gradients,
     confusion,
     declared,

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from segtk.benchmarks.edits import ORIGINAL, Subset, aggregate, build_subsets, plan, run_bench
+from segtk.compat import check_models
 from segtk.core import (
     SegtkError,
     atomic_write_bytes,
     atomic_write_json,
-    check_models,
     load_dataset,
     parse_augment,
 )

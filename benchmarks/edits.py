@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from segtk.compat import check_compatible
 from segtk.core import (
     DEFAULT_MIN_AREA,
     EDIT_KINDS,
@@ -54,7 +55,6 @@ from segtk.core import (
     batch_tensors,
     brief_spec,
     cached_segmenter,
-    check_compatible,
     confusion,
     iou_per_class,
     load_dataset,

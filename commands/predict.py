@@ -15,7 +15,8 @@ from segtk.commands.options import (
     model_option,
     split_option,
 )
-from segtk.core import check_compatible, load_dataset, load_segmenter
+from segtk.compat import check_compatible
+from segtk.core import load_dataset, load_segmenter
 from segtk.jobs.predict import predict_dataset
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from segtk.compat import check_compatible
 from segtk.core import (
     Attack,
     AttackError,
@@ -30,7 +31,6 @@ from segtk.core import (
     Segmenter,
     SegtkError,
     batch_tensors,
-    check_compatible,
     check_gradients,
     check_prediction,
     default_palette,

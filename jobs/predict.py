@@ -9,13 +9,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from segtk.compat import check_compatible
 from segtk.core import (
     ConfusionAccumulator,
     Dataset,
     ModelError,
     Segmenter,
     atomic_write_json,
-    check_compatible,
     check_prediction,
     default_palette,
     naming,

@@ -47,6 +47,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 
+from segtk.compat import check_compatible
 from segtk.core import (
     AugmentContext,
     Augmenter,
@@ -58,7 +59,6 @@ from segtk.core import (
     atomic_write_bytes,
     atomic_write_json,
     build_augmenter,
-    check_compatible,
     load_dataset,
     load_segmenter,
     naming,

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["api", "core", "storage", "jobs", "benchmarks", "reports", "datasets", "commands", "imaging",
-            "testing"]
+PACKAGES = ["api", "core", "storage", "jobs", "benchmarks", "reports", "datasets", "commands",
+            "testing", "imaging", "compat"]
 API = ("segtk.core", "segtk.testing")
 # Optional stacks a module may import inside the function that needs them.
 OPTIONAL = {

@@ -13,8 +13,9 @@ from click.testing import CliRunner
 
 import segtk_demo
 from segtk.cli import cli
+from segtk.compat import check_compatible, class_key
 from segtk.core import DataError, Dataset, ModelError
-from segtk.core._specs import check_compatible, class_key, load_dataset, load_segmenter, pop_classes
+from segtk.core._specs import load_dataset, load_segmenter, pop_classes
 from segtk.testing import TinySegmenter, shared
 
 DEMO_DATA = Path(segtk_demo.__file__).parent / "data"
