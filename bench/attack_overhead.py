@@ -37,13 +37,13 @@ import torch
 from segtk.core import (
     Segmenter,
     SegtkError,
-    batch_tensors,
     build_attack,
     load_dataset,
     load_segmenter,
     resolve_device,
 )
 from segtk.jobs.attack import attack_dataset, image_seed
+from segtk.jobs.batching import batch_tensors
 from segtk.storage.runs import RunDir
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"

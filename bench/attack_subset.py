@@ -15,8 +15,9 @@ from pathlib import Path
 
 import torch
 
-from segtk.core import batch_tensors, build_attack, load_dataset, load_segmenter, mean_iou
+from segtk.core import build_attack, load_dataset, load_segmenter, mean_iou
 from segtk.jobs.attack import image_seed
+from segtk.jobs.batching import batch_tensors
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 

@@ -44,8 +44,6 @@ from segtk.core import (
     PluginError,
     SegtkError,
     atomic_write_bytes,
-    atomic_write_json,
-    batch_tensors,
     brief_spec,
     build,
     cached_segmenter,
@@ -58,13 +56,13 @@ from segtk.core import (
     pixel_accuracy,
     read_image,
     registry,
-    same_size_batches,
     to_tensor,
     write_png,
 )
 from segtk.imaging import amplify, save_figure
 from segtk.jobs.attack import evaluate, image_seed, quantise, run_attack
-from segtk.storage.runs import Records
+from segtk.jobs.batching import batch_tensors, same_size_batches
+from segtk.storage.runs import Records, atomic_write_json
 
 SPEC_SYNTAX = "NAME[:KEY=VALUE[;KEY=VALUE...]]"
 SHARED = ("budget", "eps", "seed", "time_limit")  # set by the bench's own options, not a spec

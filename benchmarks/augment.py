@@ -30,17 +30,18 @@ from typing import Any
 
 from segtk.benchmarks.edits import ORIGINAL, Subset, aggregate, build_subsets, plan, run_bench
 from segtk.compat import check_models
-from segtk.core import (
-    SegtkError,
-    atomic_write_bytes,
-    atomic_write_json,
-    load_dataset,
-    parse_augment,
-)
+from segtk.core import SegtkError, atomic_write_bytes, load_dataset, parse_augment
 from segtk.imaging import save_figure
 from segtk.jobs.executors import make_executor
 from segtk.jobs.train import SPEC_FILE, StepHook, TrainConfig, read_spec, train
-from segtk.storage.runs import RESULTS_FILE, RUN_FILE, RunDir, load_run_file, read_results
+from segtk.storage.runs import (
+    RESULTS_FILE,
+    RUN_FILE,
+    RunDir,
+    atomic_write_json,
+    load_run_file,
+    read_results,
+)
 
 START = "start"
 TABLE_VI = "table_vi.csv"

@@ -51,8 +51,6 @@ from segtk.core import (
     PromptWriter,
     SegtkError,
     atomic_write_bytes,
-    atomic_write_json,
-    batch_tensors,
     brief_spec,
     cached_segmenter,
     confusion,
@@ -63,10 +61,10 @@ from segtk.core import (
     prepare_sample,
     read_label,
     reference_editor,
-    same_size_batches,
     write_png,
 )
 from segtk.imaging import save_figure
+from segtk.jobs.batching import batch_tensors, same_size_batches
 from segtk.jobs.edit import (
     EditConfig,
     EditRun,
@@ -77,7 +75,7 @@ from segtk.jobs.edit import (
     parse_filter_params,
     run_config,
 )
-from segtk.storage.runs import RunDir
+from segtk.storage.runs import RunDir, atomic_write_json
 
 ORIGINAL, RECON, ORIGINAL_OBJECT = "original", "recon", "original-object"
 

@@ -30,7 +30,7 @@ import torch
 from safetensors.torch import save
 
 from segtk.core._data import atomic_write_bytes
-from segtk.core._errors import ModelError, PluginError
+from segtk.core._errors import PluginError
 from segtk.core._params import Declared
 
 # (uint8 image [H,W,3], int64 label [H,W], generator) -> (image [3,h,w] in [0,1], label [h,w])
@@ -182,15 +182,6 @@ class ModuleTrainable(Trainable):
 
     def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
         self.trainable_module.load_state_dict(dict(state), strict=True)
-
-
-def require_trainable(model: Any, spec: str) -> Trainable:
-    """The model as a Trainable, or a ModelError naming the plugins that can be trained."""
-    if not isinstance(model, Trainable):
-        raise ModelError(f"model {spec!r} ({type(model).__name__}) cannot be trained",
-                         hint="trainable model plugins: espnet, demo, hf (SegFormer and other "
-                              "per-pixel heads)")
-    return model
 
 
 def save_safetensors(path: str | Path, state: Mapping[str, torch.Tensor],

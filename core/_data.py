@@ -6,14 +6,11 @@ models. Labels are int64 [H,W] class ids with `ignore_index` (255) for unlabelle
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -108,23 +105,6 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def finite_json(value: Any) -> Any:
-    """`value` with NaN and ±inf floats (numpy ones too) as None: JSON has no such numbers."""
-    if isinstance(value, dict):
-        return {k: finite_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite_json(v) for v in value]
-    if isinstance(value, float | np.floating):
-        return float(value) if math.isfinite(value) else None
-    return value
-
-
-def atomic_write_json(path: str | Path, value: Any, indent: int | None = 2) -> None:
-    """Strict JSON (no NaN/Infinity, which other readers reject), written atomically."""
-    text = json.dumps(finite_json(value), indent=indent, allow_nan=False)
-    atomic_write_bytes(path, (text + "\n").encode())
 
 
 def write_png(path: str | Path, array: np.ndarray, palette: np.ndarray | None = None) -> None:
@@ -258,26 +238,6 @@ def default_palette(num_classes: int) -> np.ndarray:
             c >>= 3
         pal[i] = (r, g, b)
     return pal
-
-
-def batch_tensors(batch: Sequence[Item], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Items of one size -> images [B,3,H,W] in [0,1] and labels [B,H,W] on `device`."""
-    images = to_tensor([item.image for item in batch]).to(device)
-    labels = torch.from_numpy(np.stack([item.label for item in batch])).to(device)
-    return images, labels
-
-
-def same_size_batches(dataset: Dataset, indices: Sequence[int], batch_size: int) -> Iterator[list[Item]]:
-    """Read items in order and yield batches of equal-sized images (a batch is one tensor)."""
-    pending: dict[tuple[int, int], list[Item]] = {}
-    for index in indices:
-        item = dataset[index]
-        key = item.image.shape[:2]
-        group = pending.setdefault(key, [])
-        group.append(item)
-        if len(group) == batch_size:
-            yield pending.pop(key)
-    yield from pending.values()
 
 
 def check_flat_split(root: Path | str, split: str | None, accepted: Sequence[str], fmt: str) -> None:

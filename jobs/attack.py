@@ -30,7 +30,6 @@ from segtk.core import (
     ModelError,
     Segmenter,
     SegtkError,
-    batch_tensors,
     check_gradients,
     check_prediction,
     default_palette,
@@ -38,11 +37,11 @@ from segtk.core import (
     naming,
     pixel_accuracy,
     registry,
-    same_size_batches,
     to_tensor,
     write_png,
 )
 from segtk.imaging import overlay
+from segtk.jobs.batching import batch_tensors, same_size_batches
 from segtk.storage.runs import Records
 
 

@@ -15,15 +15,15 @@ from segtk.core import (
     Dataset,
     ModelError,
     Segmenter,
-    atomic_write_json,
     check_prediction,
     default_palette,
     naming,
-    same_size_batches,
     to_tensor,
     write_png,
 )
 from segtk.imaging import overlay
+from segtk.jobs.batching import same_size_batches
+from segtk.storage.runs import atomic_write_json
 
 
 def predict_dataset(

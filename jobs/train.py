@@ -57,25 +57,32 @@ from segtk.core import (
     SegtkError,
     Trainable,
     atomic_write_bytes,
-    atomic_write_json,
     build_augmenter,
     load_dataset,
     load_segmenter,
     naming,
     read_spec_file,
     relative_spec,
-    require_trainable,
     resolve_spec,
     save_safetensors,
     saved_spec,
 )
 from segtk.storage.provenance import sha256_file
-from segtk.storage.runs import RESULTS_FILE, RunDir, read_results
+from segtk.storage.runs import RESULTS_FILE, RunDir, atomic_write_json, read_results
 
 CHECKPOINTS, SPEC_FILE, DONE = "checkpoints", "model.spec", "checkpoint.json"
 CONSTANT, POLY = "constant", "poly"
 SCHEDULES = (CONSTANT, POLY)
 POLY_POWER = 0.9  # MMSegmentation's PolyLR default
+
+
+def require_trainable(model: Any, spec: str) -> Trainable:
+    """The model as a Trainable, or a ModelError naming the plugins that can be trained."""
+    if not isinstance(model, Trainable):
+        raise ModelError(f"model {spec!r} ({type(model).__name__}) cannot be trained",
+                         hint="trainable model plugins: espnet, demo, hf (SegFormer and other "
+                              "per-pixel heads)")
+    return model
 
 
 @dataclass(frozen=True)

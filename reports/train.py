@@ -15,20 +15,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from segtk.core import (
-    SegtkError,
-    atomic_write_json,
-    brief_spec,
-    load_segmenter,
-    preferred_split,
-    resolve_spec,
-)
+from segtk.core import SegtkError, brief_spec, load_segmenter, preferred_split, resolve_spec
 from segtk.jobs.predict import predict_dataset
 from segtk.jobs.train import DONE, checkpoint_dir
 from segtk.reports.common import _load_dataset, _note
 from segtk.reports.svg import SERIES_COLOURS, Series, line_chart
 from segtk.storage.provenance import sha256_file
-from segtk.storage.runs import RESULTS_FILE, read_results
+from segtk.storage.runs import RESULTS_FILE, atomic_write_json, read_results
 
 VAL_FILE = "val_scores.json"
 VAL_SPLIT = "val"

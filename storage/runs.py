@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import math
 import os
 import re
 import shutil
@@ -23,20 +24,38 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self
 
-from segtk.core import SegtkError, atomic_write_json, is_temp
+import numpy as np
+
+from segtk.core import SegtkError, atomic_write_bytes, is_temp
 from segtk.storage.os_errors import os_error
 from segtk.storage.provenance import git_commit, spec_file_hashes, versions
 
 __all__ = ["RUN_FILE", "RESULTS_FILE", "LOCK_FILE", "Records", "RunDir", "RunLock", "append_line",
            "read_results", "load_run_file", "run_record", "command_of", "make_run_dir",
            "remove_temp_files",
-           "versions"]
+           "versions", "atomic_write_json", "finite_json"]
 
 RUN_FILE = "run.json"
 RESULTS_FILE = "results.jsonl"
 LOCK_FILE = ".lock"
 KIND_PATTERN = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 
+
+def finite_json(value: Any) -> Any:
+    """`value` with NaN and ±inf floats (numpy ones too) as None: JSON has no such numbers."""
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_json(v) for v in value]
+    if isinstance(value, float | np.floating):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
+def atomic_write_json(path: str | Path, value: Any, indent: int | None = 2) -> None:
+    """Strict JSON (no NaN/Infinity, which other readers reject), written atomically."""
+    text = json.dumps(finite_json(value), indent=indent, allow_nan=False)
+    atomic_write_bytes(path, (text + "\n").encode())
 
 
 class Records(Protocol):

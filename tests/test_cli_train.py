@@ -74,7 +74,8 @@ def test_bad_input_is_one_line_and_nonzero(random_demo, tmp_path: Path, args, me
 
 
 def test_untrainable_model_is_refused(tmp_path: Path) -> None:
-    from segtk.core import ModelError, require_trainable
+    from segtk.core import ModelError
+    from segtk.jobs.train import require_trainable
     from segtk.testing import TinySegmenter
 
     with pytest.raises(ModelError, match="cannot be trained.*trainable model plugins"):

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 import segtk
 from segtk.cli import cli
 from segtk.core import Item, SegtkError, read_image
-from segtk.core._data import finite_json
+from segtk.storage.runs import finite_json
 
 SNIPPET = Path(__file__).parent / "snippets" / "python_api.py"
 

@@ -19,12 +19,11 @@ from segtk.core import (
     PluginError,
     SegtkError,
     load_segmenter,
-    require_trainable,
     resolve_spec,
     save_safetensors,
 )
 from segtk.jobs import train as train_job
-from segtk.jobs.train import TrainConfig, checkpoint_hashes, read_spec, train
+from segtk.jobs.train import TrainConfig, checkpoint_hashes, read_spec, require_trainable, train
 from segtk.storage.provenance import spec_file_hashes
 
 

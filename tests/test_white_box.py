@@ -24,7 +24,6 @@ from segtk.core import (
     Segmenter,
     SegmenterPlugin,
     SegtkError,
-    batch_tensors,
     confusion,
     hookimpl,
     load_dataset,
@@ -36,6 +35,7 @@ from segtk.core import (
     to_tensor,
 )
 from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
+from segtk.jobs.batching import batch_tensors
 from segtk.testing import TinySegmenter, shared, toy_batch
 from segtk.testing.attack_suite import every_query_checked
 
