@@ -51,6 +51,7 @@ from segtk.core import (
     PromptWriter,
     SegtkError,
     atomic_write_bytes,
+    backend_class,
     brief_spec,
     cached_segmenter,
     confusion,
@@ -60,7 +61,6 @@ from segtk.core import (
     mean_robustness,
     prepare_sample,
     read_label,
-    reference_editor,
     write_png,
 )
 from segtk.imaging import save_figure
@@ -78,6 +78,12 @@ from segtk.jobs.edit import (
 from segtk.storage.runs import RunDir, atomic_write_json
 
 ORIGINAL, RECON, ORIGINAL_OBJECT = "original", "recon", "original-object"
+
+
+def reference_editor(backend: str) -> str:
+    """The editor whose output is `backend`'s robustness reference ("" if none)."""
+    cls = backend_class(backend)
+    return cls.reference if cls is not None else ""
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,6 @@ from segtk.core._editkit import (
     backend_class,
     bbox,
     border_sides,
-    reference_editor,
     target_box,
 )
 from segtk.core._errors import (
@@ -236,7 +235,6 @@ __all__ = [
     "read_image",
     "read_label",
     "read_spec_file",
-    "reference_editor",
     "registry",
     "reset_plugin_manager",
     "relative_spec",

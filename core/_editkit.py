@@ -67,12 +67,6 @@ def make_backend(cls: type[EditBackend], options: dict[str, Any]) -> EditBackend
                           hint=f"pip install {missing}{also}") from exc
 
 
-def reference_editor(backend: str) -> str:
-    """The editor whose output is `backend`'s robustness reference ("" if none)."""
-    cls = backend_class(backend)
-    return cls.reference if cls is not None else ""
-
-
 # --- attribute editors ------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
+from segtk.benchmarks.edits import reference_editor
 from segtk.core import (
     EditBackend,
     EditedSample,
@@ -27,7 +28,6 @@ from segtk.core._editkit import (
     GeometryEditor,
     backend_names,
     fill_rows,
-    reference_editor,
     transform_object,
 )
 from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
