@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -58,7 +60,7 @@ class Scripted(Segmenter):
     name, classes = "scripted", ["zero", "one"]
 
     def __init__(self, script: list[int]) -> None:
-        self.script, self.seen = list(script), []
+        self.script, self.seen = list(script), list[torch.Tensor]()
 
     def predict(self, images: torch.Tensor) -> torch.Tensor:
         out = torch.ones(images.shape[0], images[0, 0].numel(), dtype=torch.long)
@@ -211,5 +213,6 @@ def test_random_noise_with_random_calibration_is_the_random_attack() -> None:
 @pytest.mark.parametrize("key", ["direction", "calibration", "values"])
 def test_unknown_variant_is_refused_with_the_choices(key: str) -> None:
     with pytest.raises(SegtkError, match=f"unknown DLA {key}") as err:
-        DLA(**{key: "diagonal"})
-    assert "--param" in err.value.hint
+        options: dict[str, Any] = {key: "diagonal"}  # as --param KEY=diagonal gives it
+        DLA(**options)
+    assert "--param" in str(err.value.hint)

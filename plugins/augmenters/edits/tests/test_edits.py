@@ -25,6 +25,13 @@ def edit_dir(tmp_path_factory) -> Path:
     return out
 
 
+def build_edits(spec: str) -> Edits:
+    """`build_augmenter(spec)`, the edits augmenter (a spec of it never means no augmentation)."""
+    aug = build_augmenter(spec)
+    assert isinstance(aug, Edits)
+    return aug
+
+
 def demo_batch() -> tuple[torch.Tensor, torch.Tensor, list[str]]:
     data = load_dataset("demo")
     images = torch.stack([torch.from_numpy(data[i].image).permute(2, 0, 1) for i in range(4)])
@@ -38,7 +45,7 @@ def test_registered() -> None:
 
 def test_dir_samples_are_whole_edited_pairs(edit_dir: Path) -> None:
     images, labels, classes = demo_batch()
-    aug = build_augmenter(f"edits:dir={edit_dir},p=1")
+    aug = build_edits(f"edits:dir={edit_dir},p=1")
     aug.setup(AugmentContext(classes))
     pool = load_dataset(f"edited:{edit_dir}")
     assert len(aug.pool) == len(pool) > 0
@@ -62,7 +69,7 @@ def test_dir_samples_go_through_the_trainers_prepare(edit_dir: Path) -> None:
         x, y = random_crop(*resize_pair(image, label, None), crop, generator)
         return x.float() / 255, y
 
-    aug = build_augmenter(f"edits:dir={edit_dir},p=1")
+    aug = build_edits(f"edits:dir={edit_dir},p=1")
     aug.setup(AugmentContext(classes, prepare=prepare))
     out, lab = aug(small_images.contiguous(), small_labels.contiguous(),
                    torch.Generator().manual_seed(1))
@@ -85,7 +92,7 @@ def test_dir_samples_go_through_the_trainers_prepare(edit_dir: Path) -> None:
 
 def test_on_the_fly_appearance_keeps_labels_and_is_deterministic() -> None:
     images, labels, classes = demo_batch()
-    aug = build_augmenter("edits:editor=color,values=red;blue,p=1,min_area=0.05")
+    aug = build_edits("edits:editor=color,values=red;blue,p=1,min_area=0.05")
     aug.setup(AugmentContext(classes))
     out, lab = aug(images, labels, torch.Generator().manual_seed(0))
     assert torch.equal(lab, labels)
@@ -93,14 +100,14 @@ def test_on_the_fly_appearance_keeps_labels_and_is_deterministic() -> None:
     changed = (out - images).abs().amax(1) > 2 / 255
     for i in range(4):  # pixels change inside one single-class region only
         assert lab[i][changed[i]].unique().numel() <= 1
-    again = build_augmenter("edits:editor=color,values=red;blue,p=1,min_area=0.05")
+    again = build_edits("edits:editor=color,values=red;blue,p=1,min_area=0.05")
     again.setup(AugmentContext(classes))
     assert torch.equal(again(images, labels, torch.Generator().manual_seed(0))[0], out)
 
 
 def test_on_the_fly_geometry_moves_labels_with_the_object() -> None:
     images, labels, classes = demo_batch()
-    aug = build_augmenter("edits:editor=size,values=0.5,p=1,min_area=0.05")
+    aug = build_edits("edits:editor=size,values=0.5,p=1,min_area=0.05")
     aug.setup(AugmentContext(classes))
     out, lab = aug(images, labels, torch.Generator().manual_seed(0))
     moved = (lab != labels)
@@ -111,16 +118,16 @@ def test_on_the_fly_geometry_moves_labels_with_the_object() -> None:
 
 def test_bad_parameters(edit_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(PluginError, match="exactly one of dir= and editor="):
-        build_augmenter("edits")
+        build_edits("edits")
     with pytest.raises(PluginError, match="exactly one of"):
-        build_augmenter(f"edits:dir={edit_dir},editor=color")
+        build_edits(f"edits:dir={edit_dir},editor=color")
     with pytest.raises(PluginError, match="values= goes with editor="):
-        build_augmenter(f"edits:dir={edit_dir},values=red")
-    aug = build_augmenter(f"edits:dir={edit_dir}")
+        build_edits(f"edits:dir={edit_dir},values=red")
+    aug = build_edits(f"edits:dir={edit_dir}")
     with pytest.raises(PluginError, match="has classes"):
         aug.setup(AugmentContext(["a", "b"]))
     with pytest.raises(PluginError, match="no value 'octarine'"):
-        build_augmenter("edits:editor=color,values=octarine").setup(AugmentContext(["a"]))
+        build_edits("edits:editor=color,values=octarine").setup(AugmentContext(["a"]))
     from segtk.core import DataError
     with pytest.raises(DataError, match="not found"):
-        build_augmenter(f"edits:dir={tmp_path / 'nope'}").setup(AugmentContext(["a"]))
+        build_edits(f"edits:dir={tmp_path / 'nope'}").setup(AugmentContext(["a"]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,6 +15,14 @@ from click.testing import CliRunner
 
 import segtk
 from segtk.core import AugmentContext, PluginError, SegtkError, build_augmenter, load_dataset
+from segtk_augment_edits import Edits
+
+
+def build_edits(spec: str) -> Edits:
+    """`build_augmenter(spec)`, the edits augmenter (a spec of it never means no augmentation)."""
+    aug = build_augmenter(spec)
+    assert isinstance(aug, Edits)
+    return aug
 
 
 def segtk_edit(out: Path, plugin: str, value: str) -> Path:
@@ -41,8 +50,8 @@ def classes() -> list[str]:
     return list(load_dataset("demo").classes)
 
 
-def set_up(spec: str, **context) -> object:
-    aug = build_augmenter(spec)
+def set_up(spec: str, **context: Any) -> Edits:
+    aug = build_edits(spec)
     aug.setup(AugmentContext(classes(), **context))
     return aug
 
@@ -112,7 +121,7 @@ def test_on_the_fly_editors_are_drawn_by_kind_too() -> None:
 @pytest.mark.parametrize("value", ["1.5", "-0.1", "abc", "nan"])
 def test_a_share_outside_0_1_is_refused(folders, value) -> None:
     with pytest.raises(PluginError, match="geometry_share"):
-        build_augmenter(f"edits:dir={both(folders)},geometry_share={value}")
+        build_edits(f"edits:dir={both(folders)},geometry_share={value}")
 
 
 def test_a_share_needs_the_kinds_it_draws(folders) -> None:
@@ -130,7 +139,7 @@ def test_a_folder_edited_from_another_split_is_refused(folders, tmp_path) -> Non
         set_up(f"edits:dir={val}", data="demo", split="train")
     text = str(refused.value)
     assert f"{val} was edited from split 'val'" in text and "training uses split 'train'" in text
-    assert "--split train" in refused.value.hint
+    assert "--split train" in str(refused.value.hint)
     with pytest.raises(PluginError, match="edited from split none .* training uses split 'train'"):
         set_up(f"edits:dir={folders['appearance']}", data="demo", split="train")
     set_up(f"edits:dir={edited_from(folders['appearance'], 'train', tmp_path / 'train')}",
@@ -161,7 +170,7 @@ def test_training_refuses_val_edits_and_records_the_drawn_share(folders, random_
     """Through `segtk.train`: the trainer tells the augmenter its split, and each epoch's record
     holds the kinds drawn."""
     val = edited_from(folders["geometry"], "val", tmp_path / "val")
-    train = dict(split="", epochs=2, batch_size=4, crop=(64, 48), lr=3e-3)
+    train: dict[str, Any] = dict(split="", epochs=2, batch_size=4, crop=(64, 48), lr=3e-3)
     with pytest.raises(SegtkError, match=f"{val} was edited from split 'val'.*training uses split none"):
         segtk.train(random_demo, "demo", tmp_path / "refused",
                     f"edits:dir={folders['appearance']};{val},geometry_share=0.5", **train)

@@ -68,6 +68,7 @@ def test_p_zero_is_identity() -> None:
 
 def test_a_spec_chooses_corruptions_and_severity() -> None:
     augmenter = build_augmenter("hendrycks:corruptions=fog;jpeg,severity=2")
+    assert isinstance(augmenter, Hendrycks)
     assert augmenter.parameters()["corruptions"] == "fog;jpeg"
     assert set(augmenter._ops) == {("fog", 2), ("jpeg", 2)}
 

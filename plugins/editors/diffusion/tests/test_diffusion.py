@@ -12,9 +12,11 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from segtk.core import (
     AttributeEditor,
@@ -27,6 +29,7 @@ from segtk.core import (
 )
 from segtk.testing import EditBackendSuite, EditorSuite, toy_sample
 from segtk_diffusion import INSTALL, REQUIRES, Gen4SegBackend, ReconEditor, get_backend
+from segtk_diffusion.sampler import Trace
 
 SIZE = 64
 
@@ -96,10 +99,10 @@ def _save_sd(folder: Path, unet, tok, vocab_size: int, seed: int) -> None:
     sched = DDIMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
                           clip_sample=False, set_alpha_to_one=False, steps_offset=1)
     unet.save_pretrained(folder / "unet")
-    vae.save_pretrained(folder / "vae")
+    vae.save_pretrained(folder / "vae")  # type: ignore[attr-defined]  # diffusers: mypy misses the mixin's method
     text.save_pretrained(folder / "text_encoder")
     tok.save_pretrained(folder / "tokenizer")
-    sched.save_pretrained(folder / "scheduler")
+    sched.save_pretrained(folder / "scheduler")  # type: ignore[attr-defined]  # diffusers: mypy misses the mixin's method
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +127,17 @@ def _options(stack, **kw):
     return {**stack, "steps": 3, "resolution": SIZE, "device": "cpu", **kw}
 
 
+def last_trace(backend: Gen4SegBackend) -> Trace:
+    """The trace of the backend's last appearance run (kept: `backend.record` is set)."""
+    assert backend.last_trace is not None
+    return backend.last_trace
+
+
+def blend_mask(trace: Trace) -> torch.Tensor:
+    assert trace.mask is not None
+    return trace.mask
+
+
 def _sample(h: int = SIZE, w: int = SIZE) -> Sample:
     rng = np.random.default_rng(0)
     yy, xx = np.mgrid[:h, :w]
@@ -142,8 +156,8 @@ def test_blending_keeps_source_latents_outside_the_mask(stack) -> None:
     sample = _sample()
     out = backend.appearance(sample, "red", "a photo of a car", "a photo of a red car",
                              np.random.default_rng(0))
-    trace = backend.last_trace
-    m = trace.mask
+    trace = last_trace(backend)
+    m = blend_mask(trace)
     assert 0 < float(m.mean()) < 1  # a local edit at latent resolution
     assert len(trace.edit) == 3
     for edit, src in zip(trace.edit, trace.source):
@@ -168,10 +182,10 @@ def test_blend_off_leaves_the_latents_outside_the_mask_to_the_edit(stack) -> Non
         backend.record = True
         out = backend.appearance(sample, "red", "a photo of a car", "a photo of a red car",
                                  np.random.default_rng(0))
-        traces.append(backend.last_trace)
+        traces.append(last_trace(backend))
         images.append(out.image)
         meta.append(out.metadata)
-    m = traces[0].mask
+    m = blend_mask(traces[0])
     on, off = (((t.edit[-1] - t.source[-1]) * (1 - m)).abs().max() for t in traces)
     assert on == 0  # Eq. 7: outside the mask the last latent is the encoded source
     assert off > 0  # without it, the edit's own latent stays there
@@ -188,10 +202,17 @@ def test_energy_off_never_computes_the_energy(stack, monkeypatch) -> None:
 
     calls = []
     real = attention.mask_energy
-    monkeypatch.setattr(attention, "mask_energy", lambda *a, **k: calls.append(1) or real(*a, **k))
-    guided = dict(eta=5e3, energy_threshold=0.0, energy_iters=1, energy_until=1.0)
+
+    def counted(*a: Any, **k: Any) -> Any:
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(attention, "mask_energy", counted)
+    guided: dict[str, Any] = dict(eta=5e3, energy_threshold=0.0, energy_iters=1, energy_until=1.0)
     outs, counts = {}, {}
-    for name, extra in [("on", {}), ("off", {"energy": False}), ("eta0", {"eta": 0.0})]:
+    variants: list[tuple[str, dict[str, Any]]] = [("on", {}), ("off", {"energy": False}),
+                                                  ("eta0", {"eta": 0.0})]
+    for name, extra in variants:
         before = len(calls)
         outs[name] = get_backend(_options(stack, **{**guided, **extra})).appearance(
             _sample(), "red", "a photo of a car", "a photo of a red car", np.random.default_rng(0))
@@ -210,7 +231,7 @@ def test_energy_falls_after_a_guidance_step(stack) -> None:
     backend.record = True
     backend.appearance(_sample(), "red", "a photo of a car", "a photo of a red car",
                        np.random.default_rng(0))
-    steps = backend.last_trace.energy
+    steps = last_trace(backend).energy
     assert len(steps) == 3
     assert all(0 <= before <= 1 for before, _ in steps)
     assert all(after < before for before, after in steps), steps
@@ -220,11 +241,11 @@ def test_energy_guidance_stops_below_threshold_and_skips_image_level_edits(stack
     backend = get_backend(_options(stack, energy_threshold=1.0))
     backend.record = True
     backend.appearance(_sample(), "red", "a photo of a car", "a photo of a red car", None)
-    assert [round(b - a, 12) for b, a in backend.last_trace.energy] == [0.0]  # no update
+    assert [round(b - a, 12) for b, a in last_trace(backend).energy] == [0.0]  # no update
     s = _sample()
     whole = Sample(s.name, s.image, s.label, np.ones_like(s.mask), s.classes, "", s.prompt)
     out = backend.appearance(whole, "snow", "a photo", "a photo of snow", None)
-    assert backend.last_trace.energy == [] and out.metadata["energy_values"] == []
+    assert last_trace(backend).energy == [] and out.metadata["energy_values"] == []
     assert out.metadata["energy"] is False and out.metadata["blend"] is False  # both no-ops
 
 
@@ -366,7 +387,8 @@ def test_unknown_or_unreadable_options_are_refused(options, message) -> None:
         DiffusionOptions.from_dict(options)
     assert message in err.value.message and "\n" not in str(err.value)
     if "blnd" in options:
-        assert err.value.hint.startswith("diffusion takes: sd=None") and "energy=True" in err.value.hint
+        hint = str(err.value.hint)
+        assert hint.startswith("diffusion takes: sd=None") and "energy=True" in hint
 
 
 def test_an_unknown_option_is_refused_through_an_editor(stack) -> None:
@@ -463,7 +485,8 @@ def test_no_controlnet_is_refused_unless_allowed(stack) -> None:
     no_cn = {k: v for k, v in _options(stack).items() if k != "controlnet"}
     with pytest.raises(ModelError, match="the diffusion backend has no ControlNet") as err:
         get_backend(no_cn)
-    assert "allow_no_controlnet=true" in err.value.hint and "controlnet=DIR" in err.value.hint
+    assert "allow_no_controlnet=true" in str(err.value.hint)
+    assert "controlnet=DIR" in str(err.value.hint)
     geometry_only = get_backend({**no_cn, "inpaint_controlnet": stack["controlnet"]})
     with pytest.raises(ModelError, match="appearance editing and recon .* has no ControlNet"):
         geometry_only.appearance(_sample(), "red", "a photo of a car", "a photo of a red car",

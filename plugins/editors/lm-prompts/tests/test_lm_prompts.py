@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from click.testing import CliRunner
@@ -159,7 +160,8 @@ def test_prompt_model_needs_an_attribute_editor(tmp_path) -> None:
 
     run = type("Run", (), {"path": tmp_path})()
     with pytest.raises(SegtkError, match="--prompt-model: editor 'own' writes its own prompts"):
-        edit_dataset(Own(), None, run, EditConfig(["x"], prompt_writer=object()))
+        # refused before the dataset or the writer is looked at: stand-ins of any type do
+        edit_dataset(Own(), cast(Any, None), run, EditConfig(["x"], prompt_writer=cast(Any, object())))
 
 
 def test_registered_as_prompt_writer_lm() -> None:

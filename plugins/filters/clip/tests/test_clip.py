@@ -35,7 +35,7 @@ def test_scores_on_hand_made_embeddings() -> None:
 def test_missing_model_names_the_option(tmp_path) -> None:
     with pytest.raises(PluginError) as err:
         ClipFilter()
-    assert "clip.model" in err.value.hint
+    assert "clip.model" in str(err.value.hint)
     with pytest.raises(PluginError) as err:
         ClipFilter(model=str(tmp_path / "nope")).load()
     assert "clip.model" in err.value.message

@@ -17,7 +17,9 @@ from segtk_demo.train import train_seed
 
 @pytest.fixture(scope="module")
 def model() -> DemoSegmenter:
-    return registry.segmenter_plugin("demo").load("")
+    model = registry.segmenter_plugin("demo").load("")
+    assert isinstance(model, DemoSegmenter)
+    return model
 
 
 def test_generator_is_deterministic_and_labels_every_pixel() -> None:

@@ -153,6 +153,6 @@ def test_missing_dependency_is_reported_with_install_instructions(tmp_path) -> N
     assert ".venv-detectron2" in row["install"] and "torchvision" in row["install"]
     with pytest.raises(PluginError, match="needs detectron2, which is not installed") as err:
         load_segmenter(f"detectron2:{tmp_path / 'c.yaml'},{tmp_path / 'w.pth'}")
-    assert "install-detectron2.sh" in err.value.hint
+    assert "install-detectron2.sh" in str(err.value.hint)
     models = CliRunner().invoke(cli, ["models"]).output
     assert "detectron2" in models

@@ -27,6 +27,7 @@ from click.testing import CliRunner
 from segtk.cli import cli
 from segtk.core import ModelError, Segmenter, cached_segmenter, load_dataset, load_segmenter
 from segtk.testing import SegmenterSuite, requires_stack
+from segtk_detectron2.segmenter import Detectron2Segmenter
 
 FLAG = "SEGTK_REQUIRE_DETECTRON2"
 pytestmark = requires_stack(
@@ -187,6 +188,7 @@ def test_the_checkpoint_is_what_runs(cases, weights) -> None:
     saved = torch.load(weights["mask-former"])["model"]
     torch.manual_seed(123)  # a different init: only loading can make them equal
     model = load_segmenter(spec(cases["mask-former"], weights["mask-former"]))
+    assert isinstance(model, Detectron2Segmenter) and isinstance(model.model, torch.nn.Module)
     state = model.model.state_dict()
     assert state.keys() == saved.keys()
     assert all(torch.equal(state[k], saved[k]) for k in saved)
@@ -204,10 +206,12 @@ def test_open_vocabulary_follows_the_prompts(cases, weights, demo_images) -> Non
     permuted = load_segmenter(spec(case, w, [DEMO[i] for i in order]))
     torch.testing.assert_close(permuted.logits(x), full[:, order], rtol=1e-5, atol=1e-5)
     three = load_segmenter(spec(case, w, ["car", "sky", "road"]))
+    assert isinstance(three, Detectron2Segmenter)
     assert three.classes == ["car", "sky", "road"]
     torch.testing.assert_close(three.logits(x), full[:, [5, 0, 1]], rtol=1e-5, atol=1e-5)
     embeds = text_embeddings(case.opts["MODEL.OPEN_VOCAB.TEXT_ENCODER"],
                              [f"a photo of a {n}." for n in ["car", "sky", "road"]])
+    assert isinstance(three.model, torch.nn.Module)
     torch.testing.assert_close(three.model.text_embeds, embeds)
     assert (embeds @ embeds.T - torch.eye(3)).abs().max() < 0.999  # distinct prompts
 

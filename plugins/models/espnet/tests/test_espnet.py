@@ -35,7 +35,9 @@ def weights(variant: str) -> Path:
 
 @pytest.fixture(scope="module")
 def camvid() -> ESPNetSegmenter:
-    return load_segmenter(f"espnet:camvid={weights('camvid')}")
+    model = load_segmenter(f"espnet:camvid={weights('camvid')}")
+    assert isinstance(model, ESPNetSegmenter)
+    return model
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import PIL.Image
 import pytest
 import torch
 import transformers as T
@@ -22,10 +24,10 @@ from transformers.models.clip.tokenization_clip import bytes_to_unicode
 from segtk.cli import cli
 from segtk.core import ModelError, Segmenter, load_segmenter
 from segtk.testing import SegmenterSuite
-from segtk_hf.segmenter import CLIPSegSegmenter, UniversalSegmenter, parse
+from segtk_hf.segmenter import CLIPSegSegmenter, HFSegmenter, UniversalSegmenter, parse
 
 ID2LABEL = {0: "sky", 1: "road", 2: "car"}
-LABELS = {"num_labels": 3, "id2label": ID2LABEL, "label2id": {v: k for k, v in ID2LABEL.items()}}
+LABELS: dict[str, Any] = {"num_labels": 3, "id2label": ID2LABEL, "label2id": {v: k for k, v in ID2LABEL.items()}}
 
 
 def swin() -> T.SwinConfig:
@@ -47,6 +49,7 @@ def tokenizer(folder: Path) -> T.CLIPTokenizer:
 
 def build(kind: str, folder: Path) -> Path:
     torch.manual_seed(0)
+    model: T.PreTrainedModel
     if kind == "segformer":
         model = T.SegformerForSemanticSegmentation(T.SegformerConfig(
             num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16],
@@ -74,7 +77,8 @@ def build(kind: str, folder: Path) -> Path:
         processor = T.BeitImageProcessor(size={"height": 32, "width": 32}, do_center_crop=False)
     elif kind == "mask2former":
         model = T.Mask2FormerForUniversalSegmentation(T.Mask2FormerConfig(
-            backbone_config=swin(), feature_size=32, mask_feature_size=32, hidden_dim=32,
+            backbone_config=swin(),  # type: ignore[arg-type]  # a config: transformers takes it, its hint says dict
+            feature_size=32, mask_feature_size=32, hidden_dim=32,
             encoder_feedforward_dim=16, dim_feedforward=16, encoder_layers=1, decoder_layers=2,
             num_attention_heads=2, num_queries=4, **LABELS))
         processor = T.Mask2FormerImageProcessor(size={"shortest_edge": 32, "longest_edge": 64},
@@ -84,7 +88,9 @@ def build(kind: str, folder: Path) -> Path:
                                decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16,
                                num_queries=4)
         model = T.MaskFormerForInstanceSegmentation(T.MaskFormerConfig(
-            backbone_config=swin(), decoder_config=decoder, fpn_feature_size=32,
+            backbone_config=swin(),  # type: ignore[arg-type]  # a config: transformers takes it, its hint says dict
+            decoder_config=decoder,  # type: ignore[arg-type]  # a config: transformers takes it, its hint says dict
+            fpn_feature_size=32,
             mask_feature_size=32, **LABELS))
         processor = T.MaskFormerImageProcessor(size={"shortest_edge": 32, "longest_edge": 64},
                                                size_divisor=32)
@@ -99,14 +105,16 @@ def build(kind: str, folder: Path) -> Path:
                                          tokenizer=tokenizer(folder / "tok"),
                                          max_seq_length=16, task_seq_length=16)
         model = T.OneFormerForUniversalSegmentation(T.OneFormerConfig(
-            backbone_config=swin(), num_queries=4, conv_dim=32, mask_dim=32, hidden_dim=32,
+            backbone_config=swin(),  # type: ignore[arg-type]  # a config: transformers takes it, its hint says dict
+            num_queries=4, conv_dim=32, mask_dim=32, hidden_dim=32,
             encoder_feedforward_dim=32, dim_feedforward=32, encoder_layers=1, decoder_layers=2,
             num_attention_heads=2, task_seq_len=16, text_encoder_width=32,
             text_encoder_context_length=16, text_encoder_num_layers=1, text_encoder_vocab_size=514,
             text_encoder_n_ctx=4, query_dec_layers=1, is_training=False, **LABELS))
     elif kind == "clipseg":
         tok = tokenizer(folder / "tok")
-        image_processor = T.ViTImageProcessor(size={"height": 32, "width": 32}, resample=3,
+        image_processor = T.ViTImageProcessor(size={"height": 32, "width": 32},
+                                              resample=PIL.Image.Resampling.BICUBIC,
                                               image_mean=[0.481, 0.458, 0.408],
                                               image_std=[0.269, 0.261, 0.276])
         processor = T.CLIPSegProcessor(image_processor=image_processor, tokenizer=tok)
@@ -135,6 +143,13 @@ def models(tmp_path_factory) -> dict[str, Path]:
     return {k: build(k, root / k) for k in kinds}
 
 
+def load_hf(spec: str) -> HFSegmenter:
+    """`load_segmenter(spec)`, the hf plugin's segmenter."""
+    model = load_segmenter(spec)
+    assert isinstance(model, HFSegmenter)
+    return model
+
+
 def images(n: int = 3, h: int = 40, w: int = 56, seed: int = 0) -> torch.Tensor:
     return torch.rand(n, 3, h, w, generator=torch.Generator().manual_seed(seed))
 
@@ -146,7 +161,7 @@ def as_uint8(x: torch.Tensor) -> tuple[list[np.ndarray], torch.Tensor]:
 
 @pytest.mark.parametrize("kind", ["segformer", "upernet-convnext", "dpt", "beit"])
 def test_per_pixel_heads(models, kind) -> None:
-    model = load_segmenter(f"hf:{models[kind]}")
+    model = load_hf(f"hf:{models[kind]}")
     assert type(model).__name__ == "HFSegmenter" and model.classes == ["sky", "road", "car"]
     x = images()
     labels, logits = model.predict(x), model.logits(x)
@@ -172,7 +187,7 @@ def test_per_pixel_heads(models, kind) -> None:
 
 @pytest.mark.parametrize("kind", ["mask2former", "maskformer", "oneformer"])
 def test_mask_classification_through_post_processing(models, kind) -> None:
-    model = load_segmenter(f"hf:{models[kind]}")
+    model = load_hf(f"hf:{models[kind]}")
     assert isinstance(model, UniversalSegmenter) and model.classes == ["sky", "road", "car"]
     x = images()
     labels = model.predict(x)  # = image_processor.post_process_semantic_segmentation
@@ -191,7 +206,7 @@ def test_clipseg_open_vocabulary(models) -> None:
     folder = models["clipseg"]
     with pytest.raises(ModelError, match="needs classes"):
         load_segmenter(f"hf:{folder}")
-    model = load_segmenter(f"hf:{folder},classes=background;road;sky,prompt=a photo of {{}}")
+    model = load_hf(f"hf:{folder},classes=background;road;sky,prompt=a photo of {{}}")
     assert isinstance(model, CLIPSegSegmenter) and model.classes == ["background", "road", "sky"]
     assert model.prompts == ["a photo of background", "a photo of road", "a photo of sky"]
     x = images(2, 32, 32)  # the processor's size: no resize, so exact against transformers
@@ -221,14 +236,14 @@ def test_repo_ids_resolve_from_the_local_cache_only(models, tmp_path, monkeypatc
     with pytest.raises(ModelError) as err:
         load_segmenter("hf:tiny-org/segformer")
     assert "not in the local Hugging Face cache" in err.value.message
-    assert "hf:tiny-org/segformer,download" in err.value.hint
+    assert "hf:tiny-org/segformer,download" in str(err.value.hint)
     # The standard cache layout: refs/main -> snapshots/<commit>/...
     repo = cache / "models--tiny-org--segformer"
     commit = "0" * 40
     (repo / "refs").mkdir(parents=True)
     (repo / "refs" / "main").write_text(commit)
     shutil.copytree(models["segformer"], repo / "snapshots" / commit)
-    model = load_segmenter("hf:tiny-org/segformer")
+    model = load_hf("hf:tiny-org/segformer")
     assert model.name == "hf:tiny-org/segformer" and model.classes == ["sky", "road", "car"]
     assert torch.equal(model.predict(images(1)), load_segmenter(f"hf:{models['segformer']}").predict(images(1)))
 
@@ -241,7 +256,7 @@ def test_spec_options_and_errors(models, tmp_path) -> None:
         parse("org/m,colour=red")
     with pytest.raises(ModelError, match="prompt must contain"):
         parse("org/m,prompt=a photo")
-    model = load_segmenter(f"hf:{models['segformer']},classes=a;b;c,size=24x16")
+    model = load_hf(f"hf:{models['segformer']},classes=a;b;c,size=24x16")
     assert model.classes == ["a", "b", "c"] and model.model_size(40, 56) == (16, 24)
     assert model.predict(images(1)).shape == (1, 40, 56)
     with pytest.raises(ModelError, match="predicts 3 classes, classes= names 2"):

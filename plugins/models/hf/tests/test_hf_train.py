@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 from segtk.core import ModelError, load_segmenter
 from segtk.jobs.train import TrainConfig, read_spec, train
 from segtk_demo.scenes import CLASSES
+from segtk_hf.segmenter import HFSegmenter
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +46,7 @@ def test_segformer_trains_deterministically_and_saves_a_loadable_folder(segforme
     spec = read_spec(tmp_path / "a")
     assert spec == f"hf:{tmp_path / 'a' / 'checkpoints' / 'epoch-0003' / 'model'}"
     loaded = load_segmenter(spec)
+    assert isinstance(loaded, HFSegmenter)
     assert loaded.classes == list(CLASSES)
     for key, value in loaded.state_dict().items():
         assert torch.equal(value, state[key]), key
@@ -53,6 +55,7 @@ def test_segformer_trains_deterministically_and_saves_a_loadable_folder(segforme
 
 def test_train_mode_keeps_the_graph_eval_mode_does_not(segformer) -> None:
     model = load_segmenter(segformer)
+    assert isinstance(model, HFSegmenter)
     x = torch.rand(2, 3, 48, 64)
     assert not model.logits(x).requires_grad
     model.train()

@@ -8,6 +8,7 @@ garbage, 5xx) are checked against small stdlib fake servers in threads.
 from __future__ import annotations
 
 import base64
+import functools
 import importlib.util
 import io
 import json
@@ -22,10 +23,11 @@ import tracemalloc
 import urllib.error
 import urllib.request
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -38,7 +40,7 @@ from segtk.core import ModelError, Segmenter, build_attack, load_dataset, load_s
 from segtk.jobs.attack import attack_dataset, run_settings
 from segtk.storage.runs import RunDir
 from segtk.testing import SegmenterSuite
-from segtk_http.client import parse
+from segtk_http.client import HttpSegmenter, parse
 from segtk_http.protocol import dump_npz, load_npz
 
 BUDGET, EPS, SEED, LIMIT = 10, 8.0, 0, 3
@@ -79,6 +81,13 @@ def _mkdir(path: Path) -> Path:
     return path
 
 
+def load_http(spec: str) -> HttpSegmenter:
+    """`load_segmenter(spec)`, the http plugin's client."""
+    model = load_segmenter(spec)
+    assert isinstance(model, HttpSegmenter)
+    return model
+
+
 def get_json(url: str, timeout: float = 5.0) -> dict:
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         return json.loads(resp.read())
@@ -98,6 +107,7 @@ def segtk_serve(model_spec: str, port: int) -> Iterator[Served]:
         [sys.executable, "-c", "from segtk.cli import main; main()", "serve", "--model",
          model_spec, "--host", "127.0.0.1", "--port", str(port)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
     url = Served(f"http://127.0.0.1:{port}")
     url.proc = proc
     try:
@@ -160,7 +170,7 @@ def test_dla_over_http_equals_in_process_and_server_counts(specs, tmp_path, eval
     evaluated[0] = 0
     with segtk_serve(model_spec, free_port()) as url:
         info = get_json(url + "/info")
-        remote_model = load_segmenter(url)
+        remote_model = load_http(url)
         assert remote_model.classes == info["classes"] == load_segmenter(model_spec).classes
         remote = run_attack(remote_model, data_spec, tmp_path / "remote")
         served, client_count = get_json(url + "/stats")["served_images"], remote_model.queries
@@ -175,13 +185,13 @@ def test_dla_over_http_equals_in_process_and_server_counts(specs, tmp_path, eval
     assert served == queries + evaluated[0] == client_count
 
 
-def test_server_down_then_back_resume_via_cli(specs, tmp_path, evaluated) -> None:
+def test_server_down_then_back_resume_via_cli(specs, tmp_path, evaluated, monkeypatch) -> None:
     model_spec, data_spec = specs
     port = free_port()
     spec = f"http://127.0.0.1:{port},retries=2,backoff=0.01"
     out = tmp_path / "run"
     with segtk_serve(model_spec, port) as url:
-        model = load_segmenter(spec)
+        model = load_http(spec)
         stop = [False]
 
         def kill_after_first(record) -> None:
@@ -198,7 +208,7 @@ def test_server_down_then_back_resume_via_cli(specs, tmp_path, evaluated) -> Non
                     url.proc.wait(10)
                 return original(images)
 
-            model.predict = predict
+            monkeypatch.setattr(model, "predict", predict)
             with RunDir(out, cli_config(spec, data_spec), False, kind="attack") as run:  # frees the run's lock
                 attack_dataset(attack, model, data, run, 1, on_image=kill_after_first)
     message = str(err.value)
@@ -274,9 +284,15 @@ INFO = json.dumps({"protocol": "segtk-http/1", "name": "fake", "classes": ["a", 
                    "ignore_index": 255, "max_batch": 8}).encode()
 
 
+def reply_npz(handler: Any, body: bytes) -> None:
+    handler.reply(200, body, "application/x-npz")
+
+
 @contextmanager
-def fake_server(behaviour) -> Iterator[str]:
-    """A stdlib HTTP server in a thread; `behaviour(handler)` answers POST /predict."""
+def fake_server(behaviour: Callable[[Any], None], info: Callable[[Any], None] | None = None,
+                ) -> Iterator[tuple[str, list[str]]]:
+    """A stdlib HTTP server in a thread; `behaviour(handler)` answers POST /predict, `info`,
+    where given, GET /info; its URL and the paths asked."""
 
     class Handler(BaseHTTPRequestHandler):
         calls: list[str] = []
@@ -293,8 +309,8 @@ def fake_server(behaviour) -> Iterator[str]:
 
         def do_GET(self) -> None:
             Handler.calls.append(self.path)
-            if self.path == "/info" and getattr(behaviour, "info", None):
-                return behaviour.info(self)
+            if self.path == "/info" and info is not None:
+                return info(self)
             self.reply(200, INFO)
 
         def do_POST(self) -> None:
@@ -322,7 +338,7 @@ def test_server_down_is_a_clear_error() -> None:
         load_segmenter(f"{url},retries=2,backoff=0.05")
     assert time.monotonic() - start >= 0.05 + 0.1  # exponential backoff: 0.05 then 0.1 s
     assert f"GET {url}/info failed after 3 tries: cannot connect" in err.value.message
-    assert "segtk serve" in err.value.hint and "--resume" not in err.value.hint
+    assert "segtk serve" in str(err.value.hint) and "--resume" not in str(err.value.hint)
 
 
 def test_slow_server_times_out() -> None:
@@ -331,11 +347,11 @@ def test_slow_server_times_out() -> None:
         handler.reply(200, dump_npz(labels=np.zeros((1, 2, 2), np.uint8)), "application/x-npz")
 
     with fake_server(slow) as (url, calls):
-        model = load_segmenter(f"{url},timeout=0.3,retries=1,backoff=0")
+        model = load_http(f"{url},timeout=0.3,retries=1,backoff=0")
         with pytest.raises(ModelError) as err:
             model.predict(torch.rand(1, 3, 2, 2))
     assert "no answer within 0.3 s" in err.value.message and "2 tries" in err.value.message
-    assert "timeout=" in err.value.hint and calls.count("/predict") == 2
+    assert "timeout=" in str(err.value.hint) and calls.count("/predict") == 2
 
 
 def test_garbage_answers_are_clear_errors() -> None:
@@ -343,7 +359,7 @@ def test_garbage_answers_are_clear_errors() -> None:
         handler.reply(200, b"<html>hello</html>", "text/html")
 
     with fake_server(garbage) as (url, _):
-        model = load_segmenter(url)
+        model = load_http(url)
         assert model.classes == ["a", "b"] and model.batch == 8 and model.name == f"fake@{url}"
         with pytest.raises(ModelError, match=r"/predict sent an invalid answer: body is not a valid npz"):
             model.predict(torch.rand(1, 3, 2, 2))
@@ -358,8 +374,10 @@ def test_garbage_answers_are_clear_errors() -> None:
     def not_segtk(handler) -> None:
         handler.reply(200, b"hello")
 
-    not_segtk.info = lambda h: h.reply(200, b"<html>a web page</html>", "text/html")
-    with fake_server(not_segtk) as (url, _):
+    def web_page(handler: Any) -> None:
+        handler.reply(200, b"<html>a web page</html>", "text/html")
+
+    with fake_server(not_segtk, web_page) as (url, _):
         with pytest.raises(ModelError, match="is not a segtk-http server's answer"):
             load_segmenter(url)
 
@@ -375,7 +393,7 @@ def test_5xx_is_retried_with_backoff_then_succeeds() -> None:
             handler.reply(status, b'{"error": "busy"}')
 
     with fake_server(flaky) as (url, calls):
-        model = load_segmenter(f"{url},retries=2,backoff=0.01")
+        model = load_http(f"{url},retries=2,backoff=0.01")
         labels = model.predict(torch.rand(2, 3, 2, 3))
         assert labels.dtype == torch.int64 and labels.tolist() == [[[1] * 3] * 2] * 2
         assert calls.count("/predict") == 3 and model.queries == 2 and model.requests == 1
@@ -397,25 +415,27 @@ def test_client_splits_batches_to_fit_the_servers_limits() -> None:
                       "application/x-npz")
 
     limits = {"max_batch": 8, "max_pixels": 100, "max_request_pixels": 250, "max_body_bytes": 10**6}
-    record.info = lambda h: h.reply(200, json.dumps({**json.loads(INFO), **limits}).encode())
-    with fake_server(record) as (url, _):
-        model = load_segmenter(url)
+    def info(handler: Any) -> None:
+        handler.reply(200, json.dumps({**json.loads(INFO), **limits}).encode())
+
+    with fake_server(record, info) as (url, _):
+        model = load_http(url)
         assert model.predict(torch.rand(5, 3, 10, 10)).shape == (5, 10, 10)
         assert sent == [2, 2, 1]  # 250 pixels per request
         sent.clear()
         limits.update(max_request_pixels=10**6, max_body_bytes=4096 + 3 * 12 * 100)
-        model = load_segmenter(url)
+        model = load_http(url)
         assert model.predict(torch.rand(5, 3, 10, 10)).shape == (5, 10, 10)
         assert sent == [3, 2]  # 3 float32 images of 100 pixels per body
         sent.clear()
         limits.update(max_body_bytes=10**6, max_forward_pixels=200)
-        model = load_segmenter(url)
+        model = load_http(url)
         assert model.predict(torch.rand(5, 3, 10, 10)).shape == (5, 10, 10)
         assert sent == [2, 2, 1]  # one forward pass per request: the model sees our batches
         sent.clear()
         with pytest.raises(ModelError, match="takes images of at most 100 pixels, these are 11x10") as err:
             model.predict(torch.rand(1, 3, 11, 10))
-        assert "--max-pixels" in err.value.hint and sent == []
+        assert "--max-pixels" in str(err.value.hint) and sent == []
 
 
 def test_json_label_pngs_round_trip_8_and_16_bit() -> None:
@@ -497,11 +517,11 @@ def test_an_answer_larger_than_the_labels_can_be_is_refused_unread() -> None:
 
     for declare, message in [(True, "an answer of 400000000 bytes, more than the 66048"),
                              (False, "an answer of more than 66048 bytes")]:
-        with fake_server(lambda h, d=declare: flood(h, d)) as (url, calls):
-            model = load_segmenter(f"{url},retries=2,backoff=0")
+        with fake_server(functools.partial(flood, declare=declare)) as (url, calls):
+            model = load_http(f"{url},retries=2,backoff=0")
             with pytest.raises(ModelError, match=message) as err:
                 model.predict(torch.rand(1, 3, 8, 8))
-            assert "segtk-http/1" in err.value.hint and calls.count("/predict") == 1
+            assert "segtk-http/1" in str(err.value.hint) and calls.count("/predict") == 1
         assert finished.acquire(timeout=30)  # the server stopped writing: how far did it get?
         assert written[-1] < 50 * 2**20, "the client read the whole flood"
 
@@ -511,7 +531,7 @@ def test_an_npz_bomb_answer_is_refused_from_its_npy_header() -> None:
     bomb = deflated_npz("labels", (1, 32768, 32768))
     assert len(bomb) < 1.1e6
     with fake_server(lambda h: h.reply(200, bomb, "application/x-npz")) as (url, _):
-        model = load_segmenter(url)
+        model = load_http(url)
         images = torch.rand(1, 3, 512, 512)  # its labels may take up to 2.1 MB: the bomb fits
         tracemalloc.start()
         try:
@@ -538,7 +558,7 @@ def test_labels_are_checked_from_the_header_and_the_zip_directory() -> None:
                                      r"1048704 bytes, its npy header 132",
                 "a 100-entry zip": "invalid answer: the answer is a zip declaring 100 entries"}
     for what, body in answers.items():
-        with fake_server(lambda h, b=body: h.reply(200, b, "application/x-npz")) as (url, _):
+        with fake_server(functools.partial(reply_npz, body=body)) as (url, _):
             with pytest.raises(ModelError, match=messages[what]):
                 load_segmenter(url).predict(torch.rand(1, 3, 2, 2))
 
@@ -564,7 +584,7 @@ def test_a_trickling_server_is_cut_off_at_the_timeout(where: str) -> None:
         handler.close_connection = True
 
     with fake_server(trickle) as (url, calls):
-        model = load_segmenter(f"{url},timeout=1,retries=1,backoff=0")
+        model = load_http(f"{url},timeout=1,retries=1,backoff=0")
         start = time.monotonic()
         with pytest.raises(ModelError) as err:
             model.predict(torch.rand(1, 3, 2, 2))

@@ -29,6 +29,7 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import pytest
@@ -219,7 +220,7 @@ def test_bind_port_zero_and_non_loopback_warning() -> None:
             pass  # already listening
         with pytest.raises(SegtkError, match=f"cannot listen on 127.0.0.1:{port}") as err:
             bind("127.0.0.1", port)
-        assert "--port" in err.value.hint
+        assert "--port" in str(err.value.hint)
     finally:
         sock.close()
     for host in ("127.0.0.1", "127.0.0.2", "::1", "localhost"):
@@ -243,7 +244,14 @@ def serve_port0(*options: str, kill_above: int = int(1.5 * GIB)
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: queue.Queue[str] = queue.Queue()
     log: list[str] = []
-    reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True)
+    output = proc.stdout
+    assert output is not None
+
+    def read_lines() -> None:
+        for line in output:
+            lines.put(line)
+
+    reader = threading.Thread(target=read_lines, daemon=True)
     reader.start()
     stop = threading.Event()
     killed: list[int] = []
@@ -293,7 +301,8 @@ def status_kib(pid: int, field: str) -> int | None:
     return None
 
 
-def request(port: int, body: bytes, content_type: str) -> tuple[int, dict | bytes]:
+def request(port: int, body: bytes, content_type: str) -> tuple[int, Any]:
+    """The status and the answer: the JSON object where the server sent JSON, else the bytes."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
         conn.request("POST", "/predict", body=body, headers={"Content-Type": content_type})
@@ -377,7 +386,8 @@ def test_server_survives_bombs_under_1_gib() -> None:
         stats = json.loads(urllib_get(port, "/stats"))
         assert stats["failed_requests"] == 4 + len(bad) + 1 and stats["served_images"] == 2
         peak = status_kib(proc.pid, "VmHWM")
-        assert peak is not None and peak * 1024 < GIB, f"peak RSS {peak // 1024} MiB"
+        assert peak is not None
+        assert peak * 1024 < GIB, f"peak RSS {peak // 1024} MiB"
         assert proc.poll() is None
     assert not any("warning" in line.lower() and "127.0.0.1" in line for line in log), log
 

@@ -96,7 +96,8 @@ def test_an_npz_without_images_names_the_body_and_its_arrays() -> None:
 
 def test_json_bodies_that_are_not_a_list_of_strings_are_refused_word_for_word() -> None:
     shape = 'JSON body must be {"images": ["<base64 PNG>", ...]}'
-    for payload in ([], {"images": "x"}, {"pictures": []}):
+    payloads: list[object] = [[], {"images": "x"}, {"pictures": []}]
+    for payload in payloads:
         assert refusal(lambda payload=payload: png_images(payload, DEFAULT)) == shape
     assert refusal(lambda: png_images({"images": [b64(png(np.zeros((2, 2, 3), np.uint8))), 3]},
                                       DEFAULT)) == "every entry of images must be a base64 PNG string"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from segtk.cli import cli
 from segtk.core import ModelError, Segmenter, cached_segmenter, missing_modules
 from segtk.testing import SegmenterSuite, requires_stack
 from segtk_mmseg.segmenter import (
+    MMSegSegmenter,
     classes_from_checkpoint,
     find_resize,
     pack_inputs,
@@ -65,7 +67,7 @@ def test_classes_and_state_from_checkpoint_dicts() -> None:
 
 
 def test_resize_rule_matches_mmcv() -> None:
-    pipeline = [{"type": "LoadImageFromFile"}, {"type": "Resize", "scale": (2048, 512), "keep_ratio": True},
+    pipeline: list[dict[str, Any]] = [{"type": "LoadImageFromFile"}, {"type": "Resize", "scale": (2048, 512), "keep_ratio": True},
                 {"type": "LoadAnnotations"}, {"type": "PackSegInputs"}]
     resize = find_resize(pipeline)
     assert resize == {"type": "Resize", "scale": (2048, 512), "keep_ratio": True}
@@ -154,7 +156,9 @@ def test_equals_mmseg_inference_model(kind, tmp_path) -> None:
     base, extra = MODELS[kind]
     config, checkpoint = write_model(tmp_path, base, extra, scale=(96, 64))
     model = load_segmenter(f"mmseg:{config},{checkpoint}")
-    assert model.classes == list(CLASSES) and model.resize["scale"] == (96, 64)
+    assert isinstance(model, MMSegSegmenter)
+    assert model.classes == list(CLASSES)
+    assert model.resize is not None and model.resize["scale"] == (96, 64)
     g = np.random.default_rng(0)
     u8 = g.integers(0, 256, (3, 64, 96, 3), dtype=np.uint8)  # RGB, at the Resize scale: no resize
     x = torch.from_numpy(u8).permute(0, 3, 1, 2).float() / 255

@@ -15,7 +15,7 @@ from segtk.cli import cli
 from segtk.core import ModelError, Segmenter, load_segmenter
 from segtk.testing import SegmenterSuite
 from segtk_onnx import Preprocessing, save_metadata
-from segtk_onnx.segmenter import parse
+from segtk_onnx.segmenter import OnnxSegmenter, parse
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -35,6 +35,13 @@ class Net(torch.nn.Module):
 class ArgmaxNet(Net):
     def forward(self, x):
         return self.body(x).argmax(1)
+
+
+def load_onnx(spec: str) -> OnnxSegmenter:
+    """`load_segmenter(spec)`, the onnx plugin's segmenter."""
+    model = load_segmenter(spec)
+    assert isinstance(model, OnnxSegmenter)
+    return model
 
 
 def normalise(x: torch.Tensor, bgr: bool = False, scale: float = 1.0) -> torch.Tensor:
@@ -58,9 +65,12 @@ def export(net: torch.nn.Module, path, dynamic: bool = True, size=(32, 48), dyna
 @pytest.fixture(scope="module")
 def net() -> Net:
     net = Net().eval()
+    norm = net.body[1]
+    assert isinstance(norm, torch.nn.BatchNorm2d)
     with torch.no_grad():  # non-trivial BatchNorm statistics
-        net.body[1].running_mean.uniform_(-0.5, 0.5)
-        net.body[1].running_var.uniform_(0.5, 2.0)
+        assert norm.running_mean is not None and norm.running_var is not None
+        norm.running_mean.uniform_(-0.5, 0.5)
+        norm.running_var.uniform_(0.5, 2.0)
     return net
 
 
@@ -70,7 +80,7 @@ def test_metadata_round_trip_matches_torch(net, tmp_path) -> None:
     prep = Preprocessing(classes=list("abcde"), mean=MEAN, std=STD, bgr=True)
     save_metadata(path, prep)
     assert json.loads({p.key: p.value for p in onnx.load(str(path)).metadata_props}["segtk"])["bgr"]
-    model = load_segmenter(f"onnx:{path}")
+    model = load_onnx(f"onnx:{path}")
     assert model.classes == list("abcde") and model.prep.bgr and model.prep.size is None
     x = torch.rand(3, 3, 37, 53)
     with torch.no_grad():
@@ -88,7 +98,7 @@ def test_metadata_round_trip_matches_torch(net, tmp_path) -> None:
 def test_fixed_size_dynamo_export_is_resized_to(net, tmp_path) -> None:
     path = tmp_path / "fixed.onnx"
     export(net, path, dynamo=True, size=(32, 48))
-    model = load_segmenter(f"onnx:{path},classes=a;b;c;d;e,mean=0.485;0.456;0.406,"
+    model = load_onnx(f"onnx:{path},classes=a;b;c;d;e,mean=0.485;0.456;0.406,"
                            f"std=0.229;0.224;0.225,threads=1")
     assert model.prep.size == (48, 32)  # W,H read from the graph
     x = torch.rand(2, 3, 20, 30)
@@ -106,7 +116,7 @@ def test_label_output_fixed_batch_and_scale(tmp_path) -> None:
     torch.onnx.export(net, (x0,), str(path), dynamo=False, input_names=["images"])  # batch fixed: 1
     save_metadata(path, Preprocessing(classes=["x", "y", "z"], scale=255.0, mean=(100, 110, 120),
                                       std=(50, 60, 70)))
-    model = load_segmenter(f"onnx:{path}")
+    model = load_onnx(f"onnx:{path}")
     assert model.fixed_batch == 1 and model.prep.size == (16, 16)
     x = torch.rand(3, 3, 16, 16)
     mean, std = torch.tensor([100.0, 110, 120]).view(1, 3, 1, 1), torch.tensor([50.0, 60, 70]).view(1, 3, 1, 1)

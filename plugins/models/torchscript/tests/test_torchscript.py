@@ -10,7 +10,7 @@ import torch
 from segtk.core import ModelError, Segmenter, load_segmenter
 from segtk.testing import SegmenterSuite
 from segtk_torchscript import save_with_metadata
-from segtk_torchscript.segmenter import Preprocessing
+from segtk_torchscript.segmenter import Preprocessing, TorchScriptSegmenter
 
 
 class Net(torch.nn.Module):
@@ -41,6 +41,7 @@ def test_spec_options_override_and_errors(tmp_path) -> None:
     with pytest.raises(ModelError, match="no class list"):
         load_segmenter(f"torchscript:{tmp_path / 'bare.pt'}")
     model = load_segmenter(f"torchscript:{tmp_path / 'bare.pt'},classes=w;x;y;z,size=8x6,scale=255")
+    assert isinstance(model, TorchScriptSegmenter)
     assert model.classes == ["w", "x", "y", "z"] and model.prep.size == (8, 6)
     assert model.predict(torch.rand(1, 3, 5, 7)).shape == (1, 5, 7)
     with pytest.raises(ModelError, match="not found"):
