@@ -32,7 +32,6 @@ from segtk.core._augment import (
 from segtk.core._build import build, build_attack, build_augmenter, parse_augment
 from segtk.core._colour import oklab_to_linear, oklab_to_rgb, rgb_to_oklab
 from segtk.core._data import (
-    IMAGE_SUFFIXES,
     TEMP_SUFFIX,
     Dataset,
     DatasetPlugin,
@@ -161,7 +160,6 @@ __all__ = [
     "FilterResult",
     "GeometryEditor",
     "GradientAttack",
-    "IMAGE_SUFFIXES",
     "Item",
     "LabelConfusion",
     "Metric",

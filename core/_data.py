@@ -19,8 +19,6 @@ from PIL import Image, UnidentifiedImageError
 from segtk.core._errors import DataError, NoSplits
 from segtk.core._png import encode_png
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
-
 
 def _open(path: Path) -> Image.Image:
     if not path.is_file():

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 
 from segtk.core import (
-    IMAGE_SUFFIXES,
     DataError,
     Dataset,
     Item,
@@ -45,6 +44,9 @@ CAMVID_PALETTE = np.array(
 
 
 # --- layout helpers ---------------------------------------------------------------------------
+
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 
 
 def dataset_root(arg: str, fmt: str, hint: str) -> Path:

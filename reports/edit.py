@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from segtk.core import (
-    IMAGE_SUFFIXES,
     SKIP_REASONS,
     Dataset,
     SegtkError,
@@ -21,7 +20,7 @@ from segtk.core import (
     read_image,
     read_label,
 )
-from segtk.datasets.readers import read_classes, read_manifest
+from segtk.datasets.readers import IMAGE_SUFFIXES, read_classes, read_manifest
 from segtk.imaging import overlay
 from segtk.reports.common import (
     _classes_and_palette,
