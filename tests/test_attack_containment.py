@@ -91,7 +91,7 @@ def test_an_exception_in_the_model_names_the_model_not_the_attack(tmp_path, fold
     with pytest.raises(ModelError) as err:
         attack_dataset(DLA(budget=4), Faulty(), data, run, batch_size=1)
     assert err.value.message == "while attacking img0: the model raised RuntimeError: CUDA fell over"
-    assert not isinstance(err.value, AttackError) and "fix the model" in err.value.hint
+    assert not isinstance(err.value, AttackError) and "fix the model" in str(err.value.hint)
     images, labels = toy_batch(1)
     with pytest.raises(ModelError, match="the model raised RuntimeError"):  # wrapped by the attack
         Wrapping(budget=3).run(Faulty(), images, labels)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -27,6 +28,11 @@ def test_quantise_stays_in_the_ball_and_box(clean: int, adv: float, eps: float) 
     clean_u8 = np.full((1, 2, 2, 3), clean, dtype=np.uint8)
     stored = quantise(torch.full((1, 3, 2, 2), adv), clean_u8, eps)
     assert np.abs(stored.astype(int) - clean).max() <= eps
+
+
+def constant(item: Item) -> Callable[[], Item]:
+    """A dataset loader that returns `item`."""
+    return lambda: item
 
 
 def run(tmp_path, folder, model=None, resume=False, budget=8, name="run"):
@@ -62,7 +68,7 @@ def test_the_record_scores_the_stored_8bit_image_not_the_float_candidate(tmp_pat
     rng = np.random.default_rng(0)
     items = [Item(f"g{i}", rng.integers(20, 235, (6, 8, 3), dtype=np.uint8),
                   np.ones((6, 8), dtype=np.int64)) for i in range(3)]
-    data = Dataset("grid", ["zero", "one"], [(it.name, lambda it=it: it) for it in items])
+    data = Dataset("grid", ["zero", "one"], [(it.name, constant(it)) for it in items])
     rd = RunDir(tmp_path / "r", {"budget": 4}, False, kind="attack")
     summary = attack_dataset(attack, GridSegmenter(), data, rd, batch_size=2)
     for rec, item in zip(summary.records, items):
@@ -144,7 +150,7 @@ def test_run_dir_refuses_mixing_runs(tmp_path, folder_dataset) -> None:
     run(tmp_path, folder_dataset, name="x")
     with pytest.raises(SegtkError, match="already holds results") as exc:
         run(tmp_path, folder_dataset, name="x")
-    assert "--resume" in exc.value.hint
+    assert "--resume" in str(exc.value.hint)
     with pytest.raises(SegtkError, match=r"holds a run with other settings \(budget\)"):
         run(tmp_path, folder_dataset, resume=True, budget=9, name="x")
 

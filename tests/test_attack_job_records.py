@@ -4,6 +4,7 @@ clean answer it reuses, the images it reports, and how model failures are named.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from segtk.core import (
     Item,
     ModelError,
     Oracle,
+    Segmenter,
     SegtkError,
     confusion,
     default_palette,
@@ -33,6 +35,11 @@ from segtk_dla import DLA
 CLASSES = TinySegmenter().classes
 
 
+def constant(item: Item) -> Callable[[], Item]:
+    """A dataset loader that returns `item`."""
+    return lambda: item
+
+
 def dataset(n: int = 3, ignore: int = 255, blank: bool = False) -> Dataset:
     """`n` 8-bit images labelled by the tiny model, a corner of each labelled `ignore`
     (every pixel with `blank`)."""
@@ -42,7 +49,7 @@ def dataset(n: int = 3, ignore: int = 255, blank: bool = False) -> Dataset:
     if blank:
         labels[:] = ignore
     items = [Item(f"img{i}", images[i], labels[i]) for i in range(n)]
-    return Dataset("toy", list(CLASSES), [(it.name, lambda it=it: it) for it in items],
+    return Dataset("toy", list(CLASSES), [(it.name, constant(it)) for it in items],
                    ignore_index=ignore)
 
 
@@ -194,7 +201,7 @@ def test_a_white_box_attack_on_a_model_without_gradients_is_refused_before_any_q
     from segtk.core import registry
     class LabelsOnly(TinySegmenter):
         name = "labels-only"
-        logits = TinySegmenter.__base__.logits  # the contract's: none
+        logits = Segmenter.logits  # the contract's (TinySegmenter's base): none
 
     model = LabelsOnly()
     with pytest.raises(SegtkError, match="is white-box: it needs the gradients .* model .labels-only."):

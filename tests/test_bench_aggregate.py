@@ -81,7 +81,7 @@ def test_rows_are_the_mean_and_population_std_of_each_complete_repeat() -> None:
             for budget in (2, 4):
                 reps = [0] if (attack, eps, budget) == ("dla", 8.0, 2) else [0, 1]
                 scores = [dataset_scores([case(attack, eps, budget, r, i) for i in IMAGES]) for r in reps]
-                row = {"model": "m", "attack": attack, "eps": eps, "budget": budget, "images": 2,
+                row: dict[str, float | int | str | None] = {"model": "m", "attack": attack, "eps": eps, "budget": budget, "images": 2,
                        "repeats": len(reps), "miou_mean": statistics.fmean(m for m, _ in scores),
                        "miou_std": statistics.pstdev([m for m, _ in scores]),
                        "pacc_mean": statistics.fmean(p for _, p in scores), "white_box": False}
@@ -194,14 +194,17 @@ def test_records_of_other_runs_are_skipped_and_white_box_runs_marked() -> None:
 
 def test_run_bench_checks_each_shards_own_model_and_data(tmp_path, monkeypatch) -> None:
     item = Item("a", np.zeros((2, 2, 3), np.uint8), np.zeros((2, 2), np.int64))
-    asked: list[tuple] = []
+    asked: list[object] = []  # model specs and (data spec, split) pairs
 
     def load(spec, split=None, limit=None):
         asked.append((spec, split))
         return Dataset("grid", ["background", "object"], [("a", lambda: item)])
 
-    monkeypatch.setattr(bench_module, "cached_segmenter",
-                        lambda spec, device="cpu": asked.append(spec) or GridSegmenter())
+    def cached_segmenter(spec: str, device: str = "cpu") -> GridSegmenter:
+        asked.append(spec)
+        return GridSegmenter()
+
+    monkeypatch.setattr(bench_module, "cached_segmenter", cached_segmenter)
     monkeypatch.setattr(bench_module, "load_dataset", load)
     shards = plan(["m"], "d", "val", ["random"], [2], 1, ["a"], 1, 8.0, 0, 1)
     with RunDir(tmp_path / "r", {}, False, kind="bench-attacks") as run:

@@ -67,8 +67,8 @@ def test_a_bad_spec_is_one_error_naming_it_and_the_allowed_keys(text, says) -> N
     with pytest.raises(PluginError) as exc:
         parse_spec(text)
     assert f"bad attack spec {text!r}" in exc.value.message and says in exc.value.message
-    assert "direction=iterative" in exc.value.hint and "calibration=flip" in exc.value.hint
-    assert "eps=" not in exc.value.hint  # the shared knobs have their own options
+    assert "direction=iterative" in str(exc.value.hint) and "calibration=flip" in str(exc.value.hint)
+    assert "eps=" not in str(exc.value.hint)  # the shared knobs have their own options
 
 
 def test_an_unknown_attack_in_a_spec_is_named(tiny_model) -> None:

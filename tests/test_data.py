@@ -66,7 +66,7 @@ def test_cityscapes_flat_frame() -> None:
     ds = load_dataset(f"cityscapes:{root}")
     assert ds.name == "cityscapes-val" and ds.names == [FRAME]  # fullres_unlabelled/ is not read
     assert ds.classes == CITYSCAPES_CLASSES and len(ds.classes) == 19
-    assert ds.palette.shape == (19, 3) and tuple(ds.palette[0]) == (128, 64, 128)
+    assert ds.palette is not None and ds.palette.shape == (19, 3) and tuple(ds.palette[0]) == (128, 64, 128)
     item = ds[0]
     assert item.image.shape == (128, 256, 3)
     assert item.label_path.endswith(f"{FRAME}_gtFine_labelIds.png")  # labelIds preferred

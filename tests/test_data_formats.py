@@ -274,7 +274,9 @@ def test_write_png_round_trip_is_lossless(tmp_path: Path) -> None:
     ids = np.array([[0, 1, 2, 3], [20, 255, 19, 0]], dtype=np.int64)
     write_png(tmp_path / "p.png", ids, palette=VOC_PALETTE[:21])
     with Image.open(tmp_path / "p.png") as img:
-        assert img.mode == "P" and len(img.getpalette()) == 256 * 3  # 255 has an entry too
+        palette = img.getpalette()
+        assert img.mode == "P" and palette is not None
+        assert len(palette) == 256 * 3  # 255 has an entry too
         colours = np.asarray(img.convert("RGB"))
     assert np.array_equal(read_label(tmp_path / "p.png"), ids)
     assert np.array_equal(

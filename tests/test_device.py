@@ -15,6 +15,7 @@ from click.testing import CliRunner
 import segtk
 from segtk.cli import cli, pm_commands
 from segtk.core import Segmenter, SegtkError, resolve_device
+from segtk_demo.model import DemoSegmenter
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 MISSING = "cuda:99"  # no machine has it: refused with or without CUDA
@@ -167,6 +168,7 @@ def test_python_takes_device_and_records_it(tmp_path: Path) -> None:
 @CUDA
 def test_an_attack_runs_on_cuda(tmp_path: Path) -> None:
     model = segtk.load_model("demo", device="cuda")
+    assert isinstance(model, DemoSegmenter)
     assert all(p.device.type == "cuda" for p in model.net.parameters())
     result = segtk.attack(model, "demo", "dla", budget=10, limit=2, out=tmp_path / "run")
     assert config(tmp_path / "run")["device"] == str(resolve_device("cuda"))

@@ -161,7 +161,8 @@ def test_docs_name_no_issue_commit_or_machine_path() -> None:
     to compare against, no path of a particular machine in what users read (the docs, the
     plugins' and models' READMEs)."""
     pages = [*PAGES, *sorted(ROOT.glob("plugins/*/*/README.md")), *sorted(ROOT.glob("models/*/README.md"))]
-    bad, hexes = [], {}
+    bad: list[str] = []
+    hexes: dict[str, str] = {}
     for page in pages:
         for number, line in enumerate(page.read_text().splitlines(), 1):
             where = f"{page.relative_to(ROOT)}:{number}: {line.strip()[:120]}"

@@ -3,8 +3,10 @@ determinism; skips counted."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -38,7 +40,7 @@ class Tint(Editor):
     """A toy appearance editor (no editor plugin needed): darkens the object."""
 
     name = attribute = "tint"
-    values = ("dark",)
+    values: ClassVar[tuple[str, ...]] = ("dark",)
     prompt_templates = {"*": "a photo of {a_value} {cls}"}
 
     def edit(self, sample, value, rng):
@@ -56,7 +58,7 @@ def toy_dataset(n: int = 2) -> Dataset:
         label[8:24, 5 + i:30 + i] = 1
         return Item(f"toy{i}", image, label)
 
-    return Dataset("toy", ["background", "car"], [(f"toy{i}", lambda i=i: item(i))
+    return Dataset("toy", ["background", "car"], [(f"toy{i}", functools.partial(item, i))
                                                   for i in range(n)])
 
 
@@ -380,7 +382,7 @@ def test_object_centric_image_edits_skip_images_without_a_salient_object(tmp_pat
     def load(i: int) -> Item:
         return data[i] if i < 2 else Item("toy2", data[2].image, thin_car)
 
-    tiny = Dataset("toy", data.classes, [(n, lambda i=i: load(i)) for i, n in enumerate(data.names)])
+    tiny = Dataset("toy", data.classes, [(n, functools.partial(load, i)) for i, n in enumerate(data.names)])
     run = EditRun(tmp_path / "o", {"x": 1}, resume=False)
     summary = edit_dataset(Whole(), tiny, run, EditConfig(["dark"], sheet_rows=0,
                                                           object_centric=True))

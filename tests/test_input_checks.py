@@ -34,7 +34,7 @@ def test_split_is_refused_by_readers_without_splits(fmt, folder_dataset) -> None
     assert len(load_dataset(f"{fmt}:{folder_dataset}")) == 3
     with pytest.raises(DataError, match=r"unknown split 'train': .* no splits") as exc:
         load_dataset(f"{fmt}:{folder_dataset}", split="train")
-    assert "drop --split" in exc.value.hint
+    assert "drop --split" in str(exc.value.hint)
 
 
 def test_split_is_refused_by_the_demo_reader() -> None:

@@ -278,7 +278,7 @@ def toys():
 
 
 # kind -> (plugin, the parameters it takes, the settings given by their own options)
-CLASS_KINDS = {
+CLASS_KINDS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "attack": ("toy-attack", "budget=50", {"budget": 3}),
     "editor": ("toy-editor", "amount=0.5", {"backend": "classical"}),
     "filter": ("toy-filter", "threshold=0.5", {}),
@@ -301,7 +301,7 @@ def test_every_class_kind_refuses_an_unknown_key_with_one_error(toys, kind: str)
     with pytest.raises(PluginError) as err:
         build(kind, name, {"bogus": "1"}, **shared)
     assert err.value.message == f"unknown parameter 'bogus' for {kind} {name!r}"
-    assert err.value.hint.startswith(f"{name} takes: ") and takes in err.value.hint
+    assert str(err.value.hint).startswith(f"{name} takes: ") and takes in str(err.value.hint)
 
 
 def test_the_declared_keys_are_read_as_declared(toys) -> None:
@@ -317,7 +317,7 @@ def test_an_editors_backend_refuses_a_key_neither_declares(toys) -> None:
     """`segtk edit --backend NAME --param K=V`: a key the editor does not know goes to the
     backend, which is built by `build` and refuses it (never handed raw text it ignores)."""
     editor = ToyEditor(backend="toy-backend", strength="0.3")
-    assert editor.engine.options == {"strength": 0.3}
+    assert editor.engine is not None and editor.engine.options == {"strength": 0.3}
     with pytest.raises(PluginError) as err:
         ToyEditor(backend="toy-backend", strenght="0.3")
     assert err.value.message == ("unknown parameter 'strenght' for edit-backend 'toy-backend' "
@@ -366,7 +366,7 @@ def test_the_bundled_backend_and_prompt_writer_refuse_an_unknown_key() -> None:
     with pytest.raises(PluginError) as err:
         build("prompt-writer", "lm", {"temperature": "0"}, model="no/such/folder")
     assert err.value.message == "unknown parameter 'temperature' for prompt-writer 'lm'"
-    assert "max_new_tokens=40" in err.value.hint
+    assert "max_new_tokens=40" in str(err.value.hint)
 
 
 @pytest.mark.parametrize("spec,message", [
@@ -378,7 +378,7 @@ def test_loader_kinds_refuse_an_unknown_option_of_their_spec(spec: str, message:
     `parse_pairs`, which refuses a key they do not list, naming those they do."""
     with pytest.raises(SegtkError) as err:
         load_dataset(spec)
-    assert err.value.message.startswith(message) and "fresh=, seed=" in err.value.hint
+    assert err.value.message.startswith(message) and "fresh=, seed=" in str(err.value.hint)
 
 
 def test_a_segmenter_spec_refuses_an_unknown_option(tmp_path: Path) -> None:
@@ -388,7 +388,7 @@ def test_a_segmenter_spec_refuses_an_unknown_option(tmp_path: Path) -> None:
     torch.jit.save(torch.jit.script(torch.nn.Conv2d(3, 2, 1)), str(model))
     with pytest.raises(SegtkError) as err:
         load_segmenter(f"torchscript:{model},classes=a;b,sise=4x4")
-    assert "unknown torchscript option 'sise'" in err.value.message and "size=" in err.value.hint
+    assert "unknown torchscript option 'sise'" in err.value.message and "size=" in str(err.value.hint)
 
 
 def test_loaders_are_not_built_from_parameters() -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 
 from segtk.cli import cli
 from segtk.core import load_dataset
+from segtk.core._editing import Sample
 from segtk.core._samples import Skip, prepare_sample, ranked_instances
 from segtk.datasets.formats import (
     ADE20K_CLASSES,
@@ -37,21 +39,35 @@ def scene() -> tuple[np.ndarray, np.ndarray]:
     return image, label
 
 
+def sampled(*args: Any, **kwargs: Any) -> Sample:
+    """`prepare_sample(...)` where the test expects a sample, not a Skip."""
+    sample = prepare_sample(*args, **kwargs)
+    assert isinstance(sample, Sample), sample
+    return sample
+
+
+def skipped(*args: Any, **kwargs: Any) -> Skip:
+    """`prepare_sample(...)` where the test expects a Skip."""
+    skip = prepare_sample(*args, **kwargs)
+    assert isinstance(skip, Skip), skip
+    return skip
+
+
 def test_things_only_picks_the_thing_over_a_larger_stuff_region() -> None:
     image, label = scene()
-    default = prepare_sample("s", image, label, CLASSES, min_area=0.05)
+    default = sampled("s", image, label, CLASSES, min_area=0.05)
     assert default.class_name == "building"  # unchanged: the largest region of any class
-    thing = prepare_sample("s", image, label, CLASSES, min_area=0.05, things=THINGS)
+    thing = sampled("s", image, label, CLASSES, min_area=0.05, things=THINGS)
     assert thing.class_name == "car" and thing.prompt == "a photo of a car"
     expected = np.zeros(label.shape, bool)
     expected[35:50, 0:40] = True
     assert np.array_equal(thing.mask, expected)
     for objects in ("largest", "ranked"):  # both rules take the top-ranked thing here
-        picked = prepare_sample("s", image, label, CLASSES, min_area=0.05, things=THINGS,
+        picked = sampled("s", image, label, CLASSES, min_area=0.05, things=THINGS,
                                 objects=objects)
         assert picked.class_name == "car"
     # things within --classes / --exclude: the car excluded, the person is next
-    person = prepare_sample("s", image, label, CLASSES, min_area=0.01, things=THINGS,
+    person = sampled("s", image, label, CLASSES, min_area=0.01, things=THINGS,
                             exclude=["car"])
     assert person.class_name == "person"
     tiny = prepare_sample("s", image, label, CLASSES, things=THINGS)  # min_area 0.2 > 15%
@@ -92,12 +108,12 @@ def test_ranked_takes_the_next_instance_when_the_largest_mask_is_unusable() -> N
     assert stripes.class_id == CAR and stripes.area > 441
     largest = prepare_sample("s", np.zeros((60, 60, 3), np.uint8), label, CLASSES, min_area=0.05)
     assert isinstance(largest, Skip) and largest.reason == "bad-mask"  # the old behaviour
-    ranked = prepare_sample("s", np.zeros((60, 60, 3), np.uint8), label, CLASSES, min_area=0.05,
+    ranked = sampled("s", np.zeros((60, 60, 3), np.uint8), label, CLASSES, min_area=0.05,
                             objects="ranked")
     assert ranked.class_name == "person" and int(ranked.mask.sum()) == 441
     # the usable one below min_area: ranked skips for the largest's reason, as largest does
     for min_area, reason in [(0.2, "bad-mask"), (0.5, "tiny-object")]:
-        skips = [prepare_sample("s", np.zeros((60, 60, 3), np.uint8), label, CLASSES,
+        skips = [skipped("s", np.zeros((60, 60, 3), np.uint8), label, CLASSES,
                                 min_area=min_area, objects=objects)
                  for objects in ("largest", "ranked")]
         assert skips[0] == skips[1] and skips[0].reason == reason

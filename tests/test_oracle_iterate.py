@@ -12,6 +12,7 @@ mixed up with the other shows.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar, Literal
 
 import pytest
 import torch
@@ -57,7 +58,7 @@ class Scripted(Attack):
     """Runs the script it is given: an optimisation that declares its iterates."""
 
     name = "scripted"
-    returns = "iterate"
+    returns: ClassVar[Literal["best", "iterate"]] = "iterate"
     declares_iterate = True
     script: Callable[[Oracle], None]
 

@@ -220,7 +220,7 @@ def test_build_attack_errors_are_one_line(toys, items, message) -> None:
 def test_build_attack_hints(toys) -> None:
     with pytest.raises(PluginError) as err:
         build_attack("toy-attack", ["bogus=1"])
-    assert err.value.hint.startswith("toy-attack takes: eps=8.0, budget=50") and "steps=3" in err.value.hint
+    assert str(err.value.hint).startswith("toy-attack takes: eps=8.0, budget=50") and "steps=3" in str(err.value.hint)
     with pytest.raises(PluginError) as err:
         build_attack("toy-attack", ["budget=9"], budget=7)
     assert err.value.hint == "use --budget 9 instead"
@@ -294,4 +294,4 @@ def test_a_registration_of_the_wrong_type_is_refused_naming_the_plugin(impostors
         lookup(name)
     assert f"plugin {name!r} from (registered object) (plugin segtk-impostors) registered" in err.value.message
     assert err.value.message.endswith(f"which is not {expected}")
-    assert "hook" in err.value.hint
+    assert "hook" in str(err.value.hint)

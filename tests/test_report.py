@@ -48,12 +48,12 @@ def ok(*args: str):
 
 def write_data(root: Path, n: int = 3) -> Path:
     images, labels = toy_batch(n, 24, 32, seed=3)
-    labels = labels.numpy()
-    labels[:, :4, :] = (labels[:, :4, :] + 1) % 4  # some errors, so there is something to lose
-    labels[:, 0, 0] = 255
+    ids = labels.numpy()
+    ids[:, :4, :] = (ids[:, :4, :] + 1) % 4  # some errors, so there is something to lose
+    ids[:, 0, 0] = 255
     for i, image in enumerate(to_uint8(images)):
         write_png(root / "images" / f"img{i}.png", image)
-        write_png(root / "labels" / f"img{i}.png", labels[i].astype(np.uint8))
+        write_png(root / "labels" / f"img{i}.png", ids[i].astype(np.uint8))
     (root / "classes.txt").write_text("\n".join(TinySegmenter().classes) + "\n")
     return root
 
@@ -261,6 +261,7 @@ def test_legend_uses_the_dataset_palette(runs, tmp_path) -> None:
         "adv_pacc": 0.5, "queries": 3, "linf": 8, "history": [1.0, 0.7, 0.5],
         "clean_confusion": conf, "adv_confusion": conf}) + "\n")
     text = page(run) if write_report(run) else ""
+    assert demo.palette is not None
     for name, colour in zip(demo.classes, demo.palette):
         assert html.escape(name) in text and "#{:02x}{:02x}{:02x}".format(*colour) in text
     assert "--no-save-images" in text and "report_files/clean/" in text
@@ -354,6 +355,7 @@ window.addEventListener("load", function () {
 
 def chromium(tmp_path: Path, *args: str) -> str:
     profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
+    assert CHROMIUM is not None
     done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args],
                           capture_output=True, text=True, timeout=90)
     assert done.returncode == 0, done.stderr[-2000:]

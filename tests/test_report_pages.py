@@ -27,7 +27,7 @@ from urllib.parse import unquote
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from PIL import Image
+from PIL import Image, PngImagePlugin
 
 import segtk.benchmarks.attacks as bench_attacks_module
 import segtk.benchmarks.augment as bench_augment_module
@@ -56,6 +56,19 @@ ATTACKS = ["dla", "random", "colour-stripes", "simba"]  # the first run, then tw
 ])
 def test_brief_spec_drops_the_folders_of_a_machine(spec, shown) -> None:
     assert brief_spec(spec) == shown
+
+
+def found(pattern: str, text: str) -> re.Match[str]:
+    match = re.search(pattern, text)
+    assert match is not None, f"no {pattern!r} in the page"
+    return match
+
+
+def png(path: Path) -> PngImagePlugin.PngImageFile:
+    """A PNG the reports wrote, opened with its text chunks."""
+    image = Image.open(path)
+    assert isinstance(image, PngImagePlugin.PngImageFile)
+    return image
 
 
 def test_absolute_paths_are_shown_relative_to_the_run(tmp_path, monkeypatch) -> None:
@@ -156,7 +169,7 @@ def pages(runs) -> list[Path]:
 
 def test_bench_page_covers_every_attack_after_resumes(runs) -> None:
     text = page(runs.bench)
-    title = re.search(r"<h1>(.*?)</h1>", text).group(1)
+    title = found(r"<h1>(.*?)</h1>", text).group(1)
     assert title == f"Attack benchmark: {', '.join(ATTACKS)} on train/model.spec / folder:data"
     table = text[text.index('class="sortable bench-table"'):]
     table = table[:table.index("</table>")]
@@ -175,7 +188,7 @@ def test_bench_outputs_cover_every_attack_after_resumes(runs) -> None:
     assert list(dict.fromkeys(r["attack"] for r in rows)) == ["clean", *ATTACKS]
     legend = runs.charts["bench/curves.png"]
     assert all(a in legend for a in ATTACKS) and "train/model.spec" in legend  # its title
-    layout = json.loads(Image.open(runs.bench / "contact_sheet.png").text["segtk:layout"])
+    layout = json.loads(png(runs.bench / "contact_sheet.png").text["segtk:layout"])
     assert layout["columns"] == ["clean", *ATTACKS]
 
 
@@ -209,7 +222,7 @@ def test_contact_sheet_is_labelled(runs, where) -> None:
     """A title band (ε, budget, what the rows are), a header naming each column's attack and a
     band on the left naming each row's image and kind, around the unchanged tiles; the same
     layout in the PNG's text chunks, and on the page next to it."""
-    sheet = Image.open(runs.bench / where)
+    sheet = png(runs.bench / where)
     layout = json.loads(sheet.text["segtk:layout"])
     names = load_dataset(f"folder:{runs.data}").names
     assert layout["columns"] == ["clean", *ATTACKS] and layout["eps"] == 8 and layout["budget"] == 4
@@ -307,7 +320,7 @@ def test_every_new_page_exists_and_links_only_existing_files(runs) -> None:
 
 
 def text_chunks(path: Path) -> str:
-    with Image.open(path) as image:
+    with png(path) as image:
         return " ".join(f"{k} {v}" for k, v in image.text.items())
 
 
@@ -344,6 +357,7 @@ CHROMIUM = shutil.which("chromium")
 
 def chromium(tmp_path: Path, *args: str) -> str:
     """Headless Chromium with a fresh profile: its stdout (e.g. --dump-dom's DOM)."""
+    assert CHROMIUM is not None
     done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                            "--disable-background-networking", "--disable-component-update",
                            "--disable-sync", "--hide-scrollbars",
@@ -359,7 +373,7 @@ def chromium(tmp_path: Path, *args: str) -> str:
 ])
 def test_browser_loads_every_new_page(runs, where, images, tables, charts, tmp_path) -> None:
     out = chromium(tmp_path, "--dump-dom", (runs.root / where / "report.html").resolve().as_uri())
-    body = dict(re.findall(r'data-([\w-]+)="([^"]*)"', re.search(r"<body([^>]*)>", out).group(1)))
+    body = dict(re.findall(r'data-([\w-]+)="([^"]*)"', found(r"<body([^>]*)>", out).group(1)))
     assert body["images"] == f"{images}/{images}" and body["images-ok"] == "yes"
     assert out.count("<table") == tables and out.count('<svg class="chart"') == charts
     assert re.search(r'<div[^>]*id="broken"[^>]*hidden', out)  # no "pictures missing" banner

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,11 @@ from segtk.storage.runs import RESULTS_FILE, RUN_FILE, RunDir, atomic_write_json
 from segtk.testing import TinySegmenter, toy_batch
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def constant(item: Item) -> Callable[[], Item]:
+    """A dataset loader that returns `item`."""
+    return lambda: item
 
 
 def records(n: int) -> list[dict]:
@@ -75,10 +81,10 @@ def test_append_failure_leaves_the_file_as_it_was_and_says_so(tmp_path, flaky_wr
     flaky_write.extend(failure)
     with pytest.raises(SegtkError, match="results.jsonl") as exc:
         run.append({"image": "img2", "miou": 0.2})
-    assert exc.value.hint and "--resume" in exc.value.hint
+    assert exc.value.hint and "--resume" in str(exc.value.hint)
     assert (run.path / RESULTS_FILE).read_bytes() == before  # no torn line, no record it didn't say
     if isinstance(failure[-1], OSError) and failure[-1].errno == errno.ENOSPC:
-        assert "disk" in exc.value.hint
+        assert "disk" in str(exc.value.hint)
 
 
 def test_append_fsync_failure_rolls_back(tmp_path, monkeypatch) -> None:
@@ -118,7 +124,7 @@ def test_corrupt_middle_line_is_refused_with_its_number_and_kept(tmp_path) -> No
     again = RunDir(run.path, {"budget": 8}, resume=True, kind="attack")
     with pytest.raises(SegtkError, match=r"results.jsonl line 2 is not valid JSON") as exc:
         again.done()
-    assert "line 2" in exc.value.hint
+    assert "line 2" in str(exc.value.hint)
     assert path.read_bytes() == b"".join(lines)  # nothing truncated away
 
 
@@ -147,7 +153,7 @@ def test_torn_run_json_is_one_error_naming_file_and_fix(tmp_path, content) -> No
     (tmp_path / "r" / RUN_FILE).write_bytes(content)
     with pytest.raises(SegtkError, match="run.json") as exc:
         RunDir(tmp_path / "r", {"budget": 8}, resume=True, kind="attack")
-    assert "restore" in exc.value.hint
+    assert "restore" in str(exc.value.hint)
 
 
 @pytest.mark.parametrize("resume", [False, True])
@@ -203,7 +209,11 @@ def test_weight_hashes_are_cached_by_path_mtime_and_size(tmp_path, monkeypatch) 
     weights.write_bytes(b"a" * 3_000_000)
     calls = []
     real = provenance.sha256_file
-    monkeypatch.setattr(provenance, "sha256_file", lambda p: calls.append(p) or real(p))
+    def counted(path: Path) -> str:
+        calls.append(path)
+        return real(path)
+
+    monkeypatch.setattr(provenance, "sha256_file", counted)
     first = provenance.spec_file_hashes([f"torchscript:{weights}"])
     assert provenance.spec_file_hashes([f"torchscript:{weights}"]) == first and len(calls) == 1
     weights.write_bytes(b"b" * 3_000_001)
@@ -300,7 +310,7 @@ def test_predict_summary_is_strict_json_when_no_pixel_is_labelled(tmp_path) -> N
     images, _ = toy_batch(2, 9, 11)
     items = [Item(f"img{i}", to_uint8(images)[i], np.full((9, 11), 255, dtype=np.int64))
              for i in range(2)]
-    data = Dataset("all-ignored", TinySegmenter().classes, [(it.name, lambda it=it: it) for it in items])
+    data = Dataset("all-ignored", TinySegmenter().classes, [(it.name, constant(it)) for it in items])
     summary = predict_dataset(TinySegmenter(), data, tmp_path / "p")
     assert math.isnan(summary["miou"])
     text = (tmp_path / "p" / "summary.json").read_text()

@@ -53,7 +53,7 @@ def test_a_torn_line_after_a_bad_one_does_not_make_it_the_last(tmp_path) -> None
     path.write_bytes(b'{"image": "a"}\n{oops\n{"image": "c", "mi')
     with pytest.raises(SegtkError) as err:
         read_results(path)
-    assert err.value.hint.startswith(HINT_KEPT)  # its newline is no sign of editing here
+    assert str(err.value.hint).startswith(HINT_KEPT)  # its newline is no sign of editing here
 
 
 def test_reading_never_repairs_unless_asked(tmp_path) -> None:
@@ -89,7 +89,7 @@ def test_a_short_write_that_cannot_be_rolled_back_says_the_line_may_be_torn(tmp_
         append_line(path, {"image": "a"})
     assert err.value.message == (f"cannot append to {path}: short write (4 of {len(line)} bytes); "
                                  "its last line may be torn (--resume drops it)")
-    assert err.value.hint.endswith("; the records before are kept")
+    assert str(err.value.hint).endswith("; the records before are kept")
 
 
 def test_a_read_only_run_refuses_to_append_as_a_bug(tmp_path) -> None:

@@ -118,6 +118,7 @@ def held_by_another_process(path: Path):
         print("locked", flush=True)
         sys.stdin.read()
     """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None
     try:
         assert holder.stdout.readline().strip() == "locked"
         yield holder.pid
@@ -129,7 +130,7 @@ def test_another_process_is_refused_until_it_ends(tmp_path) -> None:
     with held_by_another_process(tmp_path / "r") as pid:
         with pytest.raises(SegtkError, match=f"r is in use by process {pid}") as exc:
             RunDir(tmp_path / "r", {"budget": 8}, resume=True, kind="attack")
-        assert "--out" in exc.value.hint
+        assert "--out" in str(exc.value.hint)
         reader = RunDir(tmp_path / "r", {"budget": 8}, resume=True, read_only=True, kind="attack")
         assert reader.done() == {}  # a read-only look (e.g. --table-only) takes no lock
     with RunDir(tmp_path / "r", {"budget": 8}, resume=True, kind="attack") as run:  # freed when it exits

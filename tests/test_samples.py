@@ -3,6 +3,8 @@ an Editor renders from its `prompt_templates`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -35,6 +37,13 @@ def street(h: int = 60, w: int = 80) -> tuple[np.ndarray, np.ndarray]:
     return image, label
 
 
+def sampled(*args: Any, **kwargs: Any) -> Sample:
+    """`prepare_sample(...)` where the test expects a sample, not a Skip."""
+    sample = prepare_sample(*args, **kwargs)
+    assert isinstance(sample, Sample), sample
+    return sample
+
+
 def test_picks_the_largest_single_class_region() -> None:
     image, label = street()
     sample = prepare_sample("s", image, label, CLASSES)
@@ -51,6 +60,7 @@ def test_connected_components_not_class_totals() -> None:
     # Tree pixels in total (2 x 6 x 18 = 216) beat the person but each part is smaller.
     _, label = street()
     cls, mask = largest_region(label, [TREE, PERSON])
+    assert mask is not None
     assert cls == TREE and mask.sum() == 6 * 13  # the larger of the two tree parts (rows 45..57)
 
 
@@ -90,10 +100,10 @@ def test_label_regions_equals_scipys_label_on_random_masks() -> None:
 
 def test_exclusion_and_only() -> None:
     image, label = street()
-    everything = prepare_sample("s", image, label, CLASSES, exclude=())
+    everything = sampled("s", image, label, CLASSES, exclude=())
     assert everything.class_name == "road"  # 1704 px, one region around the objects
-    assert prepare_sample("s", image, label, CLASSES, exclude=["road"]).class_name == "sky"
-    only = prepare_sample("s", image, label, CLASSES, only=["tree"], min_area=0.01)
+    assert sampled("s", image, label, CLASSES, exclude=["road"]).class_name == "sky"
+    only = sampled("s", image, label, CLASSES, only=["tree"], min_area=0.01)
     assert only.class_name == "tree"
     assert allowed_classes(CLASSES) == [CAR, TREE, PERSON]
     assert {"sky", "road", "background"} <= set(DEFAULT_EXCLUDE)
@@ -155,8 +165,8 @@ class Untemplated(Templated):
 
 def test_captions_and_edit_prompts_from_templates() -> None:
     image, label = street()
-    obj = prepare_sample("s", image, label, CLASSES)
-    scene = prepare_sample("s", image, label, CLASSES, level="image")
+    obj = sampled("s", image, label, CLASSES)
+    scene = sampled("s", image, label, CLASSES, level="image")
     assert caption("apple") == "a photo of an apple" and caption("traffic_light").endswith(
         "a traffic light")
     editor = Templated()

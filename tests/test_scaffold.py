@@ -168,12 +168,12 @@ def test_scaffold_passes_its_contract_suite(installed: dict, kind: str) -> None:
     # A check may be skipped only by the suite itself, for a plugin it does not apply to (an
     # attack that returns its best candidate has no iterate to check), never by the plugin.
     suite_file = Path(inspect.getfile(SUITES[kind])).name
-    skipped = [c.find("skipped") for c in mine if c.find("skipped") is not None]
+    skipped = [s for c in mine if (s := c.find("skipped")) is not None]
     assert all(suite_file in (s.text or "") + s.get("message", "") for s in skipped), \
         [(s.get("message"), s.text) for s in skipped]
     stem = names(f"kit-{kind}").cls
     checks = {n for n, _ in inspect.getmembers(SUITES[kind]) if n.startswith("test_")}
-    ran = {c.get("name") for c in mine if c.get("classname", "").endswith(f".Test{stem}")}
+    ran = {c.get("name", "") for c in mine if c.get("classname", "").endswith(f".Test{stem}")}
     assert {r.split("[")[0] for r in ran} == checks  # the whole suite ran, through pytest
 
 

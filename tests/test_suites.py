@@ -498,7 +498,7 @@ def test_filter_suite_catches_a_coin_flip(tmp_path: Path) -> None:
 
 def test_filter_suite_prepares_filters_that_need_it(tmp_path: Path) -> None:
     flt = filter_suite(Border).make(tmp_path / "cache")
-    assert flt.prepared == [tmp_path / "cache"]
+    assert isinstance(flt, Border) and flt.prepared == [tmp_path / "cache"]
 
 
 # --- attacks ----------------------------------------------------------------------------------
@@ -570,7 +570,7 @@ class Peeks(SignNoise):
         super().attack(oracle)
 
 
-class Unseeded(SignNoise):
+class UnseededSigns(SignNoise):
     def signs(self, oracle, i):
         return torch.randint(0, 2, tuple(oracle.clean[i].shape)) * 2 - 1  # the global stream
 
@@ -598,7 +598,7 @@ def attack_suite(cls: type[Attack]) -> AttackSuite:
 
 @pytest.mark.parametrize(("attack", "check", "message"), [
     (StopsShort, "test_budget_is_exact", r"budget 1: used \[0, 0\]"),
-    (Unseeded, "test_same_seed_same_result", "same seed, different"),
+    (UnseededSigns, "test_same_seed_same_result", "same seed, different"),
     (SharedStream, "test_batched_equals_one_at_a_time", "image 0: its history in a batch"),
     (BudgetSchedule, "test_anytime_runs_are_prefixes_of_longer_runs", "sets anytime = False"),
     (Idle, "test_lowers_the_proxy", "never lowered the proxy"),
@@ -617,8 +617,9 @@ def any_size_check(attack: type[Attack]) -> None:
     """The suite's ε/[0,1] check on one example (budget 3, 6x7 images, ε = 8), without
     hypothesis's search and shrinking: the broken attacks here fail on any example."""
     suite = attack_suite(attack)
-    suite.test_budget_and_eps_any_size.hypothesis.inner_test(suite, budget=3, height=6, width=7,
-                                                             eps=8.0)
+    # hypothesis gives the tests it wraps `.hypothesis`; their type does not say so
+    check = suite.test_budget_and_eps_any_size.hypothesis  # type: ignore[attr-defined]
+    check.inner_test(suite, budget=3, height=6, width=7, eps=8.0)
 
 
 @pytest.mark.parametrize(("attack", "message"), [

@@ -4,6 +4,8 @@ their contract (as tests/test_suites.py shows for attacks, segmenters, editors, 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -44,7 +46,8 @@ def toy_loader(arg: str, split: str | None, reader=read_toy, names=None, classes
     """A well-behaved reader of three toy scenes, without splits (it refuses any)."""
     check_flat_split(arg or "toy", split, (), "toy")
     names = [f"toy{s}" for s in range(3)] if names is None else names
-    pairs = [(name, lambda s=s: reader(s)) for s, name in enumerate(names)]
+    pairs: list[tuple[str, Callable[[], Item]]] = [
+        (name, functools.partial(reader, s)) for s, name in enumerate(names)]
     return Dataset("toy", list(classes or TOY_CLASSES), pairs)
 
 
@@ -58,6 +61,10 @@ class TestToyReaderContract(DatasetSuite):
         return reader_plugin()
 
 
+def read_npz(path: Path) -> Item:
+    return Item(path.stem, np.load(path)["image"], np.load(path)["label"])
+
+
 class TestFolderReaderContract(DatasetSuite):
     """A reader of files: the suite gives each check an empty folder to write them in."""
 
@@ -67,8 +74,7 @@ class TestFolderReaderContract(DatasetSuite):
             check_flat_split(root, split, (), "npz")
             files = sorted(root.glob("*.npz"))
             return Dataset("npz", list(TOY_CLASSES), [
-                (f.stem, lambda f=f: Item(f.stem, np.load(f)["image"], np.load(f)["label"]))
-                for f in files])
+                (f.stem, functools.partial(read_npz, f)) for f in files])
         return reader_plugin(load, name="npz", syntax="npz:DIR", example="--data npz:DIR")
 
     def arg(self, root: Path) -> str:

@@ -160,8 +160,9 @@ def test_ignored_pixels_add_nothing_to_the_loss(name: str) -> None:
     labels = torch.randint(0, 4, (2, 5, 6), generator=torch.Generator().manual_seed(1))
     labels[0, :2] = 255
     labels[1, 4, :] = 7  # a class the logits do not have
-    loss = registry.attack(name)().image_loss(logits, labels, ignore_index=255, iteration=2,
-                                               iterations=4)
+    attack = registry.attack(name)()
+    assert isinstance(attack, GradientAttack)
+    loss = attack.image_loss(logits, labels, ignore_index=255, iteration=2, iterations=4)
     (grad,) = torch.autograd.grad(loss.sum(), logits)
     ignored = (labels == 255) | (labels == 7)
     assert bool((grad.abs().sum(1)[ignored] == 0).all())
@@ -200,7 +201,8 @@ def test_same_seed_same_result_other_seed_other_result_on_the_demo_model(demo, n
 
 def dataset_miou(result, labels: torch.Tensor, k: int) -> float:
     """Dataset mIoU of the best candidates' predictions (the papers' score)."""
-    return float(mean_iou(sum(confusion(p, t, k)[0] for p, t in zip(result.predictions, labels))))
+    total = torch.stack([confusion(p, t, k)[0] for p, t in zip(result.predictions, labels)]).sum(0)
+    return float(mean_iou(total))
 
 
 def test_segpgd_beats_pgd_at_equal_passes_on_the_demo_model(demo) -> None:
