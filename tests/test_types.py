@@ -109,3 +109,14 @@ def test_mypy_is_clean_on_segtk_plugins_scaffolds_and_their_tests(tmp_path: Path
     assert failing <= TESTS_NOT_YET_CLEAN, output
     assert TESTS_NOT_YET_CLEAN <= failing, (
         f"now clean, take off TESTS_NOT_YET_CLEAN: {sorted(TESTS_NOT_YET_CLEAN - failing)}")
+
+
+def test_files_of_one_name_go_to_separate_mypy_runs() -> None:
+    """Two tests folders may hold a test_contract.py each: mypy refuses a second module of a
+    name in one run, so they are checked in runs of their own (no file left out)."""
+    files = [Path(p) for p in ("a/test_contract.py", "b/test_contract.py", "a/test_x.py",
+                               "c/test_contract.py", "b/conftest.py")]
+    groups = unique_names(files)
+    assert len(groups) == 3 and sorted(f for g in groups for f in g) == sorted(files)
+    for group in groups:
+        assert len({f.stem for f in group}) == len(group), group
