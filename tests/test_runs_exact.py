@@ -188,3 +188,12 @@ def test_setting_changes_name_each_difference_dotted_cut_and_counted() -> None:
     assert setting_changes({"p": {"x": 1}}, {"p": 3}, ["p"]) == ['p {"x": 1} in run.json, 3 now']
     assert setting_changes({"p": {}}, {"p": {"x": None}}, ["p"]) == ["p.x unset in run.json, null now"]
     assert setting_changes({"p": {"x": None}}, {"p": {}}, ["p"]) == ["p.x null in run.json, unset now"]
+
+
+def test_atomic_write_json_indents_by_two_unless_told_and_writes_no_nan(tmp_path: Path) -> None:
+    value = {"a": [1, float("nan"), -float("inf")], "b": {"c": 1.5}}
+    runs.atomic_write_json(tmp_path / "x.json", value)
+    expected = {"a": [1, None, None], "b": {"c": 1.5}}
+    assert (tmp_path / "x.json").read_text() == json.dumps(expected, indent=2) + "\n"
+    runs.atomic_write_json(tmp_path / "y.json", value, indent=None)
+    assert (tmp_path / "y.json").read_text() == '{"a": [1, null, null], "b": {"c": 1.5}}\n'
