@@ -9,7 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
+from segtk.core import save_safetensors
 from segtk.core._data import to_tensor, to_uint8, write_png
 from segtk.storage.runs import LOCK_FILE
 from segtk.testing import TinySegmenter, toy_batch
@@ -47,3 +49,14 @@ def run_is_locked(path: Path) -> bool:
 @pytest.fixture
 def locked() -> Callable[[Path], bool]:
     return run_is_locked
+
+
+@pytest.fixture(scope="session")
+def random_demo(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A randomly initialised demo network: training from scratch shows a clear loss drop."""
+    from segtk_demo.model import DemoNet
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("weights") / "random.safetensors"
+    save_safetensors(path, DemoNet().state_dict())
+    return f"demo:{path}"

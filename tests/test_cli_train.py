@@ -6,26 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core import save_safetensors
 from segtk.jobs.train import read_spec
 
 
 def invoke(*args: str):
     return CliRunner().invoke(cli, list(args))
 
-
-@pytest.fixture(scope="module")
-def random_demo(tmp_path_factory) -> str:
-    from segtk_demo.model import DemoNet
-
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("weights") / "random.safetensors"
-    save_safetensors(path, DemoNet().state_dict())
-    return f"demo:{path}"
 
 
 @pytest.mark.parametrize("command", [["train"], ["bench", "augment"]])

@@ -27,17 +27,6 @@ from segtk.jobs.train import TrainConfig, checkpoint_hashes, read_spec, require_
 from segtk.storage.provenance import spec_file_hashes
 
 
-@pytest.fixture(scope="module")
-def random_demo(tmp_path_factory) -> str:
-    """A randomly initialised demo network: training from scratch shows a clear loss drop."""
-    from segtk_demo.model import DemoNet
-
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("weights") / "random.safetensors"
-    save_safetensors(path, DemoNet().state_dict())
-    return f"demo:{path}"
-
-
 def config(model: str, **kw) -> TrainConfig:
     base = dict(model=model, data="demo", split=None, epochs=2, batch_size=4, lr=3e-3,
                 crop=(64, 48), augment="cutmix", seed=0)

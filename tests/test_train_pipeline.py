@@ -12,7 +12,7 @@ import torch
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core import SegtkError, save_safetensors
+from segtk.core import SegtkError
 from segtk.jobs.train import TrainConfig, batch_of, pipeline, random_crop, train
 
 IGNORE = 255
@@ -87,15 +87,6 @@ def test_the_defaults_draw_and_crop_as_before() -> None:
         assert torch.equal(ga.get_state(), gb.get_state())
     assert not {"scale", "flip", "schedule"} & set(plain.record())  # older run.json files match
 
-
-@pytest.fixture(scope="module")
-def random_demo(tmp_path_factory) -> str:
-    from segtk_demo.model import DemoNet
-
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("weights") / "random.safetensors"
-    save_safetensors(path, DemoNet().state_dict())
-    return f"demo:{path}"
 
 
 def recorded_rates(monkeypatch) -> list[float]:
