@@ -1,0 +1,69 @@
+"""Typed run records: one dataclass per kind of line a run appends, read and written in one place.
+
+A job builds its record class (defined next to the job) and appends `record.to_json()`; reports,
+resume and the Python API read lines back with `from_json`, so a key is spelled once and a
+record that lacks one fails naming the file's record and the key instead of a KeyError deep in
+a report. Old runs still read: a field added later has a default and is left out of the line
+while it holds that default ("absent" and "default" are the same record), and keys a reader
+does not know are kept in `extra` and written back unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar, Self
+
+from segtk.core import SegtkError
+
+__all__ = ["Record"]
+
+
+@dataclasses.dataclass(kw_only=True)
+class Record:
+    """Base of the run records. Subclasses are `@dataclass(kw_only=True)`; `OMIT_DEFAULT` names
+    fields left out of the line while they hold their default (fields added after runs were
+    made: writing them would change every old run's lines on rewrite)."""
+
+    KIND: ClassVar[str] = "record"  # what the error messages call it, e.g. "attack result"
+    OMIT_DEFAULT: ClassVar[tuple[str, ...]] = ()
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of the line, keys in field order, then `extra`."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name == "extra":
+                continue
+            value = getattr(self, f.name)
+            if f.name in self.OMIT_DEFAULT and value == _default(f):
+                continue
+            out[f.name] = value
+        return {**out, **self.extra}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str = "") -> Self:
+        """The record a line holds. `where` (e.g. "OUT/results.jsonl, image 0001TP") names it in
+        the error a missing key raises."""
+        if not isinstance(data, Mapping):
+            raise SegtkError(f"{where or cls.KIND}: not a JSON object",
+                             hint="the file was not written by segtk; choose another --out")
+        names = {f.name: f for f in dataclasses.fields(cls) if f.name != "extra"}
+        missing = [n for n, f in names.items() if n not in data and _default(f) is _REQUIRED]
+        if missing:
+            raise SegtkError(f"{where or cls.KIND}: a {cls.KIND} without {', '.join(missing)}",
+                             hint="the file was not written by this segtk, or was edited by hand; "
+                                  "rerun into a new --out")
+        known = {n: data[n] for n in names if n in data}
+        return cls(**known, extra={k: v for k, v in data.items() if k not in names})
+
+
+_REQUIRED = object()
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return _REQUIRED

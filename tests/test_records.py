@@ -1,0 +1,52 @@
+"""The typed run-record base: lines round-trip, old lines read, unknown keys survive."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from segtk.core import SegtkError
+from segtk.storage.records import Record
+
+
+@dataclass(kw_only=True)
+class Example(Record):
+    KIND = "example result"
+    OMIT_DEFAULT = ("stopped",)
+
+    image: str
+    score: float
+    history: list[float] = field(default_factory=list)
+    stopped: str | None = None
+
+
+def test_a_record_round_trips_in_field_order_and_leaves_out_defaults_it_may_omit() -> None:
+    rec = Example(image="a", score=0.5, history=[1.0, 0.5])
+    assert list(rec.to_json()) == ["image", "score", "history"]
+    assert Example.from_json(rec.to_json()) == rec
+    timed = Example(image="a", score=0.5, stopped="time")
+    assert timed.to_json()["stopped"] == "time"
+    assert Example.from_json(timed.to_json()).stopped == "time"
+
+
+def test_a_line_written_before_a_field_existed_reads_with_its_default() -> None:
+    rec = Example.from_json({"image": "a", "score": 1.0})
+    assert rec.history == [] and rec.stopped is None
+
+
+def test_keys_the_reader_does_not_know_are_kept_and_written_back() -> None:
+    line = {"image": "a", "score": 1.0, "visibility": {"psnr": 30.0}}
+    rec = Example.from_json(line)
+    assert rec.extra == {"visibility": {"psnr": 30.0}}
+    assert rec.to_json() == {**line, "history": []}
+
+
+def test_a_line_without_a_required_key_names_the_record_and_the_key() -> None:
+    with pytest.raises(SegtkError, match=r"OUT/results.jsonl, image a: a example result without score"):
+        Example.from_json({"image": "a"}, where="OUT/results.jsonl, image a")
+
+
+def test_a_line_that_is_no_object_is_refused() -> None:
+    with pytest.raises(SegtkError, match="not a JSON object"):
+        Example.from_json([1, 2], where="OUT/results.jsonl line 3")  # type: ignore[arg-type]
