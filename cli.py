@@ -12,11 +12,12 @@ from segtk.commands.console import err_console
 from segtk.commands.edit import edit
 from segtk.commands.extras import with_install_hint
 from segtk.commands.models import datasets, models
-from segtk.commands.plugins import plugins, refusing_command
+from segtk.commands.plugin_commands import add_commands
+from segtk.commands.plugins import plugins
 from segtk.commands.predict import predict
 from segtk.commands.report import report
 from segtk.commands.train import train_command
-from segtk.core import SegtkError, registry
+from segtk.core import SegtkError
 from segtk.storage.os_errors import os_error
 
 
@@ -63,8 +64,8 @@ def main() -> None:
 
 
 def pm_commands() -> None:
-    """Let plugins add commands (hook register_commands), each guarded: see registry.add_commands."""
-    registry.add_commands(cli, refusing_command)
+    """Let plugins add commands (hook register_commands), each guarded (see add_commands)."""
+    add_commands(cli)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from segtk.commands.extras import Extra, extra_of, not_installed
 from segtk.commands.scaffold import new
 from segtk.core import (
     AttackParams,
-    PluginError,
     PluginInfo,
     UnknownPlugin,
     declared,
@@ -278,16 +277,6 @@ def _shown(value: Any) -> str:
     if isinstance(value, list):
         return ";".join(map(str, value))
     return "none" if value is None else str(value)
-
-
-def refusing_command(name: str, message: str) -> click.Command:
-    """Stands in for a command two plugins claim: running it says so instead of picking one."""
-    def refuse() -> None:
-        raise PluginError(f"{message}; refusing to guess which one to run",
-                          hint="uninstall one of them (pip uninstall NAME); see `segtk plugins`")
-
-    return click.Command(name, callback=refuse, help=f"Refused: {message}.", add_help_option=False,
-                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 
 
 # --- what `plugins show` prints of a parameter ---------------------------------------------------

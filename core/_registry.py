@@ -7,7 +7,6 @@ import importlib.metadata
 import importlib.util
 import re
 import shlex
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -26,7 +25,7 @@ from segtk.core._segmenter import SegmenterPlugin
 __all__ = ["KINDS", "BY_NAME", "Kind", "PluginInfo", "plugins", "lookup", "origin", "reset",
            "plugin_class", "attack", "segmenter_plugin", "editor", "filter_", "dataset_plugin",
            "augmenter", "edit_backend", "prompt_writer", "metric", "captioner", "missing_modules",
-           "add_commands"]
+           "claim_group", "note", "manager", "owner", "contained", "failure", "REGISTERED"]
 
 REGISTERED = "(registered object)"  # the distribution of a plugin registered in-process
 
@@ -105,8 +104,8 @@ def install_hint(distribution: str, module: str) -> str:
 
 _infos: list[PluginInfo] | None = None
 _infos_of: PluginManager | None = None  # the manager _infos was read from
-_commands: list[PluginInfo] = []  # filled by add_commands, which needs the CLI group
-_command_groups: set[int] = set()  # groups add_commands has filled since the last reset
+_commands: list[PluginInfo] = []  # plugins' CLI commands (`note`), added by segtk.commands
+_command_groups: set[int] = set()  # groups filled with them since the last reset (`claim_group`)
 
 
 def reset() -> None:
@@ -172,7 +171,8 @@ def plugins() -> list[PluginInfo]:
     return sorted(_infos + _commands, key=lambda i: (i.kind, i.name))
 
 
-def _owner(info: PluginInfo) -> str:
+def owner(info: PluginInfo) -> str:
+    """"segtk-attack-dla 0.1.0 (plugin segtk_dla)": who registered a row, for messages."""
     return f"{info.distribution} {info.version}".strip() + f" (plugin {info.plugin})"
 
 
@@ -195,7 +195,7 @@ def mark_conflicts(infos: list[PluginInfo]) -> None:
             groups.setdefault((info.kind, info.name), []).append(info)
     for (kind, name), same in groups.items():
         if len(same) > 1:
-            owners = " and ".join(_owner(i) for i in same)
+            owners = " and ".join(owner(i) for i in same)
             for info in same:
                 info.conflict = f"{kind} {name!r} is registered by {owners}"
 
@@ -232,56 +232,32 @@ def _usable(kind: str, name: str) -> PluginInfo:
     return info
 
 
-def add_commands(group: Any, refusing: Callable[[str, str], Any]) -> None:
-    """Let each plugin add commands to the click `group` (hook register_commands), one plugin at
-    a time. A plugin that raises adds nothing and is listed as broken. A name segtk already has
-    stays segtk's; a name two plugins add runs neither: `refusing(name, message)` stands in for
-    it (core has no Click: the CLI makes that command) and both are listed as conflicts."""
-    pm = _current_manager()
+def claim_group(group: object) -> bool:
+    """True the first time since the last reset that plugin commands go to the CLI `group`: a
+    second pass would take the plugins' commands for segtk's own."""
+    _current_manager()
     if id(group) in _command_groups:
-        return  # once per group: a second pass would take the plugins' commands for segtk's own
+        return False
     _command_groups.add(id(group))
-    builtin = dict(group.commands)
-    added: dict[str, list[PluginInfo]] = {}
-    for impl in pm.hook.register_commands.get_hookimpls():
-        dist, version = pm.distributions.get(impl.plugin_name, (REGISTERED, ""))
-        before = dict(group.commands)
-        try:
-            impl.function(cli=group)
-        except BaseException as exc:  # a plugin must never take the CLI (or `segtk --help`) down
-            if not contained(exc):
-                raise
-            _commands.append(PluginInfo(impl.plugin_name, "command", impl.plugin_name, dist, version,
-                                        "register_commands", error=failure(exc)))
-            continue
-        finally:
-            after = dict(group.commands)
-            group.commands.clear()
-            group.commands.update(before)
-        for name, command in after.items():
-            if before.get(name) is not command:
-                info = PluginInfo(name, "command", impl.plugin_name, dist, version,
-                                  "register_commands", command)
-                _commands.append(info)
-                added.setdefault(name, []).append(info)
-    for name, infos in added.items():
-        if name in builtin:
-            for info in infos:
-                info.conflict = f"command {name!r} of {_owner(info)} would replace segtk's own"
-        elif len(infos) > 1:
-            message = f"command {name!r} is registered by {' and '.join(_owner(i) for i in infos)}"
-            for info in infos:
-                info.conflict = message
-            group.commands[name] = refusing(name, message)
-        else:
-            group.commands[name] = infos[0].obj
+    return True
+
+
+def note(info: PluginInfo) -> None:
+    """List a row the kind hooks do not produce (a plugin's CLI command, see
+    segtk.commands.plugin_commands) in `plugins()` until the next reset."""
+    _commands.append(info)
+
+
+def manager() -> PluginManager:
+    """The plugin manager in use (a new one is read afresh)."""
+    return _current_manager()
 
 
 # --- typed lookups: a registration of the wrong type is the plugin's bug, named here ------------
 
 def _wrong(info: PluginInfo, expected: str) -> PluginError:
     return PluginError(
-        f"{info.kind} plugin {info.name!r} from {_owner(info)} registered {info.obj!r}, "
+        f"{info.kind} plugin {info.name!r} from {owner(info)} registered {info.obj!r}, "
         f"which is not {expected}",
         hint=f"fix that plugin's {info.hook} hook, or uninstall it; see `segtk plugins`",
     )
