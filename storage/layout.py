@@ -12,6 +12,7 @@ RUN = "run.json"  # command, versions, kind, config and summary
 RESULTS = "results.jsonl"  # one record per line, appended whole (an edit run's is MANIFEST)
 LOCK = ".lock"  # held by the process writing the run
 REPORT = "report.html"  # `segtk report`
+REPORT_FILES = "report_files"  # the pictures report.html links to, rebuilt with it
 
 # pictures and labels, one PNG per image
 IMAGES = "images"

@@ -6,12 +6,16 @@ record that lacks one fails naming the file's record and the key instead of a Ke
 a report. Old runs still read: a field added later has a default and is left out of the line
 while it holds that default ("absent" and "default" are the same record), and keys a reader
 does not know are kept in `extra` and written back unchanged.
+
+A record also reads as the JSON object of its line (`rec["queries"]`, `rec.get("stopped")`,
+`dict(rec)`): code written when records were dicts (the Python API's `records`) keeps working.
+segtk's own code uses the attributes, which mypy checks.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar, Self
 
 from segtk.core import SegtkError
@@ -20,7 +24,7 @@ __all__ = ["Record"]
 
 
 @dataclasses.dataclass(kw_only=True)
-class Record:
+class Record(Mapping[str, Any]):
     """Base of the run records. Subclasses are `@dataclass(kw_only=True)`; `OMIT_DEFAULT` names
     fields left out of the line while they hold their default (fields added after runs were
     made: writing them would change every old run's lines on rewrite)."""
@@ -40,6 +44,15 @@ class Record:
                 continue
             out[f.name] = value
         return {**out, **self.extra}
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_json()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_json())
+
+    def __len__(self) -> int:
+        return len(self.to_json())
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], where: str = "") -> Self:

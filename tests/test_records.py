@@ -50,3 +50,13 @@ def test_a_line_without_a_required_key_names_the_record_and_the_key() -> None:
 def test_a_line_that_is_no_object_is_refused() -> None:
     with pytest.raises(SegtkError, match="not a JSON object"):
         Example.from_json([1, 2], where="OUT/results.jsonl line 3")  # type: ignore[arg-type]
+
+
+def test_a_record_reads_as_the_json_object_of_its_line() -> None:
+    timed = Example.from_json({"image": "a", "score": 0.5, "stopped": "time", "psnr": 30.0})
+    assert timed["score"] == 0.5 and timed["psnr"] == 30.0 and timed.get("stopped") == "time"
+    assert dict(timed) == timed.to_json() and len(timed) == 5
+    untimed = Example(image="a", score=0.5)
+    assert "stopped" not in untimed and untimed.get("stopped") is None  # left out, as in the line
+    with pytest.raises(KeyError):
+        untimed["stopped"]
