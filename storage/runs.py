@@ -246,9 +246,10 @@ _UNSET = object()
 
 
 def setting_changes(old: dict[str, Any], new: dict[str, Any], keys: Iterable[str],
-                    most: int = 3) -> list[str]:
-    """'KEY OLD in run.json, NEW now' for the first `most` differing settings under `keys`,
-    dotted into nested ones (`params.exploration`), each value cut to 60 characters."""
+                    most: int = 3, sides: tuple[str, str] = ("in run.json", "now")) -> list[str]:
+    """'KEY OLD in run.json, NEW now' (`sides` names where OLD and NEW are) for the first `most`
+    differing settings under `keys`, dotted into nested ones (`params.exploration`), each value
+    cut to 60 characters."""
 
     def brief(value: object) -> str:
         text = "unset" if value is _UNSET else json.dumps(value, default=str)
@@ -262,7 +263,7 @@ def setting_changes(old: dict[str, Any], new: dict[str, Any], keys: Iterable[str
                 if a.get(k, _UNSET) != b.get(k, _UNSET):
                     walk(f"{key}.{k}", a.get(k, _UNSET), b.get(k, _UNSET))
         else:
-            out.append(f"{key} {brief(a)} in run.json, {brief(b)} now")
+            out.append(f"{key} {brief(a)} {sides[0]}, {brief(b)} {sides[1]}")
 
     for key in keys:
         walk(key, old.get(key, _UNSET), new.get(key, _UNSET))
