@@ -22,10 +22,16 @@ SOURCE = "source"  # an edit run: the prepared source images and labels the edit
 SHEET_DIR = "sheet"  # a bench-attacks run: the stored images its contact sheet shows
 CONTACT_SHEET = "contact_sheet.png"
 
-# an edit run (a dataset segtk reads back: `--data edits:OUT`)
+# an edit run (a dataset segtk reads back: `--data edited:OUT`)
 MANIFEST = "manifest.jsonl"
 SKIPPED = "skipped.jsonl"
 CLASSES = "classes.txt"
+MASKS = "masks"  # the edited object (255) of each edit, one PNG per image
+FILTERS = "filters"  # what the noise filters cache (e.g. the surrogate's per-class losses)
+
+# a benchmark's sub-runs
+EDITS = "edits"  # bench edits and bench augment: an edit run per subset, OUT/edits/SUBSET
+TRAIN = "train"  # bench augment: a train run per augmentation, OUT/train/LABEL
 
 # benchmark tables and charts
 TABLE_CSV = "table.csv"
@@ -40,6 +46,7 @@ SUMMARY = "summary.json"  # `segtk predict --out`
 # a train run
 CHECKPOINTS = "checkpoints"
 CHECKPOINT_DONE = "checkpoint.json"  # written last: a checkpoint folder without it is partial
+CHECKPOINT_MODEL = "model"  # in a checkpoint: the model as its plugin saves it
 STATE = "state.safetensors"
 OPTIMIZER = "optimizer.pt"
 MODEL_SPEC = "model.spec"

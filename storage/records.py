@@ -27,10 +27,12 @@ __all__ = ["Record"]
 class Record(Mapping[str, Any]):
     """Base of the run records. Subclasses are `@dataclass(kw_only=True)`; `OMIT_DEFAULT` names
     fields left out of the line while they hold their default (fields added after runs were
-    made: writing them would change every old run's lines on rewrite)."""
+    made: writing them would change every old run's lines on rewrite); `KEYS` maps a field to
+    its line's key where the two differ (a key that is a Python keyword: "class")."""
 
     KIND: ClassVar[str] = "record"  # what the error messages call it, e.g. "attack result"
     OMIT_DEFAULT: ClassVar[tuple[str, ...]] = ()
+    KEYS: ClassVar[Mapping[str, str]] = {}
     extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -42,7 +44,7 @@ class Record(Mapping[str, Any]):
             value = getattr(self, f.name)
             if f.name in self.OMIT_DEFAULT and value == _default(f):
                 continue
-            out[f.name] = value
+            out[self.KEYS.get(f.name, f.name)] = value
         return {**out, **self.extra}
 
     def __getitem__(self, key: str) -> Any:
@@ -61,13 +63,14 @@ class Record(Mapping[str, Any]):
         if not isinstance(data, Mapping):
             raise SegtkError(f"{where or cls.KIND}: not a JSON object",
                              hint="the file was not written by segtk; choose another --out")
-        names = {f.name: f for f in dataclasses.fields(cls) if f.name != "extra"}
-        missing = [n for n, f in names.items() if n not in data and _default(f) is _REQUIRED]
+        names = {cls.KEYS.get(f.name, f.name): f for f in dataclasses.fields(cls)
+                 if f.name != "extra"}  # line key -> field
+        missing = [k for k, f in names.items() if k not in data and _default(f) is _REQUIRED]
         if missing:
             raise SegtkError(f"{where or cls.KIND}: a {cls.KIND} without {', '.join(missing)}",
                              hint="the file was not written by this segtk, or was edited by hand; "
                                   "rerun into a new --out")
-        known = {n: data[n] for n in names if n in data}
+        known = {f.name: data[k] for k, f in names.items() if k in data}
         return cls(**known, extra={k: v for k, v in data.items() if k not in names})
 
 

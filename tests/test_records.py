@@ -60,3 +60,21 @@ def test_a_record_reads_as_the_json_object_of_its_line() -> None:
     assert "stopped" not in untimed and untimed.get("stopped") is None  # left out, as in the line
     with pytest.raises(KeyError):
         untimed["stopped"]
+
+
+@dataclass(kw_only=True)
+class Keyed(Record):
+    KIND = "keyed result"
+    KEYS = {"class_name": "class"}
+
+    name: str
+    class_name: str | None = None
+
+
+def test_a_field_may_be_written_under_another_key() -> None:
+    rec = Keyed(name="a", class_name="car")
+    assert rec.to_json() == {"name": "a", "class": "car"}
+    assert Keyed.from_json({"name": "a", "class": "car"}) == rec
+    assert Keyed.from_json({"name": "a", "class": "car"}).extra == {}
+    with pytest.raises(SegtkError, match="a keyed result without name"):
+        Keyed.from_json({"class": "car"})
