@@ -57,6 +57,11 @@ class Record(Mapping[str, Any]):
         return len(self.to_json())
 
     @classmethod
+    def keyed(cls, lines: Mapping[str, Any], file: object) -> dict[str, Self]:
+        """`runs.read_results`' lines (by key) as records; an error names `file` and the key."""
+        return {key: cls.from_json(line, where=f"{file}, {key}") for key, line in lines.items()}
+
+    @classmethod
     def from_json(cls, data: Mapping[str, Any], where: str = "") -> Self:
         """The record a line holds. `where` (e.g. "OUT/results.jsonl, image 0001TP") names it in
         the error a missing key raises."""

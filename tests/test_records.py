@@ -78,3 +78,11 @@ def test_a_field_may_be_written_under_another_key() -> None:
     assert Keyed.from_json({"name": "a", "class": "car"}).extra == {}
     with pytest.raises(SegtkError, match="a keyed result without name"):
         Keyed.from_json({"class": "car"})
+
+
+def test_keyed_lines_read_as_records_and_a_bad_one_names_its_file_and_key() -> None:
+    lines = {"a": {"image": "a", "score": 1.0}, "b": {"image": "b", "score": 0.5}}
+    assert Example.keyed(lines, "OUT/results.jsonl") == {"a": Example(image="a", score=1.0),
+                                                         "b": Example(image="b", score=0.5)}
+    with pytest.raises(SegtkError, match=r"^OUT/results.jsonl, b: a example result without score"):
+        Example.keyed({**lines, "b": {"image": "b"}}, "OUT/results.jsonl")
