@@ -15,7 +15,6 @@ from segtk.core._attack import (
     AttackParams,
     AttackResult,
     Oracle,
-    Verified,
     box,
     check_gradients,
     project,
@@ -132,6 +131,7 @@ from segtk.core._specs import (
     saved_spec,
     split_spec,
 )
+from segtk.core._verified import Verified, VerifiedImages
 from segtk.core._whitebox import GradientAttack, PGDParams, pixel_cross_entropy
 
 __all__ = [
@@ -189,6 +189,7 @@ __all__ = [
     "Trainable",
     "UnknownPlugin",
     "Verified",
+    "VerifiedImages",
     "allowed_classes",
     "atomic_write_bytes",
     "backend_class",

@@ -17,8 +17,9 @@ that score to the attack.
 
 The forward pass should be the only real cost of a query, so the oracle also offers cheaper
 ways in with the same guarantee: `query_each` projects (one pass) instead of checking, and
-verified images (`verify`, `vertex`, `patch`, `flip`, `pin`, `score_verified`) let an attack
-whose candidates differ from the last one in a few lines pay for those lines only.
+verified images (`oracle.verified`: `project`, `vertex`, `patch`, `flip`, `pin`, `score`; see
+segtk.core._verified) let an attack whose candidates differ from the last one in a few lines
+pay for those lines only.
 
 White-box attacks (`Attack.white_box = True`) get one more door, `Oracle.loss_and_grad`: the
 gradient of their loss of the model's logits, under the same checks, one query per candidate
@@ -42,6 +43,7 @@ from segtk.core._errors import AttackError, SegtkError
 from segtk.core._metrics import LabelConfusion, confusion
 from segtk.core._proxy import Proxy
 from segtk.core._segmenter import QueryCounter, Segmenter, TimeUp
+from segtk.core._verified import Answer, VerifiedImages
 
 # Slack for float32 rounding when checking the ε-ball; far below one 8-bit grey level.
 EPS_TOLERANCE = 1e-6
@@ -107,30 +109,6 @@ def uniform_noise(shape: tuple[int, ...], half: float, rng: torch.Generator) -> 
     return (2 * torch.rand(shape, generator=rng) - 1) * half
 
 
-class Verified:
-    """An image the oracle knows is inside image `owner`'s ε-ball and [0,1]: made by
-    `Oracle.verify` (projected) or `Oracle.vertex` (built from the ball's corners) and changed
-    only by `Oracle.patch`, which projects just the lines it writes, or `Oracle.flip`, which
-    swaps corners. `Oracle.score_verified` queries it without a full-image projection, after
-    PyTorch's version counter shows that nothing else wrote to it. Attacks may read `image`,
-    never write it, and never construct a Verified themselves. A pinned image (`Oracle.pin`)
-    lives in the oracle's own batch tensor; its version and whether it holds only corners are
-    kept there, per row."""
-
-    __slots__ = ("issuer", "owner", "image", "version", "pinned", "corners")
-
-    def __init__(self, issuer: Oracle, owner: int, image: torch.Tensor, pinned: bool = False,
-                 corners: bool = False) -> None:
-        self.issuer, self.owner, self.image, self.pinned = issuer, owner, image, pinned
-        self.version = image._version
-        self.corners = corners  # every value is its lo or hi (unpinned images only)
-
-
-class Answer(NamedTuple):
-    scores: torch.Tensor  # [N] proxy per queried candidate
-    labels: torch.Tensor  # [N,H,W] the model's decision
-
-
 class Gradient(NamedTuple):
     """What one forward and backward pass tells a white-box attack (`Oracle.loss_and_grad`)."""
 
@@ -163,10 +141,13 @@ class AttackResult:
 class Oracle:
     """The model as an attack sees it: labels in, proxy out, budget and ε enforced.
 
-    Attacks read `clean` and `labels` and never write them. The oracle bounds and scores with
-    its own copies, and `Attack.run` refuses an attack that wrote to them (see `overwritten`),
-    so such a bug can neither pass a query outside the ε-ball nor change a recorded clean
-    score. `lo` and `hi` are copies of the box the oracle projects onto.
+    What an attack may read are read-only properties; what the oracle keeps for the result
+    (best candidates, history, iterates, checkpoints) and the query counter are its own, so no
+    attack can widen its bounds, skip its checks or see an iterate's evaluation score. Attacks
+    read `clean` and `labels` (the caller's tensors) and never write them: the oracle bounds and
+    scores with its own copies, and `Attack.run` refuses an attack that wrote to them (see
+    `overwritten`), so such a bug can neither pass a query outside the ε-ball nor change a
+    recorded clean score. `lo` and `hi` are copies of the box the oracle projects onto.
     """
 
     def __init__(
@@ -183,42 +164,85 @@ class Oracle:
     ) -> None:
         if returns not in RETURNS:
             raise SegtkError(f"unknown returns={returns!r}", hint="use best or iterate")
-        self.counter = counter
-        self.white_box = white_box  # may the attack use loss_and_grad?
-        self.returns = returns  # the result: the best candidate or the declared iterate
-        self.clean = clean  # the caller's tensors, for the attack to read
-        self.labels = labels
-        self._given = clean, labels
+        self._counter = counter
+        self._white_box = white_box
+        self._returns = returns
+        self._given = clean, labels  # the caller's tensors, for the attack to read
         self._clean, self._labels = clean.clone(), labels.clone()  # what the oracle relies on
-        self.proxy = proxy
-        self.eps_unit = eps_unit
-        self.rngs = [torch.Generator().manual_seed(int(s)) for s in seeds]
-        self.checkpoints = tuple(sorted(set(int(c) for c in checkpoints)))
+        self._proxy = proxy
+        self._eps_unit = eps_unit
+        self._rngs = [torch.Generator().manual_seed(int(s)) for s in seeds]
+        self._checkpoints = tuple(sorted(set(int(c) for c in checkpoints)))
         b = clean.shape[0]
         self._lo, self._hi = box(self._clean, eps_unit)
         self._tolerant: tuple[torch.Tensor, torch.Tensor] | None = None
         self._clean_version = clean._version
         self._clean_in_box: bool | None = None  # every clean value in [0,1]? (on first need)
-        self._corner_bits: tuple[torch.Tensor, torch.Tensor] | None = None  # lo, lo ^ hi
-        self._pinned: torch.Tensor | None = None  # [B,3,H,W]: one pinned image per source image
-        self._pinned_version = 0
-        self._pinned_corners = [False] * clean.shape[0]  # per pinned row: only corners?
-        self.confusion = LabelConfusion(labels, proxy.num_classes, proxy.ignore_index)
-        self.best_images = self._clean.clone()
-        self.best_scores = torch.full((b,), float("inf"))
-        self._best = [float("inf")] * b  # best_scores as the proxy gave them, for the history
-        self.best_labels = torch.zeros(labels.shape, dtype=torch.long, device=labels.device)
+        self._verified = VerifiedImages(self._lo, self._hi, self._labels, self._ask)
+        self._confusion = LabelConfusion(labels, proxy.num_classes, proxy.ignore_index)
+        self._best_images = self._clean.clone()
+        self._best_scores = torch.full((b,), float("inf"))
+        self._best = [float("inf")] * b  # _best_scores as the proxy gave them, for the history
+        self._best_labels = torch.zeros(labels.shape, dtype=torch.long, device=labels.device)
         k = proxy.num_classes
-        self.best_confusion = torch.zeros(b, k, k + 1, dtype=torch.long)  # of best_labels
-        self.history: list[list[float]] = [[] for _ in range(b)]
+        self._best_confusion = torch.zeros(b, k, k + 1, dtype=torch.long)  # of _best_labels
+        self._history: list[list[float]] = [[] for _ in range(b)]
         # returns="iterate": each image's declared iterate (the clean image until the first),
         # its proxy, labels and confusion once scored (None: not yet)
-        self.iterates = self._clean.clone() if returns == "iterate" else self._clean[:0]
+        self._iterates = self._clean.clone() if returns == "iterate" else self._clean[:0]
         self._iterate_answers: list[tuple[float, torch.Tensor, torch.Tensor] | None] = [None] * b
-        self.clean_labels: list[torch.Tensor | None] = [None] * b  # saves an evaluation pass
-        self.snapshots = {c: torch.zeros(b, k, k + 1, dtype=torch.long) for c in self.checkpoints}
+        self._clean_labels: list[torch.Tensor | None] = [None] * b  # saves an evaluation pass
+        self._snapshots = {c: torch.zeros(b, k, k + 1, dtype=torch.long) for c in self._checkpoints}
         # the best image at each checkpoint: what a run with that budget would store
-        self.snapshot_images = {c: torch.empty_like(clean) for c in self.checkpoints}
+        self._snapshot_images = {c: torch.empty_like(clean) for c in self._checkpoints}
+
+    @property
+    def clean(self) -> torch.Tensor:
+        """The clean images [B,3,H,W], the centres of the ε-balls: the caller's tensor, to read
+        and never write (work on a copy)."""
+        return self._given[0]
+
+    @property
+    def labels(self) -> torch.Tensor:
+        """The ground-truth labels [B,H,W] the proxy scores against: the caller's, read-only."""
+        return self._given[1]
+
+    @property
+    def eps_unit(self) -> float:
+        """ε on the [0,1] scale (8/255 for eps 8)."""
+        return self._eps_unit
+
+    @property
+    def proxy(self) -> Proxy:
+        """The per-image score queries are answered with (its classes and ignore index)."""
+        return self._proxy
+
+    @property
+    def rngs(self) -> list[torch.Generator]:
+        """Image i's random stream is `rngs[i]`: draw only from it, so batches equal single
+        images."""
+        return self._rngs
+
+    @property
+    def checkpoints(self) -> tuple[int, ...]:
+        """The budgets (sorted) at which the oracle records each image's result."""
+        return self._checkpoints
+
+    @property
+    def white_box(self) -> bool:
+        """Whether the attack may use `loss_and_grad`."""
+        return self._white_box
+
+    @property
+    def returns(self) -> str:
+        """The result: "best" (the best candidate queried) or "iterate" (the declared one)."""
+        return self._returns
+
+    @property
+    def verified(self) -> VerifiedImages:
+        """The fast path for candidates that differ from the last in a few lines: images made,
+        changed and queried without a full-image projection or check (see VerifiedImages)."""
+        return self._verified
 
     @property
     def batch_size(self) -> int:
@@ -237,10 +261,10 @@ class Oracle:
 
     @property
     def budget(self) -> int:
-        return self.counter.budget
+        return self._counter.budget
 
     def remaining(self) -> torch.Tensor:
-        return self.counter.remaining()
+        return self._counter.remaining()
 
     def active(self, cost: int = 1) -> torch.Tensor:
         """Indices of images with at least `cost` queries left."""
@@ -255,9 +279,9 @@ class Oracle:
         return self._ask(images, owners)
 
     def _ask(self, images: torch.Tensor, owners: torch.Tensor) -> Answer:
-        labels = self.counter.predict(images, owners)
-        conf = self.confusion(labels, owners)
-        scores = self.proxy.score(conf)
+        labels = self._counter.predict(images, owners)
+        conf = self._confusion(labels, owners)
+        scores = self._proxy.score(conf)
         self._record(images, owners, labels, scores, conf)
         return Answer(scores, labels)
 
@@ -267,7 +291,7 @@ class Oracle:
         iteration): `loss(logits, targets)` of the model's logits against the ground-truth
         labels of each row's source image, and its gradient w.r.t. the candidates. Checked,
         charged and recorded (best candidate, history) exactly like `query`."""
-        if not self.white_box:
+        if not self._white_box:
             raise SegtkError("a decision-based attack asked for gradients (Oracle.loss_and_grad)",
                              hint="set white_box = True on the attack class if it is white-box: "
                                   "it then runs only on models that give gradients")
@@ -277,7 +301,7 @@ class Oracle:
         self._check_bounds(images, owners)
         x = images.detach().clone().requires_grad_(True)
         with torch.enable_grad():
-            logits = self.counter.gradient_logits(x, owners)
+            logits = self._counter.gradient_logits(x, owners)
             values = loss(logits, self._labels[owners])
             if not isinstance(values, torch.Tensor) or values.shape != (len(owners),):
                 got = tuple(values.shape) if isinstance(values, torch.Tensor) else type(values)
@@ -285,8 +309,8 @@ class Oracle:
                                  f"({len(owners)},), got {got}")
             (grad,) = torch.autograd.grad(values.sum(), x, allow_unused=True)
         labels = logits.detach().max(dim=1).indices  # finite: checked by the counter
-        conf = self.confusion(labels, owners)
-        scores = self.proxy.score(conf)
+        conf = self._confusion(labels, owners)
+        scores = self._proxy.score(conf)
         x = x.detach()
         self._record(x, owners, labels, scores, conf)
         grad = torch.zeros_like(x) if grad is None else grad  # a loss that ignores the image
@@ -310,162 +334,6 @@ class Oracle:
             row += len(c)
         return list(self._ask(batch, owners).scores.split(sizes))  # in bounds by construction
 
-    def verify(self, image: int, x: torch.Tensor) -> Verified:
-        """`x` ([3,H,W]) projected onto image `image`'s ε-ball and [0,1] (a new tensor)."""
-        return Verified(self, image, torch.clamp(x, self._lo[image], self._hi[image]))
-
-    def vertex(self, image: int, positive: torch.Tensor, pin: bool = False) -> Verified:
-        """The ε-box corner of image `image`: clean + ε where `positive` (a bool tensor that
-        broadcasts to [3,H,W]), clean − ε elsewhere, cut to [0,1]. In bounds by construction.
-        With `pin`, it is built straight into the image's pinned row (see `pin`)."""
-        if not pin:
-            out = torch.empty_like(self._lo[image])
-            return Verified(self, image, self._corner(image, positive, out), corners=True)
-        row = self._corner(image, positive, self._pinned_row(image))
-        self._pinned_version = self._pinned_batch()._version
-        self._pinned_corners[image] = True
-        return Verified(self, image, row, pinned=True)
-
-    def _bits(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """lo's bit pattern and lo ^ hi as integers: a corner is lo ^ (lo ^ hi & mask), and
-        x ^ (lo ^ hi) swaps a corner x for the opposite one. Allocated on first use."""
-        if self._corner_bits is None:
-            bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[self._lo.element_size()]
-            lo = self._lo.view(bits)
-            self._corner_bits = lo, lo ^ self._hi.view(bits)
-        return self._corner_bits
-
-    def _corner(self, image: int, positive: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """`where(positive, hi, lo)` into `out`, as a select of bit patterns: bit-identical to
-        `torch.where` by construction, and twice as fast on CPU."""
-        if positive.dtype != torch.bool:
-            raise SegtkError(f"a corner mask must be a bool tensor, got {positive.dtype}",
-                             hint="pass e.g. delta > 0")
-        lo, swap = self._bits()
-        target = out.view(lo.dtype)
-        torch.bitwise_and(swap[image], positive.to(lo.dtype).neg_(), out=target)  # True: all bits
-        target.bitwise_xor_(lo[image])
-        return out
-
-    def pin(self, v: Verified) -> Verified:
-        """`v` copied into the oracle's own row for its source image, so that pinned
-        candidates of consecutive images are queried as one slice of that batch tensor,
-        without stacking (for attacks that patch one working image per source image, query
-        after query). One row per image: pinning again replaces what `v.image` of an earlier
-        pinned image shows; keep a candidate with `unpinned` first."""
-        self._check_verified(v)
-        row = self._pinned_row(v.owner)
-        corners = self._corners(v)
-        row.copy_(v.image)
-        self._pinned_version = self._pinned_batch()._version
-        self._pinned_corners[v.owner] = corners
-        return Verified(self, v.owner, row, pinned=True)
-
-    def unpinned(self, v: Verified) -> Verified:
-        """`v` itself, or a copy of a pinned `v` that later pins cannot overwrite."""
-        self._check_verified(v)
-        if not v.pinned:
-            return v
-        return Verified(self, v.owner, v.image.clone(), corners=self._corners(v))
-
-    def _corners(self, v: Verified) -> bool:
-        return self._pinned_corners[v.owner] if v.pinned else v.corners
-
-    def _pinned_batch(self) -> torch.Tensor:
-        """The pinned rows, allocated on first use (most attacks never pin)."""
-        if self._pinned is None:
-            self._pinned = torch.empty_like(self._clean)
-        return self._pinned
-
-    def _pinned_row(self, image: int) -> torch.Tensor:
-        return self._pinned_batch()[image]
-
-    def patch(self, v: Verified, at: tuple, values: torch.Tensor) -> Callable[[], None]:
-        """Write `values`, projected, into `v.image[at]` in place; returns the undo.
-
-        Only the written part is projected, so a candidate that differs from the last one in
-        a few lines costs a few lines, not a full image."""
-        self._check_verified(v)
-        block = v.image[at]
-        before = block.clone()
-        torch.clamp(values, self._lo[v.owner][at], self._hi[v.owner][at], out=block)
-        self._written(v, corners=False)
-
-        def undo() -> None:
-            self._check_verified(v)
-            block.copy_(before)
-            self._written(v, corners=False)
-
-        return undo
-
-    def flip(self, v: Verified, at: tuple) -> Callable[[], None]:
-        """Swap every value of `v.image[at]` (`at`: slices and ints) for the opposite corner of
-        the box, in place; returns the undo (the same swap). `v` must hold only corners (made by
-        `vertex`, changed only by `flip`). Bit-identical to patching clean[at] with the signs of
-        its ±ε flipped, at one integer xor over the lines (DLA's and colour-stripes' flips)."""
-        self._check_verified(v)
-        if not self._corners(v):
-            raise SegtkError("flip needs an image of box corners",
-                             hint="make it with Oracle.vertex; change it with flip, not patch")
-        lo, swap = self._bits()
-        block, bits = v.image[at].view(lo.dtype), swap[v.owner][at]
-
-        def swap_corners() -> None:
-            self._check_verified(v)
-            if not self._corners(v):  # a patch since: xor would leave the box
-                raise SegtkError("flip undone after a patch of the same image",
-                                 hint="undo patches and flips in reverse order")
-            block.bitwise_xor_(bits)
-            self._written(v)
-
-        swap_corners()
-        return swap_corners
-
-    def _written(self, v: Verified, corners: bool = True) -> None:
-        """Accept the oracle's own write to `v`; `corners=False`: it may no longer hold only
-        corners."""
-        if v.pinned:
-            self._pinned_version = self._pinned_batch()._version
-            self._pinned_corners[v.owner] &= corners
-        else:
-            v.version = v.image._version
-            v.corners &= corners
-
-    def _check_verified(self, v: Verified) -> None:
-        if v.issuer is not self:
-            raise SegtkError("a verified image from another oracle (or made by hand)",
-                             hint="make candidates with this oracle's verify, vertex or pin")
-        expected = self._pinned_version if v.pinned else v.version
-        if (self._pinned_batch() if v.pinned else v.image)._version != expected:
-            raise SegtkError(
-                "an attack wrote to a verified image outside the oracle",
-                hint="change verified images only with Oracle.patch",
-            )
-
-    def score_verified(self, candidates: list[Verified]) -> list[float]:
-        """One model call for verified candidates (each owner with a query left); proxies."""
-        if not candidates:
-            return []
-        return self.answer_verified(candidates).scores.tolist()
-
-    def answer_verified(self, candidates: list[Verified]) -> Answer:
-        """`score_verified` with the model's decisions too (for attacks that read the label
-        map, e.g. to credit each region of a candidate with its own change)."""
-        if not candidates:
-            h, w = self._labels.shape[1:]
-            return Answer(torch.empty(0), self._labels.new_empty((0, h, w)))
-        for v in candidates:
-            self._check_verified(v)
-        owners = [v.owner for v in candidates]
-        first, n = owners[0], len(owners)
-        if all(v.pinned for v in candidates) and owners == list(range(first, first + n)):
-            batch = self._pinned_batch()[first : first + n]  # a view: no copy
-        elif n == 1:
-            batch = candidates[0].image[None]
-        else:
-            batch = torch.stack([v.image for v in candidates])
-        return self._ask(batch, torch.tensor(owners, dtype=torch.long))
-
     def _check_bounds(self, images: torch.Tensor, owners: torch.Tensor) -> None:
         if images.numel() == 0:
             return
@@ -477,7 +345,7 @@ class Oracle:
             if self._clean_in_box:
                 return
         if self._tolerant is None:  # float32 rounding slack, allocated only if ever needed
-            self._tolerant = box(self._clean, self.eps_unit + EPS_TOLERANCE)
+            self._tolerant = box(self._clean, self._eps_unit + EPS_TOLERANCE)
         lo, hi = self._tolerant
         for row, owner in enumerate(owners.tolist()):
             x = images[row]
@@ -485,12 +353,12 @@ class Oracle:
                 gap = (images - self._clean[owners]).abs().amax()
                 raise SegtkError(
                     f"attack produced a candidate outside the ε-ball or [0,1] "
-                    f"(L∞ = {float(gap) * 255:.3f}/255, ε = {self.eps_unit * 255:.3f}/255)",
+                    f"(L∞ = {float(gap) * 255:.3f}/255, ε = {self._eps_unit * 255:.3f}/255)",
                     hint="project candidates with segtk.core.project before querying",
                 )
 
     def _record(self, images, owners, labels, scores, conf) -> None:
-        counts = self.counter.counts.tolist()
+        counts = self._counter.counts.tolist()
         owner_list = owners.tolist()
         per_owner: dict[int, int] = {}
         for owner in owner_list:
@@ -499,31 +367,31 @@ class Oracle:
         seen: dict[int, int] = {}
         for row, (owner, score) in enumerate(zip(owner_list, scores.tolist())):
             seen[owner] = seen.get(owner, 0) + 1
-            if not self.history[owner] and torch.equal(images[row], self._clean[owner]):
-                self.clean_labels[owner] = labels[row]
+            if not self._history[owner] and torch.equal(images[row], self._clean[owner]):
+                self._clean_labels[owner] = labels[row]
             query_no = counts[owner] - per_owner[owner] + seen[owner]
             if score < self._best[owner]:
                 self._best[owner] = score
-                self.best_scores[owner] = score
-                self.best_images[owner] = images[row]
-                self.best_labels[owner] = labels[row]
-                self.best_confusion[owner] = conf[row]
-            if self.returns == "best":
-                self.history[owner].append(self._best[owner])
+                self._best_scores[owner] = score
+                self._best_images[owner] = images[row]
+                self._best_labels[owner] = labels[row]
+                self._best_confusion[owner] = conf[row]
+            if self._returns == "best":
+                self._history[owner].append(self._best[owner])
             else:
-                self.history[owner].append(self._iterate_answer(owner, images[row], labels[row],
+                self._history[owner].append(self._iterate_answer(owner, images[row], labels[row],
                                                                 float(score), conf[row])[0])
-            if query_no in self.snapshots:
+            if query_no in self._snapshots:
                 self._snapshot(query_no, owner)
 
     def _snapshot(self, budget: int, owner: int) -> None:
         """Checkpoint `budget` of image `owner` holds its current result."""
-        if self.returns == "best":
-            self.snapshots[budget][owner] = self.best_confusion[owner]
-            self.snapshot_images[budget][owner] = self.best_images[owner]
+        if self._returns == "best":
+            self._snapshots[budget][owner] = self._best_confusion[owner]
+            self._snapshot_images[budget][owner] = self._best_images[owner]
         else:
-            self.snapshots[budget][owner] = self._iterate_answer(owner)[2]
-            self.snapshot_images[budget][owner] = self.iterates[owner]
+            self._snapshots[budget][owner] = self._iterate_answer(owner)[2]
+            self._snapshot_images[budget][owner] = self._iterates[owner]
 
     def set_iterate(self, images: torch.Tensor, owners: torch.Tensor | None = None) -> None:
         """Declare `images` (row k: an iterate of source image `owners[k]`) as the points the
@@ -535,21 +403,21 @@ class Oracle:
             owners = torch.arange(images.shape[0])
         owners = torch.as_tensor(owners, dtype=torch.long).reshape(-1)
         self._check_bounds(images, owners)
-        if self.returns != "iterate" or images.shape[0] == 0:
+        if self._returns != "iterate" or images.shape[0] == 0:
             return
         if len(set(owners.tolist())) != len(owners):
             raise SegtkError("set_iterate was given two iterates of one image",
                              hint="declare one iterate per source image")
-        labels = self.counter.evaluate(images)
-        conf = self.confusion(labels, owners)
-        scores = self.proxy.score(conf).tolist()
-        counts = self.counter.counts.tolist()
+        labels = self._counter.evaluate(images)
+        conf = self._confusion(labels, owners)
+        scores = self._proxy.score(conf).tolist()
+        counts = self._counter.counts.tolist()
         for row, owner in enumerate(owners.tolist()):
-            self.iterates[owner] = images[row]
+            self._iterates[owner] = images[row]
             self._iterate_answers[owner] = (scores[row], labels[row], conf[row])
-            if self.history[owner]:  # the result after the image's last query
-                self.history[owner][-1] = scores[row]
-            if counts[owner] in self.snapshots:
+            if self._history[owner]:  # the result after the image's last query
+                self._history[owner][-1] = scores[row]
+            if counts[owner] in self._snapshots:
                 self._snapshot(counts[owner], owner)
 
     def _iterate_answer(self, owner: int, row: torch.Tensor | None = None,
@@ -562,64 +430,62 @@ class Oracle:
         if known is not None:
             return known
         if row is not None and labels is not None and conf is not None \
-                and torch.equal(row, self.iterates[owner]):
+                and torch.equal(row, self._iterates[owner]):
             answer = (score, labels, conf)
         else:
-            found = self.counter.evaluate(self.iterates[owner][None])
-            counted = self.confusion(found, torch.tensor([owner]))
-            answer = (float(self.proxy.score(counted)[0]), found[0], counted[0])
+            found = self._counter.evaluate(self._iterates[owner][None])
+            counted = self._confusion(found, torch.tensor([owner]))
+            answer = (float(self._proxy.score(counted)[0]), found[0], counted[0])
         self._iterate_answers[owner] = answer
         return answer
 
     def overwritten(self) -> list[str]:
-        """The oracle's tensors ("clean", "labels") an attack wrote to or replaced, each put
-        back as it was (they are the caller's). One comparison each, once per attack: nothing
-        per query."""
+        """The oracle's tensors ("clean", "labels") an attack wrote to, each put back as it was
+        (they are the caller's; being properties, they cannot be replaced). One comparison
+        each, once per attack: nothing per query."""
         found = []
-        for name, given, seen, kept in (("clean", self._given[0], self.clean, self._clean),
-                                        ("labels", self._given[1], self.labels, self._labels)):
-            changed = not _same(given, kept)
-            if changed:
+        for name, given, kept in (("clean", self._given[0], self._clean),
+                                  ("labels", self._given[1], self._labels)):
+            if not _same(given, kept):
                 given.copy_(kept)
-            if changed or seen is not given:
                 found.append(name)
         return found
 
     def result(self) -> AttackResult:
         # Images that stopped early (or a budget below a checkpoint) keep their final state.
-        counts = self.counter.counts.tolist()
-        if self.returns == "iterate":
+        counts = self._counter.counts.tolist()
+        if self._returns == "iterate":
             answers = [self._iterate_answer(i) if counts[i] else None
                        for i in range(self.batch_size)]
-            images = self.iterates
+            images = self._iterates
             scores = torch.tensor([a[0] if a else math.inf for a in answers])
-            labels = torch.stack([a[1] if a else self.best_labels[i]
+            labels = torch.stack([a[1] if a else self._best_labels[i]
                                   for i, a in enumerate(answers)])
-            final = torch.stack([a[2] if a else self.best_confusion[i]
+            final = torch.stack([a[2] if a else self._best_confusion[i]
                                  for i, a in enumerate(answers)])
         else:
-            images, scores, labels = self.best_images, self.best_scores, self.best_labels
-            final = self.best_confusion.clone()
+            images, scores, labels = self._best_images, self._best_scores, self._best_labels
+            final = self._best_confusion.clone()
         for i in range(self.batch_size):
             if counts[i] == 0:  # never queried: the (all-zero) labels it holds
-                final[i] = confusion(labels[i], self._labels[i], self.proxy.num_classes,
-                                     self.proxy.ignore_index)[0]
-        for c, snap in self.snapshots.items():
+                final[i] = confusion(labels[i], self._labels[i], self._proxy.num_classes,
+                                     self._proxy.ignore_index)[0]
+        for c, snap in self._snapshots.items():
             for i in range(self.batch_size):
                 if counts[i] < c:
                     snap[i] = final[i]
-                    self.snapshot_images[c][i] = images[i]
+                    self._snapshot_images[c][i] = images[i]
         return AttackResult(
             images=images,
             scores=scores,
             predictions=labels,
-            queries=self.counter.counts.clone(),
-            history=self.history,
-            checkpoints=self.snapshots,
-            checkpoint_images=self.snapshot_images,
-            clean_predictions=(torch.stack(self.clean_labels)  # type: ignore[arg-type]
-                               if all(c is not None for c in self.clean_labels) else None),
-            stopped=["time" if self.counter.timed_out and n < self.budget else "" for n in counts],
+            queries=self._counter.counts.clone(),
+            history=self._history,
+            checkpoints=self._snapshots,
+            checkpoint_images=self._snapshot_images,
+            clean_predictions=(torch.stack(self._clean_labels)  # type: ignore[arg-type]
+                               if all(c is not None for c in self._clean_labels) else None),
+            stopped=["time" if self._counter.timed_out and n < self.budget else "" for n in counts],
         )
 
 

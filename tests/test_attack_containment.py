@@ -137,7 +137,7 @@ class BoxWriter(Attack):
         oracle.hi.fill_(1.0)
         far = [torch.stack([oracle.clean[i] + 0.5, oracle.clean[i] - 0.5]) for i in range(2)]
         oracle.query_each([0, 1], far)
-        oracle.score_verified([oracle.verify(0, torch.ones_like(oracle.clean[0]))])
+        oracle.verified.score([oracle.verified.project(0, torch.ones_like(oracle.clean[0]))])
 
 
 def test_the_box_an_attack_sees_is_a_copy_the_oracle_never_projects_with() -> None:

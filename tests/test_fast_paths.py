@@ -167,48 +167,48 @@ def test_corners_are_where_and_flips_are_patches_bit_for_bit(eps: float, dtype) 
     for i in range(2):
         rows = torch.rand(1, 6, 1, generator=g) > 0.5
         for pin in (False, True):
-            v = o.vertex(i, rows, pin=pin)
+            v = o.verified.vertex(i, rows, pin=pin)
             assert torch.equal(v.image, torch.where(rows, o.hi[i], o.lo[i]))
             signs = torch.where(rows, 1.0, -1.0).to(dtype).expand(3, 6, 5).clone()
             assert torch.equal(v.image, project(o.clean[i] + signs * o.eps_unit, o.clean[i], o.eps_unit))
             for at in ((..., slice(1, 4), slice(None)), (..., slice(2, 5)), (1, slice(0, 6)),
                        (2, slice(None), slice(0, 2)), (..., slice(0, 0))):
-                plain = o.verify(i, v.image)
+                plain = o.verified.project(i, v.image)
                 signs[at] *= -1  # what DLA / colour-stripes flip
-                o.patch(plain, at, o.clean[i][at] + signs[at] * o.eps_unit)
+                o.verified.patch(plain, at, o.clean[i][at] + signs[at] * o.eps_unit)
                 before = v.image.clone()
-                undo = o.flip(v, at)
+                undo = o.verified.flip(v, at)
                 assert torch.equal(v.image, plain.image)
-                o.score_verified([v])  # the oracle's own write: accepted
+                o.verified.score([v])  # the oracle's own write: accepted
                 undo()
                 assert torch.equal(v.image, before)
-                o.flip(v, at)  # kept
+                o.verified.flip(v, at)  # kept
 
 
 def test_flip_refuses_images_that_are_not_all_corners() -> None:
     o = corner_oracle(8.0, torch.float32)
     with pytest.raises(SegtkError, match="bool"):
-        o.vertex(0, torch.ones(1, 6, 1))
+        o.verified.vertex(0, torch.ones(1, 6, 1))
     with pytest.raises(SegtkError, match="box corners"):
-        o.flip(o.verify(0, o.clean[0]), (..., slice(0, 2)))
-    v = o.vertex(0, torch.ones(1, 6, 1, dtype=torch.bool))
-    undo_flip = o.flip(v, (..., slice(0, 2)))
-    undo_patch = o.patch(v, (..., slice(3, 4)), o.clean[0][..., 3:4])  # not a corner any more
+        o.verified.flip(o.verified.project(0, o.clean[0]), (..., slice(0, 2)))
+    v = o.verified.vertex(0, torch.ones(1, 6, 1, dtype=torch.bool))
+    undo_flip = o.verified.flip(v, (..., slice(0, 2)))
+    undo_patch = o.verified.patch(v, (..., slice(3, 4)), o.clean[0][..., 3:4])  # not a corner any more
     with pytest.raises(SegtkError, match="after a patch"):
         undo_flip()
     undo_patch()
     with pytest.raises(SegtkError, match="box corners"):  # conservative: stays refused
-        o.flip(v, (..., slice(0, 2)))
-    pinned = o.vertex(1, torch.ones(1, 6, 1, dtype=torch.bool), pin=True)
-    o.flip(o.unpinned(pinned), (..., slice(0, 1)))  # copies keep the corner flag
-    o.pin(o.verify(1, o.clean[1]))  # the row now holds the clean image
+        o.verified.flip(v, (..., slice(0, 2)))
+    pinned = o.verified.vertex(1, torch.ones(1, 6, 1, dtype=torch.bool), pin=True)
+    o.verified.flip(o.verified.unpinned(pinned), (..., slice(0, 1)))  # copies keep the corner flag
+    o.verified.pin(o.verified.project(1, o.clean[1]))  # the row now holds the clean image
     with pytest.raises(SegtkError, match="box corners"):
-        o.flip(pinned, (..., slice(0, 2)))  # the row's flag, not the old handle's
-    again = o.pin(o.vertex(1, torch.zeros(1, 6, 1, dtype=torch.bool)))
-    o.flip(again, (..., slice(0, 2)))
+        o.verified.flip(pinned, (..., slice(0, 2)))  # the row's flag, not the old handle's
+    again = o.verified.pin(o.verified.vertex(1, torch.zeros(1, 6, 1, dtype=torch.bool)))
+    o.verified.flip(again, (..., slice(0, 2)))
     again.image[0, 0, 0] = 0.5  # a write outside the oracle is still caught
     with pytest.raises(SegtkError, match="outside the oracle"):
-        o.flip(again, (..., slice(0, 2)))
+        o.verified.flip(again, (..., slice(0, 2)))
 
 
 def test_the_clean_query_skips_the_check_only_when_it_would_pass() -> None:

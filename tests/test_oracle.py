@@ -41,61 +41,61 @@ def test_clamping_to_the_box_is_project_bit_for_bit(seed: int, eps: float) -> No
 def test_vertex_patch_and_undo_stay_in_bounds_and_are_what_they_say() -> None:
     o, model = oracle()
     clean = o.clean[0]
-    v = o.vertex(0, torch.tensor([True, False, True, False, True, False])[None, :, None])
+    v = o.verified.vertex(0, torch.tensor([True, False, True, False, True, False])[None, :, None])
     assert torch.equal(v.image[:, 0], project(clean[:, 0] + EPS, clean[:, 0], EPS))
     assert torch.equal(v.image[:, 1], project(clean[:, 1] - EPS, clean[:, 1], EPS))
     before = v.image.clone()
-    undo = o.patch(v, (..., slice(1, 3)), clean[..., 1:3] + 5 * EPS)  # far out: projected
+    undo = o.verified.patch(v, (..., slice(1, 3)), clean[..., 1:3] + 5 * EPS)  # far out: projected
     assert torch.equal(v.image[..., 1:3], project(clean[..., 1:3] + EPS, clean[..., 1:3], EPS))
     assert torch.equal(v.image[..., :1], before[..., :1]) and torch.equal(v.image[..., 3:], before[..., 3:])
-    o.score_verified([v])
+    o.verified.score([v])
     assert torch.equal(model.seen[-1], v.image)
     undo()
     assert torch.equal(v.image, before)
-    o.score_verified([v, o.verify(1, o.clean[1] - 3 * EPS)])
+    o.verified.score([v, o.verified.project(1, o.clean[1] - 3 * EPS)])
     assert float((model.seen[-1] - o.clean[1]).abs().max()) <= EPS + 1e-6
     assert float(model.seen[-1].min()) >= 0
 
 
 def test_a_verified_image_written_outside_the_oracle_is_refused_before_the_model() -> None:
     o, model = oracle()
-    v = o.verify(0, o.clean[0])
+    v = o.verified.project(0, o.clean[0])
     v.image[0, 0, 0] = 2.0  # an attack scribbling on the oracle's image
     with pytest.raises(SegtkError, match="wrote to a verified image outside the oracle"):
-        o.score_verified([v])
+        o.verified.score([v])
     assert model.calls == 0
-    w = o.verify(1, o.clean[1])
+    w = o.verified.project(1, o.clean[1])
     w.image[:, :2].add_(1.0)  # a write through a view counts too
     with pytest.raises(SegtkError):
-        o.score_verified([w])
+        o.verified.score([w])
 
 
-def test_answer_verified_gives_the_labels_the_model_gave_and_is_checked_and_charged() -> None:
+def test_verified_answer_gives_the_labels_the_model_gave_and_is_checked_and_charged() -> None:
     o, model = oracle(budget=2)
-    v = o.vertex(0, torch.ones(3, 1, 1, dtype=torch.bool))
-    w = o.verify(1, o.clean[1] - 3 * EPS)
-    answer = o.answer_verified([v, w])
+    v = o.verified.vertex(0, torch.ones(3, 1, 1, dtype=torch.bool))
+    w = o.verified.project(1, o.clean[1] - 3 * EPS)
+    answer = o.verified.answer([v, w])
     assert torch.equal(answer.labels, TinySegmenter().predict(torch.stack(model.seen[-2:])))
-    assert answer.scores.tolist() == o.history[0][-1:] + o.history[1][-1:]
-    assert o.counter.counts.tolist() == [1, 1]
+    assert answer.scores.tolist() == o._history[0][-1:] + o._history[1][-1:]
+    assert o._counter.counts.tolist() == [1, 1]
     v.image[0, 0, 0] = 2.0
     with pytest.raises(SegtkError, match="wrote to a verified image outside the oracle"):
-        o.answer_verified([v])
-    empty, none = o.answer_verified([]), o.query(torch.empty(0, 3, 6, 7))  # as a query of no rows
+        o.verified.answer([v])
+    empty, none = o.verified.answer([]), o.query(torch.empty(0, 3, 6, 7))  # as a query of no rows
     assert empty.scores.shape == none.scores.shape == (0,) and empty.scores.dtype == none.scores.dtype
     assert empty.labels.shape == none.labels.shape == (0, 6, 7) and empty.labels.dtype == torch.long
-    assert o.score_verified([]) == [] and o.counter.counts.tolist() == [1, 1]
+    assert o.verified.score([]) == [] and o._counter.counts.tolist() == [1, 1]
 
 
 def test_verified_queries_are_charged_exactly() -> None:
     o, _ = oracle(budget=2)
-    v = o.verify(0, o.clean[0])
-    o.score_verified([v])
-    o.score_verified([v, o.verify(1, o.clean[1])])
-    assert o.counter.counts.tolist() == [2, 1]
+    v = o.verified.project(0, o.clean[0])
+    o.verified.score([v])
+    o.verified.score([v, o.verified.project(1, o.clean[1])])
+    assert o._counter.counts.tolist() == [2, 1]
     with pytest.raises(BudgetExceeded):
-        o.score_verified([v])
-    assert [len(h) for h in o.history] == [2, 1]
+        o.verified.score([v])
+    assert [len(h) for h in o._history] == [2, 1]
 
 
 def test_query_refuses_nan() -> None:
@@ -109,27 +109,27 @@ def test_query_refuses_nan() -> None:
 
 def test_pinned_candidates_of_consecutive_images_are_one_view_of_the_oracles_batch() -> None:
     o, model = oracle(n=3)
-    vs = [o.pin(o.verify(i, o.clean[i] + EPS)) for i in range(3)]
+    vs = [o.verified.pin(o.verified.project(i, o.clean[i] + EPS)) for i in range(3)]
     assert all(v.pinned for v in vs)
-    undo = o.patch(vs[1], (..., slice(0, 2)), o.clean[1][..., :2] - 9 * EPS)
-    o.score_verified(vs)
+    undo = o.verified.patch(vs[1], (..., slice(0, 2)), o.clean[1][..., :2] - 9 * EPS)
+    o.verified.score(vs)
     assert model.sizes == [3]
     assert torch.equal(model.batches[-1][1], vs[1].image)
     assert float((model.batches[-1] - o.clean).abs().max()) <= EPS + 1e-6
     undo()
-    kept = o.unpinned(vs[0])
-    o.vertex(0, torch.zeros(1, 1, 1, dtype=torch.bool), pin=True)  # reuses row 0
+    kept = o.verified.unpinned(vs[0])
+    o.verified.vertex(0, torch.zeros(1, 1, 1, dtype=torch.bool), pin=True)  # reuses row 0
     assert not torch.equal(kept.image, vs[0].image)  # the copy kept what row 0 showed
-    o.score_verified([kept, vs[2]])  # mixed: stacked
+    o.verified.score([kept, vs[2]])  # mixed: stacked
     assert torch.equal(model.batches[-1][0], kept.image)
 
 
 def test_a_write_to_the_pinned_batch_outside_the_oracle_is_refused() -> None:
     o, model = oracle(n=2)
-    vs = [o.pin(o.verify(i, o.clean[i])) for i in range(2)]
+    vs = [o.verified.pin(o.verified.project(i, o.clean[i])) for i in range(2)]
     vs[1].image[0, 0, 0] = 5.0  # through image 1's row: image 0's candidate is refused too
     with pytest.raises(SegtkError, match="outside the oracle"):
-        o.score_verified(vs[:1])
+        o.verified.score(vs[:1])
     assert model.calls == 0
 
 
@@ -137,9 +137,9 @@ def test_verified_images_of_another_oracle_are_refused() -> None:
     o, model = oracle()
     other, _ = oracle()
     with pytest.raises(SegtkError, match="another oracle"):
-        o.score_verified([other.verify(0, other.clean[0])])
+        o.verified.score([other.verified.project(0, other.clean[0])])
     assert model.calls == 0
-    assert o.score_verified([]) == []
+    assert o.verified.score([]) == []
 
 
 @pytest.mark.parametrize("side", [1.0, -1.0])
@@ -159,7 +159,7 @@ def test_a_query_one_percent_past_eps_inside_the_box_is_refused(side: float) -> 
         o.query(past, torch.tensor([0, 1]))
     with pytest.raises(SegtkError, match="outside the ε-ball"):
         o.query(past[1:], torch.tensor([1]))
-    assert model.calls == 1 and o.counter.counts.tolist() == [1, 1]  # refused before charging
+    assert model.calls == 1 and o._counter.counts.tolist() == [1, 1]  # refused before charging
 
 
 def one_value_past(o: Oracle, image: int, factor: float) -> torch.Tensor:
@@ -169,10 +169,11 @@ def one_value_past(o: Oracle, image: int, factor: float) -> torch.Tensor:
     return x
 
 
-def grey_oracle(budget: int = 10, n: int = 3, value: float = 0.5) -> tuple[Oracle, RecordingSegmenter]:
+def grey_oracle(budget: int = 10, n: int = 3, value: float = 0.5,
+                model: RecordingSegmenter | None = None) -> tuple[Oracle, RecordingSegmenter]:
     """Images of one grey `value` (away from [0,1] for 0.5), 4x5, ε = 8/255."""
     clean = torch.full((n, 3, 4, 5), value)
-    model = RecordingSegmenter()
+    model = model if model is not None else RecordingSegmenter()
     counter = QueryCounter(model, budget, n)
     return Oracle(counter, clean, torch.zeros(n, 4, 5, dtype=torch.long), Proxy(4), EPS,
                   list(range(n))), model
@@ -194,40 +195,40 @@ def test_the_verified_image_errors_say_what_to_do() -> None:
     o, _ = grey_oracle()
     other, _ = grey_oracle()
     with pytest.raises(SegtkError) as err:
-        o.score_verified([other.verify(0, other.clean[0])])
+        o.verified.score([other.verified.project(0, other.clean[0])])
     assert (err.value.message, err.value.hint) == (
         "a verified image from another oracle (or made by hand)",
-        "make candidates with this oracle's verify, vertex or pin")
-    v = o.verify(0, o.clean[0])
+        "make candidates with this oracle's verified.project, vertex or pin")
+    v = o.verified.project(0, o.clean[0])
     v.image.add_(0.001)
     with pytest.raises(SegtkError) as err:
-        o.score_verified([v])
+        o.verified.score([v])
     assert (err.value.message, err.value.hint) == (
         "an attack wrote to a verified image outside the oracle",
-        "change verified images only with Oracle.patch")
+        "change verified images only with oracle.verified.patch or flip")
     with pytest.raises(SegtkError) as err:
-        o.vertex(0, torch.ones(1, 4, 1))
+        o.verified.vertex(0, torch.ones(1, 4, 1))
     assert (err.value.message, err.value.hint) == (
         "a corner mask must be a bool tensor, got torch.float32", "pass e.g. delta > 0")
     with pytest.raises(SegtkError) as err:
-        o.flip(o.verify(0, o.clean[0]), (..., slice(0, 2)))
+        o.verified.flip(o.verified.project(0, o.clean[0]), (..., slice(0, 2)))
     assert (err.value.message, err.value.hint) == (
         "flip needs an image of box corners",
-        "make it with Oracle.vertex; change it with flip, not patch")
-    w = o.vertex(1, torch.ones(1, 4, 1, dtype=torch.bool))
-    undo_flip = o.flip(w, (..., slice(0, 2)))
-    o.patch(w, (..., slice(3, 4)), o.clean[1][..., 3:4])
+        "make it with oracle.verified.vertex; change it with flip, not patch")
+    w = o.verified.vertex(1, torch.ones(1, 4, 1, dtype=torch.bool))
+    undo_flip = o.verified.flip(w, (..., slice(0, 2)))
+    o.verified.patch(w, (..., slice(3, 4)), o.clean[1][..., 3:4])
     with pytest.raises(SegtkError) as err:
         undo_flip()
     assert (err.value.message, err.value.hint) == (
         "flip undone after a patch of the same image", "undo patches and flips in reverse order")
 
 
-def test_verify_projects_from_above_and_below() -> None:
+def test_verified_project_projects_from_above_and_below() -> None:
     o, _ = grey_oracle()
     for side in (3.0, -3.0):
         x = o.clean[2] + side * EPS
-        assert torch.equal(o.verify(2, x).image, project(x, o.clean[2], EPS))
+        assert torch.equal(o.verified.project(2, x).image, project(x, o.clean[2], EPS))
 
 
 @pytest.mark.parametrize("value", [1.2, -0.2])
@@ -236,8 +237,8 @@ def test_corners_and_projections_stay_in_the_box_around_a_clean_image_outside_it
     values outside it: box() cuts both bounds to [0,1]."""
     o, model = grey_oracle(value=value)
     for positive in (True, False):
-        o.score_verified([o.vertex(0, torch.full((1, 1, 1), positive))])
-    o.score_verified([o.verify(1, o.clean[1] + 5 * EPS), o.verify(2, o.clean[2] - 5 * EPS)])
+        o.verified.score([o.verified.vertex(0, torch.full((1, 1, 1), positive))])
+    o.verified.score([o.verified.project(1, o.clean[1] + 5 * EPS), o.verified.project(2, o.clean[2] - 5 * EPS)])
     seen = torch.stack(model.seen)
     assert float(seen.min()) >= 0 and float(seen.max()) <= 1
     assert torch.equal(seen, torch.full_like(seen, 1.0 if value > 1 else 0.0))
@@ -247,13 +248,13 @@ def test_a_flip_after_an_old_patch_is_undone_into_a_repinned_row_is_refused() ->
     """Undoing a patch always clears the row's corner flag, even after the row was pinned
     again: the restored values need not be corners, and a flip of them would leave the box."""
     o, model = grey_oracle()
-    v = o.vertex(0, torch.ones(1, 4, 1, dtype=torch.bool), pin=True)
-    o.patch(v, (..., slice(0, 2)), o.clean[0][..., :2])  # the clean values: no corners
-    undo = o.patch(v, (..., slice(0, 2)), o.clean[0][..., :2] - EPS / 2)
-    again = o.vertex(0, torch.zeros(1, 4, 1, dtype=torch.bool), pin=True)
+    v = o.verified.vertex(0, torch.ones(1, 4, 1, dtype=torch.bool), pin=True)
+    o.verified.patch(v, (..., slice(0, 2)), o.clean[0][..., :2])  # the clean values: no corners
+    undo = o.verified.patch(v, (..., slice(0, 2)), o.clean[0][..., :2] - EPS / 2)
+    again = o.verified.vertex(0, torch.zeros(1, 4, 1, dtype=torch.bool), pin=True)
     undo()  # puts the clean values back into the row `again` lives in
     with pytest.raises(SegtkError, match="box corners"):
-        o.flip(again, (..., slice(0, 4)))
+        o.verified.flip(again, (..., slice(0, 4)))
     assert model.calls == 0
 
 
@@ -262,13 +263,13 @@ def test_query_each_projects_and_cuts_each_list_to_the_remaining_budget() -> Non
     far = [o.clean[0] + 5 * EPS * torch.ones(2, 1, 1, 1), o.clean[2] - 5 * EPS * torch.ones(5, 1, 1, 1)]
     scores = o.query_each([0, 2], far)
     assert [len(s) for s in scores] == [2, 3]  # image 2 had 3 queries left: cut, never over
-    assert o.counter.counts.tolist() == [2, 0, 3] and model.sizes == [5]
+    assert o._counter.counts.tolist() == [2, 0, 3] and model.sizes == [5]
     sent = model.batches[0]
     assert torch.equal(sent[:2], project(far[0], o.clean[0], EPS).expand(2, -1, -1, -1))
     assert torch.equal(sent[2:], project(far[1][:3], o.clean[2], EPS))
     scores = o.query_each([2, 0], [far[1], far[0]])  # image 2 has none left, image 0 one
-    assert [len(s) for s in scores] == [0, 1] and o.counter.counts.tolist() == [3, 0, 3]
-    assert [len(h) for h in o.history] == [3, 0, 3]
+    assert [len(s) for s in scores] == [0, 1] and o._counter.counts.tolist() == [3, 0, 3]
+    assert [len(h) for h in o._history] == [3, 0, 3]
 
 
 class DataPointers(RecordingSegmenter):
@@ -285,11 +286,10 @@ class DataPointers(RecordingSegmenter):
 
 @pytest.mark.parametrize("owners", [[1, 2], [0, 1, 2], [0, 2], [2, 1]])
 def test_pinned_candidates_go_as_one_view_only_when_consecutive(owners: list[int]) -> None:
-    o, _ = grey_oracle()
     model = DataPointers()
-    o.counter.segmenter = model
-    vs = [o.pin(o.verify(i, o.clean[i] + (i + 1) * EPS / 4)) for i in range(3)]
-    o.score_verified([vs[i] for i in owners])
+    o, _ = grey_oracle(model=model)
+    vs = [o.verified.pin(o.verified.project(i, o.clean[i] + (i + 1) * EPS / 4)) for i in range(3)]
+    o.verified.score([vs[i] for i in owners])
     assert torch.equal(model.batches[0], torch.stack([vs[i].image for i in owners]))
     consecutive = owners == list(range(owners[0], owners[0] + len(owners)))
     assert (model.pointers[0] == vs[owners[0]].image.data_ptr()) == consecutive
@@ -297,9 +297,9 @@ def test_pinned_candidates_go_as_one_view_only_when_consecutive(owners: list[int
 
 def test_a_vertex_is_unpinned_unless_asked() -> None:
     o, model = grey_oracle()
-    up, down = o.vertex(0, torch.ones(1, 1, 1, dtype=torch.bool)), o.vertex(0, torch.zeros(1, 1, 1, dtype=torch.bool))
+    up, down = o.verified.vertex(0, torch.ones(1, 1, 1, dtype=torch.bool)), o.verified.vertex(0, torch.zeros(1, 1, 1, dtype=torch.bool))
     assert not up.pinned and not down.pinned
-    o.score_verified([up, down])  # two corners of one image, both kept
+    o.verified.score([up, down])  # two corners of one image, both kept
     assert torch.equal(model.seen[0], o.clean[0] + EPS) and torch.equal(model.seen[1], o.clean[0] - EPS)
 
 
@@ -375,7 +375,7 @@ def test_query_each_with_no_budget_left_asks_nothing() -> None:
     o.query_each([0, 1], [o.clean[:1], o.clean[1:2]])
     scores = o.query_each([0, 1], [o.clean[:1], o.clean[1:2]])  # both cut to nothing
     assert [len(s) for s in scores] == [0, 0] and model.calls == 1
-    assert o.counter.counts.tolist() == [1, 1, 0]
+    assert o._counter.counts.tolist() == [1, 1, 0]
 
 
 def test_query_each_puts_each_images_rows_in_its_own_place() -> None:
@@ -389,7 +389,7 @@ def test_query_each_puts_each_images_rows_in_its_own_place() -> None:
     assert [len(s) for s in scores] == [2, 1, 3] and model.sizes == [6]
     expected = torch.cat([project(c, o.clean[i], EPS) for i, c in zip((1, 0, 2), lists)])
     assert torch.equal(model.batches[0], expected)
-    assert o.counter.counts.tolist() == [1, 2, 3]
+    assert o._counter.counts.tolist() == [1, 2, 3]
 
 
 def test_uniform_noise_fills_minus_half_to_half() -> None:

@@ -36,14 +36,14 @@ def per_pixel_logit(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
 
 def test_a_decision_based_oracle_refuses_gradients_word_for_word() -> None:
     o = oracle(white_box=False)
-    plain = Oracle(o.counter, o.clean, o.labels, Proxy(4), EPS, [0, 1])  # the default
+    plain = Oracle(o._counter, o.clean, o.labels, Proxy(4), EPS, [0, 1])  # the default
     for decision_based in (o, plain):
         with pytest.raises(SegtkError) as err:
             decision_based.loss_and_grad(o.clean, per_pixel_logit)
         assert err.value.message == "a decision-based attack asked for gradients (Oracle.loss_and_grad)"
         assert err.value.hint == ("set white_box = True on the attack class if it is white-box: it "
                                   "then runs only on models that give gradients")
-    assert o.counter.counts.tolist() == [0, 0]
+    assert o._counter.counts.tolist() == [0, 0]
 
 
 @pytest.mark.parametrize("owners", [torch.tensor([1, 1]), torch.tensor([1, 1], dtype=torch.uint8), [1, 1]])
@@ -51,7 +51,7 @@ def test_each_candidate_is_charged_to_and_scored_against_its_own_image(owners) -
     o = oracle()
     x = o.clean[1:].expand(2, -1, -1, -1).clone()
     answer = o.loss_and_grad(x, per_pixel_logit, owners)
-    assert o.counter.counts.tolist() == [0, 2]
+    assert o._counter.counts.tolist() == [0, 2]
     logits = TinySegmenter().logits(x)
     labels = logits.argmax(1)
     assert torch.equal(answer.labels, labels)
@@ -95,8 +95,8 @@ def test_a_model_whose_logits_ignore_the_image_gives_a_zero_gradient() -> None:
 
 def test_best_labels_are_int64_and_pins_reach_every_image() -> None:
     o = oracle(n=4, white_box=False)
-    pinned = o.pin(o.verify(3, o.clean[3]))  # a row past the three channels
-    o.score_verified([pinned])
+    pinned = o.verified.pin(o.verified.project(3, o.clean[3]))  # a row past the three channels
+    o.verified.score([pinned])
     assert o.result().predictions.dtype == torch.long
 
 

@@ -124,7 +124,7 @@ class ColourBlocks(Attack[ColourBlocksParams]):
         while active := oracle.active().tolist():
             t += 1
             masks = [self._propose(states[i], oracle, i, t) for i in active]
-            answer = oracle.answer_verified([oracle.vertex(i, m, pin=True) for i, m in zip(active, masks)])
+            answer = oracle.verified.answer([oracle.verified.vertex(i, m, pin=True) for i, m in zip(active, masks)])
             for i, score, labels, mask in zip(active, answer.scores.tolist(), answer.labels, masks):
                 self._learn(states[i], oracle, i, t, _Signs(mask, score, labels))
 

@@ -114,25 +114,25 @@ class ColourStripes(Attack[ColourStripesParams]):
                     k = t % 2
                     draw = torch.randint(0, 2, (CHANNELS, stripes[k]), generator=oracle.rngs[i])
                     signs = (draw.float() * 2 - 1).to(oracle.clean.device)
-                    image = oracle.vertex(i, stripe_lines(signs, k, h, w) > 0, pin=True)
+                    image = oracle.verified.vertex(i, stripe_lines(signs, k, h, w) > 0, pin=True)
                     candidates.append((k, signs, image))
                     undo.append(None)
                 else:
                     if st.signs is None:  # no exploration: flips of a uniform +ε must beat clean
                         st.signs = torch.ones(CHANNELS, stripes[st.direction], device=oracle.clean.device)
-                        st.image = oracle.vertex(i, st.signs[:, :1, None] > 0)
+                        st.image = oracle.verified.vertex(i, st.signs[:, :1, None] > 0)
                         st.score = float(clean_scores[i])
                     if not st.image.pinned:  # flips patch it in the oracle's batch tensor
-                        st.image = oracle.pin(st.image)
+                        st.image = oracle.verified.pin(st.image)
                     signs, flip_back = self._flip(st, oracle, i)
                     candidates.append((st.direction, signs, st.image))
                     undo.append(flip_back)
-            scores = oracle.score_verified([c[2] for c in candidates])
+            scores = oracle.verified.score([c[2] for c in candidates])
             for i, (k, signs, image), restore, score in zip(active, candidates, undo, scores):
                 st = states[i]
                 if score < st.score:  # the best draw, then only flips that lower the proxy
                     if restore is None:  # a draw: the next one reuses the pinned row
-                        image = oracle.unpinned(image)
+                        image = oracle.verified.unpinned(image)
                     st.score, st.signs, st.direction, st.image = score, signs, k, image
                 elif restore is not None:
                     restore()
@@ -155,4 +155,4 @@ class ColourStripes(Attack[ColourStripesParams]):
         width = math.ceil(n_lines / signs.shape[1])
         first, last = start * width, min(stop * width, n_lines)
         at = (c, slice(first, last)) if direction == HORIZONTAL else (c, slice(None), slice(first, last))
-        return signs, oracle.flip(st.image, at)  # ±ε stripes are box corners: swap them
+        return signs, oracle.verified.flip(st.image, at)  # ±ε stripes are box corners: swap them

@@ -127,13 +127,13 @@ class DLA(Attack[DLAParams]):
                     draw, restore = self._calibrate(oracle, i, states[i])
                     draws.append(draw)
                     undo.append(restore)
-            scores = oracle.score_verified([d.image for d in draws])
+            scores = oracle.verified.score([d.image for d in draws])
             for i, draw, restore, score in zip(active, draws, undo, scores):
                 st = states[i]
                 best = exploring and (st.best_draw is None or score < st.best_draw[0])
                 drop = score < l_min[i]  # lines 7 and 14: keep only a drop of the proxy
                 if exploring and (best or drop):  # the next draw reuses the pinned row
-                    draw = _Draw(oracle.unpinned(draw.image), draw.delta, draw.direction)
+                    draw = _Draw(oracle.verified.unpinned(draw.image), draw.delta, draw.direction)
                 if best:
                     st.best_draw = (score, draw)
                 if drop:
@@ -148,10 +148,10 @@ class DLA(Attack[DLAParams]):
         if p.direction == "random":
             if p.values == "discrete":  # fresh ±ε per value
                 bits = torch.randint(0, 2, clean.shape, generator=rng).to(clean.device).bool()
-                return _Draw(oracle.vertex(i, bits, pin=True), (bits.float() * 2 - 1) * eps, k)
+                return _Draw(oracle.verified.vertex(i, bits, pin=True), (bits.float() * 2 - 1) * eps, k)
             base = st.kept.image.image if st.kept is not None else clean  # Eq. 2, from the best
             noise = uniform_noise(tuple(clean.shape), RANDOM_STEP * eps, rng).to(clean.device)
-            image = oracle.verify(i, base + noise)
+            image = oracle.verified.project(i, base + noise)
             return _Draw(image, image.image - clean, k)
         _, h, w = clean.shape
         n_lines = h if k == HORIZONTAL else w
@@ -159,10 +159,10 @@ class DLA(Attack[DLAParams]):
         if p.values == "discrete":
             signs = torch.randint(0, 2, (n_lines,), generator=rng).float() * 2 - 1
             delta = eps * signs.to(clean.device).view(shape)
-            return _Draw(oracle.vertex(i, delta > 0, pin=True), delta, k)
+            return _Draw(oracle.verified.vertex(i, delta > 0, pin=True), delta, k)
         values = torch.rand(n_lines, generator=rng) * 2 - 1
         delta = eps * values.to(clean.device).view(shape)
-        return _Draw(oracle.verify(i, clean + delta), delta, k)
+        return _Draw(oracle.verified.project(i, clean + delta), delta, k)
 
     def _calibrate(self, oracle: Oracle, i: int,
                    st: _State) -> tuple[_Draw, Callable[[], None] | None]:
@@ -176,7 +176,7 @@ class DLA(Attack[DLAParams]):
         if self.params.calibration == "random":
             noise = uniform_noise(tuple(clean.shape), RANDOM_STEP * oracle.eps_unit,
                                   oracle.rngs[i]).to(clean.device)
-            image = oracle.verify(i, kept.image.image + noise)
+            image = oracle.verified.project(i, kept.image.image + noise)
             return _Draw(image, image.image - clean, kept.direction), None
         d = kept.direction
         start, stop = self._next_flip(st, clean.shape[1 if d == HORIZONTAL else 2])
@@ -184,9 +184,9 @@ class DLA(Attack[DLAParams]):
         delta = kept.delta.clone()
         flipped = delta[at].neg_()
         if self.params.values == "discrete":  # δ is ±ε: the image is box corners, swap them
-            undo = oracle.flip(kept.image, at)
+            undo = oracle.verified.flip(kept.image, at)
         else:
-            undo = oracle.patch(kept.image, at, clean[at] + flipped)
+            undo = oracle.verified.patch(kept.image, at, clean[at] + flipped)
         return _Draw(kept.image, delta, d), undo
 
     def _start_calibration(self, oracle: Oracle, i: int, st: _State) -> None:
@@ -197,7 +197,7 @@ class DLA(Attack[DLAParams]):
         if self.params.calibration == "random":
             if st.kept is None:
                 clean = oracle.clean[i]
-                st.kept = _Draw(oracle.verify(i, clean), torch.zeros_like(clean), HORIZONTAL)
+                st.kept = _Draw(oracle.verified.project(i, clean), torch.zeros_like(clean), HORIZONTAL)
             return
         if st.kept is not None and st.kept.image.pinned:
             return
@@ -205,8 +205,8 @@ class DLA(Attack[DLAParams]):
         if kept is None:  # budget too small for any exploration: a uniform +ε, flipped by rows
             h = oracle.clean.shape[2]
             delta = oracle.eps_unit * torch.ones(h, device=oracle.clean.device).view(1, h, 1)
-            kept = _Draw(oracle.vertex(i, delta > 0), delta, HORIZONTAL)
-        st.kept = _Draw(oracle.pin(kept.image), kept.delta, kept.direction)
+            kept = _Draw(oracle.verified.vertex(i, delta > 0), delta, HORIZONTAL)
+        st.kept = _Draw(oracle.verified.pin(kept.image), kept.delta, kept.direction)
 
     @staticmethod
     def _next_flip(st: BlockCursor, lines: int) -> tuple[int, int]:
