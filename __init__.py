@@ -1,8 +1,9 @@
 """segtk: stress-test semantic segmentation models before they ship.
 
 The Python API (`segtk.attack`, `segtk.bench_attacks`, `segtk.edit`, `segtk.bench_edits`,
-`segtk.train`, `segtk.bench_augment`, `segtk.load_model`, `segtk.load_dataset`) lives in
-`segtk.api` and is imported on first use, so `import segtk` stays light (no torch).
+`segtk.train`, `segtk.bench_augment`, `segtk.bench_seeds`, `segtk.load_model`,
+`segtk.load_dataset`) lives in `segtk.api` and is imported on first use, so `import segtk`
+stays light (no torch).
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-API = ("AttackRun", "Table", "attack", "bench_attacks", "bench_augment", "bench_edits", "edit",
-       "load_dataset", "load_model", "train")
+API = ("AttackRun", "Table", "attack", "bench_attacks", "bench_augment", "bench_edits", "bench_seeds",
+       "edit", "load_dataset", "load_model", "train")
 __all__ = [*API, "__version__"]
 
 

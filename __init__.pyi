@@ -6,6 +6,7 @@ from segtk.api import attack as attack
 from segtk.api import bench_attacks as bench_attacks
 from segtk.api import bench_augment as bench_augment
 from segtk.api import bench_edits as bench_edits
+from segtk.api import bench_seeds as bench_seeds
 from segtk.api import edit as edit
 from segtk.api import load_dataset as load_dataset
 from segtk.api import load_model as load_model

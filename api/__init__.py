@@ -13,7 +13,8 @@ from segtk.api.attacks import attack, bench_attacks
 from segtk.api.edits import bench_edits, edit
 from segtk.api.loading import load_dataset, load_model
 from segtk.api.results import AttackRun, Table
+from segtk.api.seeds import bench_seeds
 from segtk.api.training import bench_augment, train
 
-__all__ = ["AttackRun", "Table", "attack", "bench_attacks", "bench_augment", "bench_edits", "edit",
-           "load_dataset", "load_model", "train"]
+__all__ = ["AttackRun", "Table", "attack", "bench_attacks", "bench_augment", "bench_edits",
+           "bench_seeds", "edit", "load_dataset", "load_model", "train"]

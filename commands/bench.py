@@ -6,6 +6,7 @@ import click
 
 from segtk.commands.bench_attacks import bench_attacks
 from segtk.commands.bench_edits import bench_edits
+from segtk.commands.bench_seeds import bench_seeds
 from segtk.commands.train import bench_augment
 
 
@@ -22,3 +23,4 @@ def bench() -> None:
 bench.add_command(bench_attacks)
 bench.add_command(bench_edits)
 bench.add_command(bench_augment)
+bench.add_command(bench_seeds)

@@ -1,0 +1,97 @@
+"""`segtk bench seeds`: mean ± std over bench augment runs that differ only in --seed."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import statistics
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import segtk
+from segtk.cli import cli
+
+
+def bench(out: Path, seed: int) -> segtk.Table:
+    return segtk.bench_augment("demo", "demo", "baseline", out, split="", limit=4, eval_split="",
+                               eval_limit=2, attributes="weather", values={"weather": ["fog"]},
+                               epochs=1, batch_size=4, lr=3e-3, crop=(64, 48), seed=seed)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> list[Path]:
+    """Three real runs, seeds 2, 0 and 1 (given out of order), on one test set."""
+    root = tmp_path_factory.mktemp("seeds")
+    folders = [root / f"seed{s}" for s in (2, 0, 1)]
+    for folder, seed in zip(folders, (2, 0, 1)):
+        bench(folder, seed)
+    return folders
+
+
+def test_each_cell_is_the_mean_and_sample_std_of_the_runs_tables(runs, tmp_path) -> None:
+    tables = {json.loads((r / "run.json").read_text())["config"]["seed"]:
+              json.loads((r / "table.json").read_text()) for r in runs}
+    result = segtk.bench_seeds(runs, out=tmp_path)
+    assert result.details["seeds"] == [0, 1, 2]
+    baseline = next(row for row in result if row["augmentation"] == "baseline")
+    for column in ("original", "weather"):
+        values = [next(r for r in tables[s]["rows"] if r["augmentation"] == "baseline")["miou"][column]
+                  for s in (0, 1, 2)]
+        assert len(set(values)) > 1  # the seeds trained differently: a spread to measure
+        assert baseline[column]["values"] == values
+        assert baseline[column]["mean"] == pytest.approx(sum(values) / 3)
+        assert baseline[column]["std"] == pytest.approx(statistics.stdev(values))
+    mr = [next(r for r in tables[s]["rows"] if r["augmentation"] == "baseline")["mr_appearance"]
+          for s in (0, 1, 2)]
+    assert baseline["mr_appearance"]["std"] == pytest.approx(statistics.stdev(mr))
+    start = next(row for row in result if row["augmentation"] == "start")
+    assert start["original"]["std"] == 0.0  # the untrained start model: one test set, one score
+    lines = list(csv.DictReader((tmp_path / "table_seeds.csv").open()))
+    row = next(r for r in lines if r["augmentation"] == "baseline" and r["column"] == "original")
+    assert float(row["mean"]) == pytest.approx(baseline["original"]["mean"], abs=1e-4)
+    assert [float(row[f"seed_{s}"]) for s in (0, 1, 2)] == pytest.approx(baseline["original"]["values"], abs=1e-4)
+
+
+def test_the_cli_prints_the_same_numbers(runs, tmp_path) -> None:
+    api = segtk.bench_seeds(runs)
+    got = CliRunner().invoke(cli, ["bench", "seeds", *map(str, runs), "--out", str(tmp_path)],
+                             terminal_width=200)
+    assert got.exit_code == 0, got.output
+    cell = api[1]["original"]
+    assert f"{cell['mean']:.2f} ± {cell['std']:.2f}" in got.output
+    assert "seeds 0, 1, 2" in got.output
+    assert json.loads((tmp_path / "table_seeds.json").read_text())["rows"] == json.loads(
+        json.dumps(api.details["rows"]))
+
+
+def refused(*folders: Path) -> str:
+    got = CliRunner().invoke(cli, ["bench", "seeds", *map(str, folders)])
+    assert got.exit_code == 1, got.output
+    return got.output
+
+
+def test_runs_that_differ_in_more_than_the_seed_are_refused_naming_the_setting(runs, tmp_path) -> None:
+    other = tmp_path / "other"
+    shutil.copytree(runs[0], other)
+    record = json.loads((other / "run.json").read_text())
+    record["config"]["eval_seed"] = 7  # scored on other edited images: not the seed's spread
+    record["config"]["seed"] = 9
+    (other / "run.json").write_text(json.dumps(record))
+    assert "differ in more than the seed (eval_seed)" in refused(runs[1], other)
+
+
+def test_a_repeated_seed_one_run_and_an_unfinished_run_are_refused(runs, tmp_path) -> None:
+    assert "both ran with --seed 2" in refused(runs[0], runs[0])
+    assert "at least two runs" in refused(runs[0])
+    unfinished = tmp_path / "unfinished"
+    shutil.copytree(runs[0], unfinished)
+    (unfinished / "table.json").unlink()
+    out = refused(runs[1], unfinished)
+    assert "has no table.json" in out and "--resume" in out
+
+
+def test_a_folder_of_another_run_kind_is_refused(runs) -> None:
+    assert "holds a `segtk edit` run" in refused(runs[0], runs[0] / "edits" / "weather")
