@@ -43,9 +43,10 @@ from segtk.core import (
     load_dataset,
     resolve_device,
 )
-from segtk.jobs.attack import attack_dataset, run_settings
+from segtk.jobs.attack import AttackRecord, attack_dataset, run_settings
 from segtk.jobs.executors import make_executor
-from segtk.storage.runs import RESULTS_FILE, RunDir
+from segtk.storage import layout
+from segtk.storage.runs import RunDir
 
 __all__ = ["attack", "bench_attacks", "BENCH_ATTACKS", "BENCH_BUDGETS", "SCORES"]
 
@@ -61,7 +62,7 @@ def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", bud
            split: str | None = None, batch_size: int = 8, time_limit: float | None = None,
            save_images: bool = True, resume: bool = False, classes_from_data: bool = False,
            on_start: Callable[[int], None] | None = None,
-           on_image: Callable[[dict[str, Any]], None] | None = None) -> AttackRun:
+           on_image: Callable[[AttackRecord], None] | None = None) -> AttackRun:
     """Run the attack plugin `attack` on every image of `data` against `model`; score the
     stored 8-bit adversarial images.
 
@@ -102,7 +103,7 @@ def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", bud
     finally:
         run.close()
     images = kept if out is None else \
-        StoredImages(Path(out) / "images", dataset.names) if save_images else {}
+        StoredImages(Path(out) / layout.IMAGES, dataset.names) if save_images else {}
     return AttackRun(summary.records, summary.table, images, None if out is None else Path(out))
 
 
@@ -160,7 +161,7 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
         check_models(model_list, dataset, classes_from_data, where)
         check_white_box(model_list, labels, where)  # a white-box spec on a model without gradients
     shards = plan(model_list, data, split, labels, budget_list, repeats, dataset.names, chunk,
-                  sweep, seed, batch_size, sheet_dir=None if out is None else str(Path(out) / "sheet"),
+                  sweep, seed, batch_size, sheet_dir=None if out is None else str(Path(out) / layout.SHEET_DIR),
                   time_limit=time_limit, device=where)
     config = {"attacks": labels, "budgets": budget_list, "models": model_list, "data": data,
               "split": split, "images": dataset.names, "repeats": repeats, "eps": sweep,
@@ -171,7 +172,7 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
         result = _run_bench(MemoryRun(), shards, on_start, on_records, classes_from_data,
                             make_executor(executor, workers, address, where))
         return Table(result.rows, details=_details(result))
-    if table_only and not (Path(out) / RESULTS_FILE).is_file():
+    if table_only and not (Path(out) / layout.RESULTS).is_file():
         raise SegtkError(f"{out} holds no benchmark records", hint="run it first, without --table-only")
     # Records are keyed per spec, ε and image; table_only may watch a bench still running.
     with RunDir(out, config, resume or table_only,

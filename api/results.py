@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from segtk.core import SegtkError, read_image
+from segtk.jobs.attack import AttackRecord
 
 __all__ = ["AttackRun", "MemoryRun", "StoredImages", "Table", "data_frame"]
 
@@ -73,9 +74,10 @@ class StoredImages(Mapping[str, np.ndarray]):
 class AttackRun:
     """What `segtk.attack` returns.
 
-    records: one dict per image, the fields of results.jsonl (image, clean_miou, adv_miou,
-        clean_pacc, adv_pacc, queries, linf, attack_proxy, history, clean_confusion,
-        adv_confusion, and stopped where a time limit stopped the attack).
+    records: one `AttackRecord` per image, the fields of results.jsonl (image, clean_miou,
+        adv_miou, clean_pacc, adv_pacc, queries, linf, attack_proxy, history, clean_confusion,
+        adv_confusion, and stopped where a time limit stopped the attack) as attributes; each
+        also reads as its JSON line (`record["queries"]`).
     summary: the CLI's table as fractions: images, clean_miou and adv_miou (dataset mIoU),
         clean_image_miou and adv_image_miou (mean per-image mIoU), clean_pacc, adv_pacc,
         mean_queries, max_linf (0–255).
@@ -84,7 +86,7 @@ class AttackRun:
     out: the run folder, or None.
     """
 
-    records: list[dict[str, Any]]
+    records: list[AttackRecord]
     summary: dict[str, float]
     images: Mapping[str, np.ndarray] = field(default_factory=dict)
     out: Path | None = None
@@ -112,7 +114,8 @@ class AttackRun:
     def to_pandas(self) -> Any:
         """One row per image (the records without their confusion matrices and histories)."""
         skip = ("clean_confusion", "adv_confusion", "history")
-        return data_frame({k: v for k, v in r.items() if k not in skip} for r in self.records)
+        return data_frame({k: v for k, v in r.to_json().items() if k not in skip}
+                          for r in self.records)
 
 
 class MemoryRun:

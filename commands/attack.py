@@ -21,14 +21,16 @@ from segtk.commands.options import (
 )
 from segtk.commands.resume import Recorded, pairs, resumable
 from segtk.core import parse_pairs
+from segtk.jobs.attack import AttackRecord
 from segtk.reports.writer import write_report
+from segtk.storage import layout
 
 time_limit_option = click.option(  # segtk attack and segtk bench attacks
     "--time-limit", type=click.FloatRange(0, min_open=True), default=None, metavar="SECONDS",
     help="Wall-clock seconds each image may take (the images of one batch share their clock): "
          "at its first query after that the attack stops, and the image's record says "
          "stopped: time. Results then depend on the machine's speed and load, so they are not "
-         "reproducible. Recorded in run.json (--resume reads it from there) [default: none].")
+         f"reproducible. Recorded in {layout.RUN} (--resume reads it from there) [default: none].")
 
 # Where run.json records each option (see commands.resume); --limit may change on resume.
 RECORDED = {
@@ -67,14 +69,14 @@ def default_out(out: str | None, attack_name: str | None) -> str | None:
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Run directory [default: runs/attack-PLUGIN].")
 @click.option("--resume", is_flag=True,
-              help="Skip images already in OUT/results.jsonl; the options left out are read "
-                   "from OUT/run.json (--limit may change).")
+              help=f"Skip images already in OUT/{layout.RESULTS}; the options left out are read "
+                   f"from OUT/{layout.RUN} (--limit may change).")
 @click.option("--save-images/--no-save-images", default=True, show_default=True)
 @click.option("--param", "extra", multiple=True, metavar="KEY=VALUE",
               help="Attack-specific parameter (repeat for several), e.g. --param "
                    "exploration=0.3.")
 @quiet_option
-@click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
+@click.option("--report", "write_html", is_flag=True, help=f"Also write OUT/{layout.REPORT} (see `segtk report`).")
 @resumable("attack", RECORDED, lambda p: default_out(p["out"], p["attack_name"]),
            may_change=("limit",), required=("attack_name",))
 def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, device, budget,
@@ -94,9 +96,9 @@ def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, 
     assert out_dir is not None  # resumable(required=("attack_name",)) refused a run without one
     out = Path(out_dir)
     with JobProgress() as bar:
-        def tick(rec) -> None:
-            bar.advance(1, status=f"{rec['image']}: mIoU {pct(rec['clean_miou']):.1f}"
-                                  f" → {pct(rec['adv_miou']):.1f}")
+        def tick(rec: AttackRecord) -> None:
+            bar.advance(1, status=f"{rec.image}: mIoU {pct(rec.clean_miou):.1f}"
+                                  f" → {pct(rec.adv_miou):.1f}")
 
         summary = api.attack(
             model_spec, data_spec, attack_name, budget, eps, seed, limit,
@@ -113,6 +115,6 @@ def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, 
         ["mean queries", "", t["mean_queries"]],
         ["max L∞ (0–255)", "", t["max_linf"]],
     ]))
-    result_line(f"results: {out / 'results.jsonl'}")
+    result_line(f"results: {out / layout.RESULTS}")
     if write_html:
         result_line(f"report: {write_report(out)}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,42 @@ from segtk.core import (
 )
 from segtk.imaging import overlay
 from segtk.jobs.batching import batch_tensors, same_size_batches
+from segtk.storage import layout
+from segtk.storage.records import Record
 from segtk.storage.runs import Records
+
+
+@dataclass(kw_only=True)
+class AttackRecord(Record):
+    """One image of `segtk attack`: a line of OUT/results.jsonl. Scores are fractions in
+    [0, 1] of the stored 8-bit image (`adv_*`) and the clean one; `queries` is what the attack
+    spent (the clean query counts); `linf` the stored image's L∞ distance on the 0–255 scale;
+    `attack_proxy` the attack's own best score and `history` its best proxy after each query;
+    the confusions are [true, predicted] pixel counts, which summaries add up."""
+
+    KIND = "segtk attack record"
+    OMIT_DEFAULT = ("stopped",)  # runs made before time limits have none
+
+    image: str
+    clean_miou: float
+    adv_miou: float
+    clean_pacc: float
+    adv_pacc: float
+    queries: int
+    linf: int
+    attack_proxy: float
+    history: list[float]
+    clean_confusion: list[list[int]]
+    adv_confusion: list[list[int]]
+    stopped: str | None = None  # "time": a time limit stopped the attack
+
+
+def attack_records(lines: Mapping[str, Mapping[str, Any]],
+                   source: Path | None = None) -> dict[str, AttackRecord]:
+    """results.jsonl's records by image (`Records.done()` or `read_results`) as AttackRecords;
+    `source`, the file they come from, is named in the error a bad one raises."""
+    where = f"{source}, image " if source is not None else "image "
+    return {name: AttackRecord.from_json(line, where=where + name) for name, line in lines.items()}
 
 
 def image_seed(seed: int, name: str) -> int:
@@ -107,7 +142,7 @@ def evaluate(segmenter: Segmenter, images: torch.Tensor) -> torch.Tensor:
 class Summary:
     clean: ConfusionAccumulator
     adv: ConfusionAccumulator
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[AttackRecord] = field(default_factory=list)
 
     @property
     def table(self) -> dict[str, float]:
@@ -118,18 +153,18 @@ class Summary:
             "adv_miou": self.adv.miou,
             "clean_pacc": self.clean.pacc,
             "adv_pacc": self.adv.pacc,
-            "clean_image_miou": sum(r["clean_miou"] for r in self.records) / n,
-            "adv_image_miou": sum(r["adv_miou"] for r in self.records) / n,
-            "mean_queries": sum(r["queries"] for r in self.records) / n,
-            "max_linf": max((r["linf"] for r in self.records), default=0),
+            "clean_image_miou": sum(r.clean_miou for r in self.records) / n,
+            "adv_image_miou": sum(r.adv_miou for r in self.records) / n,
+            "mean_queries": sum(r.queries for r in self.records) / n,
+            "max_linf": max((r.linf for r in self.records), default=0),
         }
 
 
-def summarise(records: list[dict[str, Any]], num_classes: int) -> Summary:
+def summarise(records: list[AttackRecord], num_classes: int) -> Summary:
     summary = Summary(ConfusionAccumulator(num_classes), ConfusionAccumulator(num_classes))
     for rec in records:
-        summary.clean.add_confusion(torch.tensor(rec["clean_confusion"]))
-        summary.adv.add_confusion(torch.tensor(rec["adv_confusion"]))
+        summary.clean.add_confusion(torch.tensor(rec.clean_confusion))
+        summary.adv.add_confusion(torch.tensor(rec.adv_confusion))
         summary.records.append(rec)
     return summary
 
@@ -141,7 +176,7 @@ def attack_dataset(
     run: Records,
     batch_size: int = 1,
     save_images: bool = True,
-    on_image: Callable[[dict[str, Any]], None] | None = None,
+    on_image: Callable[[AttackRecord], None] | None = None,
     classes_from_data: bool = False,
     on_stored: Callable[[str, np.ndarray], None] | None = None,
 ) -> Summary:
@@ -150,7 +185,7 @@ def attack_dataset(
     computed on; the Python API keeps them in memory when it writes no files)."""
     check_compatible(segmenter, dataset, classes_from_data)  # labels of other classes: noise
     check_gradients(type(attack), segmenter)  # a white-box attack on a labels-only model
-    done = run.done()
+    done = attack_records(run.done(), None if run.path is None else run.path / layout.RESULTS)
     pending = [i for i, name in enumerate(dataset.names) if name not in done]
     palette = dataset.palette if dataset.palette is not None else default_palette(len(dataset.classes))
     for name in dataset.names:
@@ -159,15 +194,15 @@ def attack_dataset(
     for batch in same_size_batches(dataset, pending, batch_size):
         for record in _attack_batch(attack, segmenter, dataset, batch, run.path, save_images,
                                     palette, on_stored):
-            run.append(record)
-            done[record["image"]] = record
+            run.append(record.to_json())
+            done[record.image] = record
             if on_image:
                 on_image(record)
     return summarise([done[n] for n in dataset.names], len(dataset.classes))
 
 
 def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path | None, save_images,
-                  palette, on_stored):
+                  palette, on_stored) -> Iterator[AttackRecord]:
     names = [item.name for item in batch]
     clean_u8 = np.stack([item.image for item in batch])
     x, y = batch_tensors(batch, segmenter.device)
@@ -184,28 +219,28 @@ def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path | Non
     for i, item in enumerate(batch):
         clean_conf, adv_conf = both[i], both[n + i]
         if save_images and out is not None:  # (a run in memory saves none)
-            write_png(out / "images" / f"{item.name}.png", stored[i])
-            write_png(out / "overlays" / f"{item.name}_clean.png",
+            write_png(out / layout.IMAGES / f"{item.name}.png", stored[i])
+            write_png(out / layout.OVERLAYS / f"{item.name}_clean.png",
                       overlay(item.image, clean_pred[i].numpy(), palette, ignore_index=ignore))
-            write_png(out / "overlays" / f"{item.name}_adv.png",
+            write_png(out / layout.OVERLAYS / f"{item.name}_adv.png",
                       overlay(stored[i], adv_pred[i].numpy(), palette, ignore_index=ignore))
         if on_stored:
             on_stored(item.name, stored[i])
         linf = int(np.abs(stored[i].astype(np.int16) - item.image.astype(np.int16)).max())
-        yield {
-            "image": item.name,
-            "clean_miou": _num(mean_iou(clean_conf)),
-            "adv_miou": _num(mean_iou(adv_conf)),
-            "clean_pacc": _num(pixel_accuracy(clean_conf)),
-            "adv_pacc": _num(pixel_accuracy(adv_conf)),
-            "queries": int(result.queries[i]),
-            "linf": linf,
-            "attack_proxy": float(result.scores[i]),
-            "history": [round(v, 6) for v in result.history[i]],
-            "clean_confusion": clean_conf.tolist(),
-            "adv_confusion": adv_conf.tolist(),
-            **({"stopped": result.stopped[i]} if result.stopped[i] else {}),  # "time"
-        }
+        yield AttackRecord(
+            image=item.name,
+            clean_miou=_num(mean_iou(clean_conf)),
+            adv_miou=_num(mean_iou(adv_conf)),
+            clean_pacc=_num(pixel_accuracy(clean_conf)),
+            adv_pacc=_num(pixel_accuracy(adv_conf)),
+            queries=int(result.queries[i]),
+            linf=linf,
+            attack_proxy=float(result.scores[i]),
+            history=[round(v, 6) for v in result.history[i]],
+            clean_confusion=clean_conf.tolist(),
+            adv_confusion=adv_conf.tolist(),
+            stopped=result.stopped[i] or None,  # "time"
+        )
 
 
 def _num(value: torch.Tensor) -> float:

@@ -10,7 +10,7 @@ import numpy as np
 
 from segtk.core import Dataset, SegtkError, brief_spec, iou_per_class, read_image
 from segtk.imaging import amplify, overlay
-from segtk.jobs.attack import summarise
+from segtk.jobs.attack import AttackRecord, attack_records, summarise
 from segtk.reports.common import (
     _classes_and_palette,
     _derived,
@@ -22,19 +22,21 @@ from segtk.reports.common import (
     _spread,
 )
 from segtk.reports.svg import SERIES_COLOURS, Series, line_chart
-from segtk.storage.runs import RESULTS_FILE, read_results
+from segtk.storage import layout
+from segtk.storage.runs import read_results
 
 
 def attack_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                     notes: list[dict[str, str]]) -> dict[str, Any]:
 
-    records = list(read_results(run / RESULTS_FILE).values())
+    path = run / layout.RESULTS
+    records = list(attack_records(read_results(path), path).values())
     if not records:
-        raise SegtkError(f"{run}: no finished images in {RESULTS_FILE} yet",
+        raise SegtkError(f"{run}: no finished images in {layout.RESULTS} yet",
                          hint="run the attack (or continue it with --resume) first")
     config = meta.get("config") or {}
     params = config.get("params") or {}
-    k = len(records[0]["clean_confusion"])
+    k = len(records[0].clean_confusion)
     summary = summarise(records, k)
     table = summary.table
     spec = data_spec or config.get("data")
@@ -48,22 +50,23 @@ def attack_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                      f"pass --data SPEC to segtk report to point at it.", "warn")
     classes, palette = _classes_and_palette(dataset, k)
     ignore = dataset.ignore_index if dataset is not None else 255
-    items = _items(dataset, [r["image"] for r in records], notes)
+    items = _items(dataset, [r.image for r in records], notes)
 
-    saved = (run / "images").is_dir() and any((run / "images").iterdir())
+    saved = (run / layout.IMAGES).is_dir() and any((run / layout.IMAGES).iterdir())
     if not saved:
         _note(notes, "This run stored no adversarial images (it was made with --no-save-images), "
                      "so the per-image rows show numbers and, where the dataset loads, the clean "
                      "image and label only.", "warn")
     rows = []
     for rec in records:
-        rows.append(_attack_row(run, rec, items.get(rec["image"]), palette, ignore))
+        rows.append(_attack_row(run, rec, items.get(rec.image), palette, ignore))
     rows.sort(key=lambda r: -r["drop"])
     missing = sum(1 for r in rows if saved and r["pictures"]["adv"] is None)
     if missing:
-        _note(notes, f"{missing} of {len(rows)} adversarial images are missing from images/.", "warn")
+        _note(notes, f"{missing} of {len(rows)} adversarial images are missing from "
+                     f"{layout.IMAGES}/.", "warn")
 
-    curve = _spread([rec.get("history") or [] for rec in records])
+    curve = _spread([rec.history for rec in records])
     chart = ""
     if curve:
         name = str(config.get("attack") or "attack")
@@ -120,18 +123,18 @@ def _items(dataset: Dataset | None, names: list[str], notes: list[dict[str, str]
     return items
 
 
-def _attack_row(run: Path, rec: dict[str, Any], item, palette: np.ndarray, ignore: int) -> dict[str, Any]:
-    name = rec["image"]
-    adv_file = run / "images" / f"{name}.png"
+def _attack_row(run: Path, rec: AttackRecord, item, palette: np.ndarray, ignore: int) -> dict[str, Any]:
+    name = rec.image
+    adv_file = run / layout.IMAGES / f"{name}.png"
     adv = read_image(adv_file) if adv_file.is_file() else None
     pics: dict[str, dict[str, Any] | None] = dict.fromkeys(
         ("clean", "adv", "perturbation", "clean_pred", "adv_pred", "label"))
     shape = adv.shape if adv is not None else (item.image.shape if item is not None else None)
     if adv is not None:
-        pics["adv"] = _picture(_href(f"images/{name}.png"), shape)
+        pics["adv"] = _picture(_href(f"{layout.IMAGES}/{name}.png"), shape)
     for key, suffix in (("clean_pred", "clean"), ("adv_pred", "adv")):
-        if (run / "overlays" / f"{name}_{suffix}.png").is_file():
-            pics[key] = _picture(_href(f"overlays/{name}_{suffix}.png"), shape)
+        if (run / layout.OVERLAYS / f"{name}_{suffix}.png").is_file():
+            pics[key] = _picture(_href(f"{layout.OVERLAYS}/{name}_{suffix}.png"), shape)
     if item is not None:
         pics["clean"] = _picture(_derived(run, "clean", name, item.image), item.image.shape)
         pics["label"] = _picture(
@@ -140,17 +143,17 @@ def _attack_row(run: Path, rec: dict[str, Any], item, palette: np.ndarray, ignor
         if adv is not None and adv.shape == item.image.shape:
             pics["perturbation"] = _picture(
                 _derived(run, "perturbation", name, amplify(item.image, adv)), adv.shape,
-                f"±{rec.get('linf', '?')} stretched to full range")
-    clean, adv_miou = 100 * rec["clean_miou"], 100 * rec["adv_miou"]
+                f"±{rec.linf} stretched to full range")
+    clean, adv_miou = 100 * rec.clean_miou, 100 * rec.adv_miou
     return {
         "image": name,
         "clean_miou": clean,
         "adv_miou": adv_miou,
         "drop": clean - adv_miou,
-        "clean_pacc": 100 * rec["clean_pacc"],
-        "adv_pacc": 100 * rec["adv_pacc"],
-        "queries": rec.get("queries"),
-        "linf": rec.get("linf"),
+        "clean_pacc": 100 * rec.clean_pacc,
+        "adv_pacc": 100 * rec.adv_pacc,
+        "queries": rec.queries,
+        "linf": rec.linf,
         "pictures": pics,
     }
 

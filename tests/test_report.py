@@ -27,7 +27,7 @@ from segtk.core import SegmenterPlugin, SegtkError, hookimpl, registry
 from segtk.core._data import default_palette, read_image, read_label, to_uint8, write_png
 from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 from segtk.imaging import amplify
-from segtk.jobs.attack import summarise
+from segtk.jobs.attack import attack_records, summarise
 from segtk.reports.svg import Series, line_chart, nice_ticks
 from segtk.reports.writer import FILES_DIR, detect_kind, write_report
 from segtk.storage.runs import read_results
@@ -167,8 +167,8 @@ def test_a_kind_without_a_page_is_one_clear_error(tmp_path) -> None:
 
 
 def test_attack_summary_is_recomputed_from_the_confusions(runs) -> None:
-    records = list(read_results(runs.attack / "results.jsonl").values())
-    t = summarise(records, 4).table
+    records = attack_records(read_results(runs.attack / "results.jsonl")).values()
+    t = summarise(list(records), 4).table
     text = page(runs.attack)
     for value in (t["clean_miou"], t["adv_miou"], t["clean_image_miou"], t["adv_image_miou"],
                   t["clean_pacc"], t["adv_pacc"]):
@@ -258,7 +258,7 @@ def test_legend_uses_the_dataset_palette(runs, tmp_path) -> None:
                                               "config": {"attack": "dla", "data": "demo"}}))
     (run / "results.jsonl").write_text(json.dumps({
         "image": demo.names[0], "clean_miou": 1.0, "adv_miou": 0.5, "clean_pacc": 1.0,
-        "adv_pacc": 0.5, "queries": 3, "linf": 8, "history": [1.0, 0.7, 0.5],
+        "adv_pacc": 0.5, "queries": 3, "linf": 8, "attack_proxy": 0.5, "history": [1.0, 0.7, 0.5],
         "clean_confusion": conf, "adv_confusion": conf}) + "\n")
     text = page(run) if write_report(run) else ""
     assert demo.palette is not None

@@ -228,8 +228,9 @@ def test_server_down_then_back_resume_via_cli(specs, tmp_path, evaluated, monkey
         served, evals = get_json(url + "/stats")["served_images"], evaluated[0]
     assert resumed.exit_code == 0, resumed.output
     local = run_attack(model_spec, data_spec, tmp_path / "local", batch_size=1)
-    assert results(out) == [r for r in local.records if r["image"] == first] + \
-        [r for r in local.records if r["image"] != first]
+    lines = [r.to_json() for r in local.records]  # the typed records as their JSON lines
+    assert results(out) == [r for r in lines if r["image"] == first] + \
+        [r for r in lines if r["image"] != first]
     assert served == (LIMIT - 1) * BUDGET + evals  # only the images left were attacked
 
 
