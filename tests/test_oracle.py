@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from segtk.core import Proxy, QueryCounter, confusion
 from segtk.core._attack import Attack, Oracle, box, project
-from segtk.core._errors import BudgetExceeded, SegtkError
+from segtk.core._errors import AttackError, BudgetExceeded, SegtkError
 from segtk.testing import RecordingSegmenter, TinySegmenter, toy_batch
 
 EPS = 8 / 255
@@ -122,6 +123,64 @@ def test_pinned_candidates_of_consecutive_images_are_one_view_of_the_oracles_bat
     assert not torch.equal(kept.image, vs[0].image)  # the copy kept what row 0 showed
     o.verified.score([kept, vs[2]])  # mixed: stacked
     assert torch.equal(model.batches[-1][0], kept.image)
+
+
+def test_what_an_attack_reads_of_the_oracle_cannot_be_rebound() -> None:
+    """Every public member of the oracle (and of its verified images) is a read-only property:
+    an attack cannot rebind its bounds, its result or its counter, only read what it needs."""
+    o, _ = oracle()
+    public = sorted(k for k in vars(o) if not k.startswith("_"))
+    assert public == []  # no public data member: all behind properties
+    names = [n for n in dir(Oracle) if not n.startswith("_") and isinstance(getattr(Oracle, n), property)]
+    assert {"clean", "labels", "eps_unit", "proxy", "rngs", "checkpoints", "white_box", "returns",
+            "verified", "lo", "hi", "budget", "batch_size"} <= set(names)
+    for name in names:
+        with pytest.raises(AttributeError):
+            setattr(o, name, getattr(o, name))
+    v = o.verified.project(0, o.clean[0])
+    for name in ("owner", "image", "pinned"):
+        with pytest.raises(AttributeError):
+            setattr(v, name, getattr(v, name))
+
+
+class Widener(Attack):
+    """Rebinds the oracle's ε to 1 (as if it were a setting), then queries far outside the ball."""
+
+    name = "widener"
+
+    def attack(self, oracle: Oracle) -> None:
+        oracle.eps_unit = 1.0  # type: ignore[misc]
+        oracle.query(project(oracle.clean + 0.5, oracle.clean, 1.0))
+
+
+def test_an_attack_rebinding_eps_is_refused_before_the_model_sees_a_query() -> None:
+    images, labels = toy_batch(2, 6, 7)
+    model = RecordingSegmenter()
+    with pytest.raises(AttackError, match="^attack 'widener' raised AttributeError"):
+        Widener(budget=3).run(model, images, labels)
+    assert model.calls == 0
+
+
+def test_a_verified_image_cannot_be_swapped_for_an_unchecked_tensor() -> None:
+    o, model = oracle()
+    v = o.verified.project(0, o.clean[0])
+    with pytest.raises(AttributeError):
+        v.image = o.clean[0] + 0.5  # type: ignore[misc]
+    o.verified.score([v])
+    assert torch.equal(model.seen[-1], o.clean[0])
+
+
+def test_verified_images_do_not_keep_their_oracle_alive() -> None:
+    """The oracle owns its VerifiedImages, which queries through it weakly: no reference
+    cycle keeps an oracle (and its images) alive after its attack, and a query then is refused."""
+    o, model = oracle()
+    verified, alive = o.verified, weakref.ref(o)
+    v = verified.project(0, o.clean[0])
+    del o
+    assert alive() is None  # freed by reference counting alone, no garbage collection
+    with pytest.raises(SegtkError, match="after their oracle's attack ended"):
+        verified.score([v])
+    assert model.calls == 0
 
 
 def test_a_write_to_the_pinned_batch_outside_the_oracle_is_refused() -> None:
