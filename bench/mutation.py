@@ -40,21 +40,23 @@ KILLED = {"killed", "caught by type check", "timeout", "segfault"}
 
 @dataclass(frozen=True)
 class Group:
-    """One module (`path` inside the staged tree), optionally only some of its functions
-    (mutmut's mangled names: x_func, xǁClassǁmethod), and the tests that guard it."""
+    """Modules (`paths` inside the staged tree) that carry one guarantee together, optionally
+    only some of their functions (mutmut's mangled names: x_func, xǁClassǁmethod), and the
+    tests that guard them."""
 
-    path: str
+    paths: tuple[str, ...]
     tests: tuple[str, ...]
     functions: tuple[str, ...] = ()
     what: str = ""
 
     @property
-    def module(self) -> str:
-        return self.path.removesuffix(".py").replace("/", ".")
+    def modules(self) -> list[str]:
+        return [path.removesuffix(".py").replace("/", ".") for path in self.paths]
 
     def patterns(self) -> list[str]:
         """mutmut name patterns selecting the mutants of this group."""
-        return [f"{self.module}.{f}__mutmut_*" for f in self.functions] or [f"{self.module}.*"]
+        return [f"{m}.{f}__mutmut_*" for m in self.modules for f in self.functions] or \
+            [f"{m}.*" for m in self.modules]
 
 
 ORACLE_TESTS = ("tests/test_oracle.py", "tests/test_query_counter.py", "tests/test_fast_paths.py",
@@ -70,29 +72,29 @@ WHITE_BOX_TESTS = tuple(f"tests/test_white_box.py::{t}" for t in (  # the fast o
     "test_plugins_marks_the_white_box_attacks")) + ("tests/test_white_box_exact.py",)
 GROUPS = {
     "oracle": Group(
-        "segtk/core/_attack.py",
+        ("segtk/core/_attack.py", "segtk/core/_verified.py"),
         ORACLE_TESTS + (
             "tests/test_attack_job.py", "tests/test_suites.py", *WHITE_BOX_TESTS,
             "tests/test_oracle_iterate.py", "tests/test_attack_returns.py",
             "tests/test_bench_attacks.py::test_smaller_budgets_read_off_one_run_equal_separate_runs",
             "plugins/attacks/dla/tests", "plugins/attacks/colour-stripes/tests"),
         what="the oracle: ε-ball and [0,1], verified images, best-so-far, checkpoints, Attack.run"),
-    "counter": Group("segtk/core/_segmenter.py",
+    "counter": Group(("segtk/core/_segmenter.py",),
                      ORACLE_TESTS + ("tests/test_attack_job.py", *WHITE_BOX_TESTS,
                                      "tests/test_device.py::test_to_device_moves_every_module_and_tensor_of_a_model"),
                      what="the query counter and the check of a model's answer"),
-    "metrics": Group("segtk/core/_metrics.py",
+    "metrics": Group(("segtk/core/_metrics.py",),
                      ("tests/test_metrics.py", "tests/test_fast_paths.py", "tests/test_oracle.py"),
                      what="confusion, IoU, mIoU, pixel accuracy, mR, dataset accumulation"),
     "quantise": Group(
-        "segtk/jobs/attack.py",
+        ("segtk/jobs/attack.py",),
         ("tests/test_attack_job.py", "tests/test_attack_job_records.py", "tests/test_fast_paths.py",
          "tests/test_attack_containment.py",
          "tests/test_bench_attacks.py::test_the_table_scores_the_stored_8bit_images_not_the_float_candidates"),
         functions=("x_image_seed", "x_quantise", "x_evaluate", "xǁSummaryǁtable", "x_summarise",
                    "x_attack_dataset", "x__attack_batch", "x__num"),
         what="quantising to 8 bits, scoring the stored image, per-image records, the summary"),
-    "runs": Group("segtk/storage/runs.py",
+    "runs": Group(("segtk/storage/runs.py",),
                   ("tests/test_runs.py", "tests/test_runs_exact.py", "tests/test_runs_inprocess.py",
                    "tests/test_attack_job.py",
                    *(f"tests/test_runs_faults.py::{t}" for t in (  # the in-process ones
@@ -103,7 +105,7 @@ GROUPS = {
                        "test_run_json_records_limit_commit_and_weights"))),
                   what="run folders: whole-line appends, strict resume, the lock, run.json"),
     "bench": Group(
-        "segtk/benchmarks/attacks.py",
+        ("segtk/benchmarks/attacks.py",),
         ("tests/test_bench_aggregate.py",
          "tests/test_bench_attacks.py::test_the_table_is_the_mean_and_population_std_of_the_repeats_dataset_miou",
          "tests/test_bench_attacks.py::test_the_table_scores_the_stored_8bit_images_not_the_float_candidates",
@@ -112,7 +114,7 @@ GROUPS = {
                    "x__visibility", "x__mean_curve"),
         what="the bench table: complete repeats, mean ± population std, visibility, curves, resume"),
     "limits": Group(
-        "segtk_http/limits.py",
+        ("segtk_http/limits.py",),
         tuple(f"plugins/models/http/tests/test_limits.py::{t}" for t in (
             "test_npz_bomb_is_refused_from_its_header", "test_npz_limits_batch_and_request_total",
             "test_npz_decoding_matches_the_old_conversion", "test_bad_npz_images_are_protocol_errors",
@@ -123,13 +125,14 @@ GROUPS = {
         what="the server's limits: sizes from headers, batch and request totals"),
 }
 QUICK = {  # the oracle's bounds and the query counter: a few minutes
-    "oracle": Group(GROUPS["oracle"].path, ORACLE_TESTS,
+    "oracle": Group(GROUPS["oracle"].paths, ORACLE_TESTS,
                     functions=("x_project", "x_box", "xǁOracleǁquery", "xǁOracleǁquery_each",
-                               "xǁOracleǁverify", "xǁOracleǁ_check_bounds",
-                               "xǁOracleǁ_check_verified", "xǁOracleǁscore_verified",
-                               "xǁOracleǁpatch", "xǁOracleǁflip", "xǁOracleǁ_corner"),
+                               "xǁOracleǁ_check_bounds", "xǁVerifiedImagesǁproject",
+                               "xǁVerifiedImagesǁ_check", "xǁVerifiedImagesǁanswer",
+                               "xǁVerifiedImagesǁpatch", "xǁVerifiedImagesǁflip",
+                               "xǁVerifiedImagesǁ_corner"),
                     what="the oracle's bounds (quick)"),
-    "counter": Group(GROUPS["counter"].path, ORACLE_TESTS,
+    "counter": Group(GROUPS["counter"].paths, ORACLE_TESTS,
                      functions=("xǁQueryCounterǁ__init__", "xǁQueryCounterǁremaining",
                                 "xǁQueryCounterǁpredict"),
                      what="the query counter (quick)"),
@@ -161,11 +164,11 @@ def stage(root: Path, group: Group, rev: str | None) -> None:
         else:
             target.write_bytes(subprocess.run(["git", "show", f"{rev}:{name}"], cwd=REPO, check=True,
                                               capture_output=True).stdout)
-    source = group.path.split("/")[0]
+    sources = sorted({path.split("/")[0] for path in group.paths})
     test_dirs = sorted({_test_dir(t) for t in group.tests if not t.startswith("tests/")})
     (root / "pyproject.toml").write_text(f"""[tool.mutmut]
-source_paths = ["{source}"]
-only_mutate = ["{group.path}"]
+source_paths = {json.dumps(sources)}
+only_mutate = {json.dumps(list(group.paths))}
 also_copy = {json.dumps(test_dirs)}
 pytest_add_cli_args = ["-p", "no:cacheprovider", "--import-mode=importlib"]
 pytest_add_cli_args_test_selection = {json.dumps(list(group.tests))}
@@ -236,7 +239,7 @@ def collect(name: str, group: Group, root: Path) -> dict:
              **({"why": reason} if reason else {})})
     killed = sum(status in KILLED for status in statuses.values())
     timeouts = sum(status == "timeout" for status in statuses.values())
-    return {"group": name, "module": group.module, "what": group.what, "mutants": len(statuses),
+    return {"group": name, "modules": group.modules, "what": group.what, "mutants": len(statuses),
             "killed": killed, "timeouts": timeouts, "equivalent": len(equivalents), "survived": len(survivors),
             "seconds": round(seconds), "survivors": survivors, "equivalents": equivalents}
 
@@ -261,10 +264,13 @@ for name in json.loads(sys.stdin.read()):
 
 
 def _diffs(root: Path, group: Group, mutants: list[str]) -> dict[str, str]:
-    """The changed lines of each mutant (`mutmut show`'s diff, in one process for all)."""
-    out = subprocess.run([sys.executable, "-c", DIFFS, group.path], cwd=root, check=True,
-                         input=json.dumps(mutants), capture_output=True, text=True).stdout
-    diffs = dict(json.loads(line) for line in out.splitlines() if line.startswith("["))
+    """The changed lines of each mutant (`mutmut show`'s diff, one process per module)."""
+    diffs: dict[str, str] = {}
+    for path, module in zip(group.paths, group.modules):
+        mine = [m for m in mutants if m.startswith(module + ".")]
+        out = subprocess.run([sys.executable, "-c", DIFFS, path], cwd=root, check=True,
+                             input=json.dumps(mine), capture_output=True, text=True).stdout
+        diffs.update(json.loads(line) for line in out.splitlines() if line.startswith("["))
     return {m: "\n".join(line for line in diffs[m].splitlines()
                          if line[:1] in "+-" and not line.startswith(("+++", "---")))
             for m in mutants}
@@ -306,7 +312,8 @@ def report(results: list[dict]) -> str:
              "killed % of non-equivalent | time |", "|---|---|---|---|---|---|---|---|"]
     for r in results:
         score = 100 * r["killed"] / max(r["mutants"] - r["equivalent"], 1)
-        lines.append(f"| {r['group']} | `{r['module']}` | {r['mutants']} | {r['killed']} "
+        modules = ", ".join(f"`{m}`" for m in r["modules"])
+        lines.append(f"| {r['group']} | {modules} | {r['mutants']} | {r['killed']} "
                      f"({r['timeouts']}) | {r['survived']} | {r['equivalent']} | {score:.1f} | "
                      f"{r['seconds']} s |")
     total = {k: sum(r[k] for r in results)
