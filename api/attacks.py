@@ -23,6 +23,7 @@ from segtk.benchmarks.attacks import (
     BenchResult,
     Shard,
     aggregate,
+    bench_records,
     build_spec,
     check_white_box,
     parse_spec,
@@ -197,7 +198,9 @@ def _run_bench(run: RunDir | MemoryRun, shards: list[Shard],
         if on_start:
             on_start(len(shards), sum(len(s.images) for s in shards))
         run_bench(shards, run, executor, on_records, classes_from_data)
-    records = list(run.done(key="key").values())  # with what earlier invocations added
+    # with what earlier invocations added
+    records = bench_records(run.done(key="key").values(),
+                            "results" if run.path is None else run.path / layout.RESULTS)
     return aggregate(records, with_recorded(shards, records))
 
 

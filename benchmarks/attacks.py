@@ -27,7 +27,7 @@ import json
 import re
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,10 +62,46 @@ from segtk.core import (
 from segtk.imaging import amplify, save_figure
 from segtk.jobs.attack import evaluate, image_seed, quantise, run_attack
 from segtk.jobs.batching import batch_tensors, same_size_batches
+from segtk.storage import layout
+from segtk.storage.records import Record
 from segtk.storage.runs import Records, atomic_write_json
 
 SPEC_SYNTAX = "NAME[:KEY=VALUE[;KEY=VALUE...]]"
 SHARED = ("budget", "eps", "seed", "time_limit")  # set by the bench's own options, not a spec
+
+
+@dataclass(kw_only=True)
+class BenchAttackRecord(Record):
+    """One image of one run of `segtk bench attacks` (model, attack spec, ε, repeat and the
+    budget it was given): a line of OUT/results.jsonl, `key` naming all of them. Confusions
+    are [true, predicted] pixel counts: the clean image's, and the stored 8-bit image's at each
+    budget read off the run (`confusions`, by budget as text); `history` is the oracle's proxy
+    of the float candidates, `visibility` what `visibility()` measures of the final image."""
+
+    KIND = "segtk bench attacks record"
+    # Fields added after runs were made: a line without them is an older run's.
+    OMIT_DEFAULT = ("eps", "visibility", "stopped", "white_box")
+
+    key: str
+    model: str
+    attack: str  # the spec's label, NAME[:KEY=VALUE;...]
+    eps: float | None = None  # None: recorded before ε sweeps (the run's one ε)
+    repeat: int
+    run_budget: int
+    image: str
+    queries: int
+    clean_confusion: list[list[int]]
+    confusions: dict[str, list[list[int]]]
+    history: list[float]
+    visibility: dict[str, float] | None = None  # None: recorded before visibility was measured
+    stopped: str | None = None  # "time": a time limit stopped the attack
+    white_box: bool = False
+
+
+def bench_records(lines: Iterable[Mapping[str, Any]], source: object = "results") -> list[BenchAttackRecord]:
+    """results.jsonl's lines (`Records.done(key="key")`'s values, or `read_results`'s) as
+    BenchAttackRecords; the error a bad one raises names `source` (the file) and its key."""
+    return list(BenchAttackRecord.keyed({line["key"]: line for line in lines}, source).values())
 
 
 @dataclass(frozen=True)
@@ -144,7 +180,7 @@ class Shard:
         return f"{self.model}|{self.attack}|eps={self.eps!r}|{self.repeat}|{self.budget}|{image}"
 
 
-def run_shard(shard: Shard) -> list[dict[str, Any]]:
+def run_shard(shard: Shard) -> list[BenchAttackRecord]:
     """Attack one chunk of images; one record per image (runs in a worker)."""
     model = cached_segmenter(shard.model, shard.device)
     data = load_dataset(shard.data, shard.split).subset(names=shard.images)
@@ -168,20 +204,20 @@ def run_shard(shard: Shard) -> list[dict[str, Any]]:
             if shard.sheet_dir and shard.repeat == 0:
                 write_png(sheet_path(shard.sheet_dir, shard.attack, shard.eps, shard.budget, item.name),
                           final[i])
-            records.append({
-                "key": shard.key(item.name),
-                "model": shard.model, "attack": shard.attack, "eps": shard.eps,
-                "repeat": shard.repeat, "run_budget": shard.budget, "image": item.name,
-                "queries": int(result.queries[i]),
-                "clean_confusion": confusion(clean[i], y[i].cpu(), k, ignore)[0].tolist(),
+            records.append(BenchAttackRecord(
+                key=shard.key(item.name),
+                model=shard.model, attack=shard.attack, eps=shard.eps,
+                repeat=shard.repeat, run_budget=shard.budget, image=item.name,
+                queries=int(result.queries[i]),
+                clean_confusion=confusion(clean[i], y[i].cpu(), k, ignore)[0].tolist(),
                 # of the stored 8-bit image at each budget
-                "confusions": {str(b): confusion(d[i], y[i].cpu(), k, ignore)[0].tolist()
-                               for b, d in decided.items()},
-                "history": [round(v, 6) for v in result.history[i]],  # proxy of float candidates
-                "visibility": visibility(item.image, final[i]),
-                **({"stopped": result.stopped[i]} if result.stopped[i] else {}),
-                **({"white_box": True} if attack.white_box else {}),  # older records: none
-            })
+                confusions={str(b): confusion(d[i], y[i].cpu(), k, ignore)[0].tolist()
+                            for b, d in decided.items()},
+                history=[round(v, 6) for v in result.history[i]],  # proxy of float candidates
+                visibility=visibility(item.image, final[i]),
+                stopped=result.stopped[i] or None,
+                white_box=bool(attack.white_box),
+            ))
     return records
 
 
@@ -207,7 +243,7 @@ def plan(models: list[str], data: str, split: str | None, attacks: list[str], bu
     return shards
 
 
-def recorded_shards(records: Iterable[dict[str, Any]], images: Sequence[str], *,
+def recorded_shards(records: Iterable[BenchAttackRecord], images: Sequence[str], *,
                     default_eps: float = 0.0, data: str = "", split: str | None = None,
                     seed: int = 0) -> list[Shard]:
     """The runs a bench's records come from (one shard per model, attack spec, ε, repeat and
@@ -216,9 +252,9 @@ def recorded_shards(records: Iterable[dict[str, Any]], images: Sequence[str], *,
     images a complete repeat covers; `default_eps`: the ε of records written before sweeps."""
     runs: dict[tuple[str, str, float, int, int], set[int]] = {}
     for rec in records:
-        key = (rec["model"], rec["attack"], float(rec.get("eps", default_eps)), rec["repeat"],
-               rec["run_budget"])
-        runs.setdefault(key, set()).update(int(b) for b in rec["confusions"])
+        key = (rec.model, rec.attack, float(default_eps if rec.eps is None else rec.eps),
+               rec.repeat, rec.run_budget)
+        runs.setdefault(key, set()).update(int(b) for b in rec.confusions)
     seen = list(dict.fromkeys(k[:3] for k in runs))  # (model, attack, ε), as first recorded
     models = list(dict.fromkeys(k[0] for k in seen))
     rank = {k: (models.index(k[0]), i) for i, k in enumerate(seen)}
@@ -227,7 +263,7 @@ def recorded_shards(records: Iterable[dict[str, Any]], images: Sequence[str], *,
                                                                             *kv[0][3:]))]
 
 
-def with_recorded(shards: list[Shard], records: Iterable[dict[str, Any]]) -> list[Shard]:
+def with_recorded(shards: list[Shard], records: Iterable[BenchAttackRecord]) -> list[Shard]:
     """`shards` plus the recorded runs of every (model, attack, ε) they do not plan, in the
     order the run first recorded them (then what is new): the table, curves and contact sheet
     of a resumed run cover what earlier invocations added too."""
@@ -259,7 +295,7 @@ def run_bench(shards: list[Shard], run: Records, executor, on_records: Callable[
     what results.jsonl held stays as it was, and each record is in it once. Every model is
     checked against the data first (check_compatible), and against each white-box attack
     (check_gradients)."""
-    done = {r["key"] for r in _records(run)}
+    done = {r.key for r in _records(run)}
     todo = [s for s in shards if any(s.key(img) not in done for img in s.images)]
     if on_records:
         on_records(sum(s.key(img) in done for s in shards for img in s.images))
@@ -270,9 +306,9 @@ def run_bench(shards: list[Shard], run: Records, executor, on_records: Callable[
     for device in dict.fromkeys(s.device for s in todo):
         check_white_box([s.model for s in todo], [s.attack for s in todo], device)
     for records in executor.map(run_shard, todo):
-        missing = [rec for rec in records if rec["key"] not in done]
+        missing = [rec for rec in records if rec.key not in done]
         for rec in missing:
-            run.append(rec)
+            run.append(rec.to_json())
         if on_records:
             on_records(len(missing))
 
@@ -285,15 +321,17 @@ def check_white_box(models: Iterable[str], labels: Iterable[str], device: str = 
                             cached_segmenter(model, device))
 
 
-def _records(run: Records) -> Iterable[dict[str, Any]]:
-    return run.done(key="key").values()
+def _records(run: Records) -> list[BenchAttackRecord]:
+    """The run's finished records (a torn last line is dropped)."""
+    return bench_records(run.done(key="key").values(),
+                         "results" if run.path is None else run.path / layout.RESULTS)
 
 
 def curve_label(attack: str, eps: float, sweep: Sequence[float]) -> str:
     return attack if len(sweep) == 1 else f"{attack} ε={eps:g}"
 
 
-def aggregate(records: Iterable[dict[str, Any]], shards: list[Shard]) -> BenchResult:
+def aggregate(records: Iterable[BenchAttackRecord], shards: list[Shard]) -> BenchResult:
     """Table rows (clean first, then ε × attack × budget, mean ± std over complete repeats)
     and curves. A record without `eps` (written before ε sweeps) counts when the shards have
     one ε."""
@@ -312,19 +350,19 @@ def aggregate(records: Iterable[dict[str, Any]], shards: list[Shard]) -> BenchRe
         max_budget[run] = max(s.budget, max_budget.get(run, 0))
         images[s.model].update(s.images)
     for rec in records:
-        eps = rec.get("eps", sweep[0] if len(sweep) == 1 else None)
-        if eps is None or (rec["model"], rec["attack"], eps, rec["run_budget"]) not in wanted:
+        eps = rec.eps if rec.eps is not None else sweep[0] if len(sweep) == 1 else None
+        if eps is None or (rec.model, rec.attack, eps, rec.run_budget) not in wanted:
             continue
-        run = (rec["model"], rec["attack"], eps)
-        clean[rec["model"]][rec["image"]] = torch.tensor(rec["clean_confusion"])
-        if rec.get("white_box"):
+        run = (rec.model, rec.attack, eps)
+        clean[rec.model][rec.image] = torch.tensor(rec.clean_confusion)
+        if rec.white_box:
             white_box.add(run)
-        for b, conf in rec["confusions"].items():
-            by_run[(*run, int(b), rec["repeat"])][rec["image"]] = torch.tensor(conf)
-        if rec["run_budget"] == max_budget[run]:
-            histories[run].append(rec["history"])
-            if "visibility" in rec:
-                seen_by[run].append(rec["visibility"])
+        for b, conf in rec.confusions.items():
+            by_run[(*run, int(b), rec.repeat)][rec.image] = torch.tensor(conf)
+        if rec.run_budget == max_budget[run]:
+            histories[run].append(rec.history)
+            if rec.visibility is not None:
+                seen_by[run].append(rec.visibility)
     result = BenchResult()
     budgets = sorted({b for s in shards for b in s.checkpoints})
     models = list(dict.fromkeys(s.model for s in shards))
@@ -419,11 +457,11 @@ def write_outputs(result: BenchResult, out: Path) -> list[Path]:
     for row in result.rows:
         writer.writerow({c: f"{row[c]:.4f}" if isinstance(row.get(c), float) and c != "eps"
                          else row.get(c, "") for c in cols})
-    atomic_write_bytes(out / "table.csv", buf.getvalue().encode())
-    atomic_write_json(out / "table.json", result.rows)  # strict: an unchanged image's PSNR is inf
-    atomic_write_json(out / "curves.json", result.curves, indent=None)
-    plot_curves(result.curves, out / "curves.png")
-    return [out / "table.csv", out / "table.json", out / "curves.png"]
+    atomic_write_bytes(out / layout.TABLE_CSV, buf.getvalue().encode())
+    atomic_write_json(out / layout.TABLE_JSON, result.rows)  # strict: an unchanged image's PSNR is inf
+    atomic_write_json(out / layout.CURVES_JSON, result.curves, indent=None)
+    plot_curves(result.curves, out / layout.CURVES_PNG)
+    return [out / layout.TABLE_CSV, out / layout.TABLE_JSON, out / layout.CURVES_PNG]
 
 
 def plot_curves(curves: dict[str, dict[str, list[float]]], path: Path) -> None:
@@ -446,7 +484,6 @@ def plot_curves(curves: dict[str, dict[str, list[float]]], path: Path) -> None:
     save_figure(fig, path)
 
 
-SHEET_FILE = "contact_sheet.png"
 PERTURBATION_ROW = "perturbation, amplified"
 _INK, _MUTED = (20, 24, 31), (90, 100, 112)
 
@@ -480,7 +517,7 @@ def sheet_layout(out: Path, data, attacks: Sequence[str], budget: int, eps: floa
     """The attacks and images a contact sheet can show: the first images every shown attack
     left a stored image of (an attack that left none, e.g. one recorded before sheets, is
     left out); None when there is nothing to show."""
-    sheet_dir = out / "sheet"
+    sheet_dir = out / layout.SHEET_DIR
     first = list(data.names[:max_images])
     shown = [a for a in attacks if any(sheet_path(sheet_dir, a, eps, budget, n).exists() for n in first)]
     names = [n for n in first if all(sheet_path(sheet_dir, a, eps, budget, n).exists() for a in shown)]
@@ -509,19 +546,19 @@ def write_contact_sheet(out: Path, data, attacks: list[str], budget: int, eps: f
     first images: strength next to visibility. Labelled: a title band says ε, budget and what
     the rows are, a header names each column's attack, a band on the left names each row's
     image and kind; the same layout is in the PNG's text chunks (`SheetLayout`)."""
-    layout = sheet_layout(out, data, attacks, budget, eps, max_images)
-    if layout is None:
+    shown = sheet_layout(out, data, attacks, budget, eps, max_images)
+    if shown is None:
         return None
-    h, w = data.subset(names=[layout.images[0]])[0].image.shape[:2]
+    h, w = data.subset(names=[shown.images[0]])[0].image.shape[:2]
     tw = min(max(w, 160), 240)  # wide enough for a label, small enough for a page
     th = max(1, round(h * tw / w))
     probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
-    heads = [_wrapped(probe, c, tw - 8) for c in layout.columns]
-    title = _wrapped(probe, layout.title(), tw * len(layout.columns) + 130 - 8)
+    heads = [_wrapped(probe, c, tw - 8) for c in shown.columns]
+    title = _wrapped(probe, shown.title(), tw * len(shown.columns) + 130 - 8)
     left, line = 130, 14
     top = 8 + line * len(title) + 6
     header = top + line * max(len(x) for x in heads) + 6
-    sheet = Image.new("RGB", (left + len(layout.columns) * tw, header + 2 * th * len(layout.images)),
+    sheet = Image.new("RGB", (left + len(shown.columns) * tw, header + 2 * th * len(shown.images)),
                       "white")
     draw = ImageDraw.Draw(sheet)
     for i, text in enumerate(title):
@@ -529,11 +566,11 @@ def write_contact_sheet(out: Path, data, attacks: list[str], budget: int, eps: f
     for col, lines in enumerate(heads):
         for i, text in enumerate(lines):
             draw.text((left + col * tw + 4, top + i * line), text, fill=_INK)
-    for row, name in enumerate(layout.images):
+    for row, name in enumerate(shown.images):
         clean = data.subset(names=[name])[0].image
         tiles = [(clean, np.full_like(clean, 127))]
-        for attack in layout.columns[1:]:
-            adv = read_image(sheet_path(out / "sheet", attack, eps, budget, name))
+        for attack in shown.columns[1:]:
+            adv = read_image(sheet_path(out / layout.SHEET_DIR, attack, eps, budget, name))
             tiles.append((adv, amplify(clean, adv)))
         for k, kind in enumerate(("adversarial", PERTURBATION_ROW.replace(", ", "\n"))):
             y = header + (2 * row + k) * th
@@ -543,12 +580,12 @@ def write_contact_sheet(out: Path, data, attacks: list[str], budget: int, eps: f
             for col, tile in enumerate(t[k] for t in tiles):
                 sheet.paste(Image.fromarray(tile).resize((tw, th)), (left + col * tw, y))
     info = PngInfo()
-    info.add_text("Title", f"segtk bench attacks contact sheet: {', '.join(layout.columns[1:])}")
-    info.add_text("Description", layout.title())
-    info.add_itxt("segtk:layout", json.dumps({"columns": list(layout.columns), "rows": layout.rows,
+    info.add_text("Title", f"segtk bench attacks contact sheet: {', '.join(shown.columns[1:])}")
+    info.add_text("Description", shown.title())
+    info.add_itxt("segtk:layout", json.dumps({"columns": list(shown.columns), "rows": shown.rows,
                                                "eps": eps, "budget": budget}))
     buf = io.BytesIO()
     sheet.save(buf, format="PNG", pnginfo=info)
-    target = path or out / SHEET_FILE
+    target = path or out / layout.CONTACT_SHEET
     atomic_write_bytes(target, buf.getvalue())
     return target

@@ -25,6 +25,7 @@ from segtk.commands.options import (
 from segtk.commands.resume import Recorded, joined, resumable
 from segtk.core import SegtkError, convert
 from segtk.reports.writer import write_report
+from segtk.storage import layout
 
 
 def _eps_list(recorded: float | list[float]) -> list[float]:
@@ -85,13 +86,13 @@ def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[f
 @click.option("--out", type=click.Path(file_okay=False), default="runs/bench-attacks", show_default=True)
 @click.option("--resume", is_flag=True,
               help="Keep finished shards in OUT and run the rest; the options left out are read "
-                   "from OUT/run.json, and --attacks and --eps may add specs and ε values.")
+                   f"from OUT/{layout.RUN}, and --attacks and --eps may add specs and ε values.")
 @click.option("--table-only", is_flag=True,
               help="Run nothing: print and write the table of the complete repeats OUT holds "
                    "(e.g. while another process is still running it); the options left out "
-                   "are read from OUT/run.json.")
+                   f"are read from OUT/{layout.RUN}.")
 @quiet_option
-@click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
+@click.option("--report", "write_html", is_flag=True, help=f"Also write OUT/{layout.REPORT} (see `segtk report`).")
 @resumable("bench-attacks", RECORDED, flags=("resume", "table_only"),
            may_change=("attacks", "eps", "limit"))
 def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_from_data, device,
@@ -124,8 +125,9 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_fr
             on_records=bar.advance)
     budget_list = sorted({int(b) for b in csv_list(budgets)})
     _print_tables(result, list(dict.fromkeys(models_)), eps, budget_list, repeats)
-    console.print("Table: the stored 8-bit images at each budget; curves.png/curves.json: the "
-                  "oracle's proxy of the float candidates.", soft_wrap=True)
+    console.print("Table: the stored 8-bit images at each budget; "
+                  f"{layout.CURVES_PNG}/{layout.CURVES_JSON}: the oracle's proxy of the float "
+                  "candidates.", soft_wrap=True)
     for path in result.files:
         result_line(f"wrote {path}")
     sheet = result.details["sheet"]

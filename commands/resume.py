@@ -32,7 +32,8 @@ from click.core import ParameterSource
 
 from segtk.commands.options import csv_list
 from segtk.core import SegtkError
-from segtk.storage.runs import RUN_FILE, load_run_file
+from segtk.storage import layout
+from segtk.storage.runs import load_run_file
 
 __all__ = ["Recorded", "resumable", "resumed_params", "joined", "pairs", "as_text", "sized",
            "csv_or_none"]
@@ -181,14 +182,14 @@ def resumable(kind: str, settings: Mapping[str, Recorded],
         def run(**params: Any) -> Any:
             ctx = click.get_current_context()
             folder = out(params) if any(params.get(f) for f in flags) else None
-            record = load_run_file(Path(folder) / RUN_FILE) if folder else None
+            record = load_run_file(Path(folder) / layout.RUN) if folder else None
             if folder and record is not None and record.get("kind", kind) == kind:  # another kind: RunDir says so
                 params = resumed_params(ctx, params, record.get("config", {}), settings, folder,
                                         may_change)
             for name in required:
                 if params.get(name) is None:
                     param = next(p for p in ctx.command.params if p.name == name)
-                    why = f"{Path(folder) / RUN_FILE} does not exist to read it from" \
+                    why = f"{Path(folder) / layout.RUN} does not exist to read it from" \
                         if folder and record is None else None
                     raise click.MissingParameter(why, ctx=ctx, param=param)
             return command(**params)

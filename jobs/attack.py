@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,14 +70,6 @@ class AttackRecord(Record):
     clean_confusion: list[list[int]]
     adv_confusion: list[list[int]]
     stopped: str | None = None  # "time": a time limit stopped the attack
-
-
-def attack_records(lines: Mapping[str, Mapping[str, Any]],
-                   source: Path | None = None) -> dict[str, AttackRecord]:
-    """results.jsonl's records by image (`Records.done()` or `read_results`) as AttackRecords;
-    `source`, the file they come from, is named in the error a bad one raises."""
-    where = f"{source}, image " if source is not None else "image "
-    return {name: AttackRecord.from_json(line, where=where + name) for name, line in lines.items()}
 
 
 def image_seed(seed: int, name: str) -> int:
@@ -185,7 +177,7 @@ def attack_dataset(
     computed on; the Python API keeps them in memory when it writes no files)."""
     check_compatible(segmenter, dataset, classes_from_data)  # labels of other classes: noise
     check_gradients(type(attack), segmenter)  # a white-box attack on a labels-only model
-    done = attack_records(run.done(), None if run.path is None else run.path / layout.RESULTS)
+    done = AttackRecord.keyed(run.done(), "results" if run.path is None else run.path / layout.RESULTS)
     pending = [i for i, name in enumerate(dataset.names) if name not in done]
     palette = dataset.palette if dataset.palette is not None else default_palette(len(dataset.classes))
     for name in dataset.names:

@@ -10,7 +10,7 @@ import numpy as np
 
 from segtk.core import Dataset, SegtkError, brief_spec, iou_per_class, read_image
 from segtk.imaging import amplify, overlay
-from segtk.jobs.attack import AttackRecord, attack_records, summarise
+from segtk.jobs.attack import AttackRecord, summarise
 from segtk.reports.common import (
     _classes_and_palette,
     _derived,
@@ -30,7 +30,7 @@ def attack_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                     notes: list[dict[str, str]]) -> dict[str, Any]:
 
     path = run / layout.RESULTS
-    records = list(attack_records(read_results(path), path).values())
+    records = list(AttackRecord.keyed(read_results(path), path).values())
     if not records:
         raise SegtkError(f"{run}: no finished images in {layout.RESULTS} yet",
                          hint="run the attack (or continue it with --resume) first")

@@ -18,7 +18,9 @@ from typing import Any
 
 from segtk.benchmarks.attacks import (
     PERTURBATION_ROW,
+    BenchAttackRecord,
     aggregate,
+    bench_records,
     curve_label,
     recorded_shards,
     sheet_layout,
@@ -37,17 +39,18 @@ from segtk.reports.common import (
     finished_records,
 )
 from segtk.reports.svg import SERIES_COLOURS, Series, line_chart
+from segtk.storage import layout
 
 
 def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                    notes: list[dict[str, str]]) -> dict[str, Any]:
-    records = finished_records(run)
+    records = bench_records(finished_records(run), run / layout.RESULTS)
     config = meta.get("config") or {}
-    if any("eps" not in rec for rec in records):
+    if any(rec.eps is None for rec in records):
         _note(notes, "This run was recorded by an older segtk, whose table scored the attacks' float "
                      "candidates, not the stored 8-bit images (rerun it to score those).", "warn")
     sweep_of_config = _config_eps(config)
-    images_of_config = config.get("images") or sorted({rec["image"] for rec in records})
+    images_of_config = config.get("images") or sorted({rec.image for rec in records})
     shards = recorded_shards(records, images_of_config, default_eps=sweep_of_config[0],
                              data=str(config.get("data", "")), split=config.get("split"),
                              seed=int(config.get("seed", 0)))
@@ -103,12 +106,12 @@ def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
         t["chart"] = line_chart(series, xlabel="queries", ylabel="best proxy so far (%)",
                                 width=600, height=340) if series else ""
     dataset, why = _load_dataset(data_spec or config.get("data"), config.get("split"), run, notes)
-    k = len(records[0]["clean_confusion"])
+    k = len(records[0].clean_confusion)
     if dataset is None:
         _note(notes, f"The dataset could not be loaded ({why}); classes are numbered.")
     classes, palette = _classes_and_palette(dataset, k)
-    files = [f for f in ("table.csv", "table.json", "curves.json", "curves.png", "contact_sheet.png")
-             if (run / f).is_file()]
+    files = [f for f in (layout.TABLE_CSV, layout.TABLE_JSON, layout.CURVES_JSON, layout.CURVES_PNG,
+                         layout.CONTACT_SHEET) if (run / f).is_file()]
     models = list(dict.fromkeys(s.model for s in shards))
     return {
         "title": f"Attack benchmark: {', '.join(attacks)} on "
@@ -118,7 +121,7 @@ def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
         "budgets": budgets,
         "tables": tables,
         "repeats": repeats,
-        "images": images or len({r["image"] for r in records}),
+        "images": images or len({r.image for r in records}),
         "eps": ", ".join(f"{e:g}" for e in sweep),
         "files": files,
         "legend": _legend(classes, palette),
@@ -139,24 +142,24 @@ def _config_eps(config: dict[str, Any]) -> list[float]:
     return [float(e) for e in (eps if isinstance(eps, list) else [eps])]
 
 
-def _bench_histories(records: Iterable[dict[str, Any]],
+def _bench_histories(records: Iterable[BenchAttackRecord],
                      sweep: list[float]) -> dict[str, dict[str, list[list[float]]]]:
     """model -> curve label (attack, plus ε in a sweep) -> histories of the runs at that
     attack's largest budget."""
     records = list(records)
 
-    def run_of(rec: dict[str, Any]) -> tuple[str, str, float]:
-        return rec["model"], rec["attack"], float(rec.get("eps", sweep[0]))
+    def run_of(rec: BenchAttackRecord) -> tuple[str, str, float]:
+        return rec.model, rec.attack, float(sweep[0] if rec.eps is None else rec.eps)
 
     top: dict[tuple[str, str, float], int] = {}
     for rec in records:
-        top[run_of(rec)] = max(top.get(run_of(rec), 0), rec["run_budget"])
+        top[run_of(rec)] = max(top.get(run_of(rec), 0), rec.run_budget)
     out: dict[str, dict[str, list[list[float]]]] = {}
     for rec in records:
         model, attack, eps = run_of(rec)
-        if rec["run_budget"] == top[run_of(rec)] and rec.get("history"):
+        if rec.run_budget == top[run_of(rec)] and rec.history:
             label = curve_label(attack, eps, sweep)
-            out.setdefault(model, {}).setdefault(label, []).append(rec["history"])
+            out.setdefault(model, {}).setdefault(label, []).append(rec.history)
     return out
 
 
@@ -167,13 +170,13 @@ def _contact_sheet(run: Path, dataset, attacks: list[str], budget: int, eps: flo
     if dataset is None:
         _note(notes, "No contact sheet: it needs the clean images of the dataset.", "warn")
         return None
-    layout = sheet_layout(run, dataset, attacks, budget, eps)
-    if layout is None:
+    shown = sheet_layout(run, dataset, attacks, budget, eps)
+    if shown is None:
         _note(notes, f"No contact sheet: the run stored no adversarial images at ε={eps:g} and "
-                     f"{budget} queries in sheet/.", "warn")
+                     f"{budget} queries in {layout.SHEET_DIR}/.", "warn")
         return None
-    rel = f"{FILES_DIR}/contact_sheet.png"
+    rel = f"{FILES_DIR}/{layout.CONTACT_SHEET}"
     write_contact_sheet(run, dataset, attacks, budget, eps, path=run / rel)
-    return {"src": _href(rel), "columns": list(layout.columns), "images": list(layout.images),
+    return {"src": _href(rel), "columns": list(shown.columns), "images": list(shown.images),
             "eps": f"{eps:g}", "budget": budget, "perturbation": PERTURBATION_ROW,
-            "missing": [a for a in attacks if a not in layout.columns]}
+            "missing": [a for a in attacks if a not in shown.columns]}

@@ -18,10 +18,11 @@ from jinja2.runtime import Context
 from markupsafe import Markup, escape
 
 from segtk.core import Dataset, SegtkError, default_palette, load_dataset, split_spec, write_png
-from segtk.storage.runs import RESULTS_FILE, read_results
+from segtk.storage import layout
+from segtk.storage.runs import read_results
 
-REPORT_FILE = "report.html"
-FILES_DIR = "report_files"
+REPORT_FILE = layout.REPORT  # the names the report modules import
+FILES_DIR = layout.REPORT_FILES
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
@@ -129,9 +130,9 @@ def _flatten(config: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
 
 def finished_records(run: Path) -> list[dict[str, Any]]:
     """A benchmark's finished records, or the one-line error that there are none yet."""
-    records = list(read_results(run / RESULTS_FILE, key="key").values())
+    records = list(read_results(run / layout.RESULTS, key="key").values())
     if not records:
-        raise SegtkError(f"{run}: no finished records in {RESULTS_FILE} yet",
+        raise SegtkError(f"{run}: no finished records in {layout.RESULTS} yet",
                          hint="run the benchmark (or continue it with --resume) first")
     return records
 
@@ -149,7 +150,7 @@ def _load_dataset(spec: str | None, split: str | None, run: Path | None = None,
     are tried too (a run in REPO/runs/x made from REPO is found from anywhere).
     """
     if not spec:
-        return None, "run.json names no dataset"
+        return None, f"{layout.RUN} names no dataset"
 
     def attempt(candidate: str) -> tuple[Dataset | None, str]:
         try:

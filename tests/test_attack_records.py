@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from segtk.cli import cli
 from segtk.core import Dataset, Item, SegtkError, to_tensor
-from segtk.jobs.attack import AttackRecord, attack_dataset, attack_records
+from segtk.jobs.attack import AttackRecord, attack_dataset
 from segtk.storage import layout
 from segtk.storage.runs import RunDir, read_results
 from segtk.testing import TinySegmenter, toy_batch
@@ -85,7 +85,7 @@ def test_a_run_written_before_time_limits_resumes_and_keeps_its_lines(tmp_path) 
     assert seen[0].image == "img0" and seen[0].stopped is None and seen[0].extra == {"note": "kept"}
 
 
-def test_a_line_without_a_key_is_one_error_naming_file_image_and_key(tmp_path) -> None:
+def test_a_line_without_a_key_is_one_error_naming_the_file_the_image_and_the_key(tmp_path) -> None:
     with RunDir(tmp_path / "r", {"t": 1}, False, kind="attack") as run:
         attack_dataset(DLA(budget=6), TinySegmenter(), dataset(n=2), run)
     path = tmp_path / "r" / layout.RESULTS
@@ -93,8 +93,8 @@ def test_a_line_without_a_key_is_one_error_naming_file_image_and_key(tmp_path) -
     del broken[1]["adv_confusion"]
     path.write_text("".join(json.dumps(r) + "\n" for r in broken))
     with pytest.raises(SegtkError) as err:
-        attack_records(read_results(path), path)
-    assert err.value.message == f"{path}, image img1: a segtk attack record without adv_confusion"
+        AttackRecord.keyed(read_results(path), path)
+    assert err.value.message == f"{path}, img1: a segtk attack record without adv_confusion"
     report = CliRunner().invoke(cli, ["report", str(tmp_path / "r")])
     assert report.exit_code == 1
-    assert f"{path}, image img1: a segtk attack record without adv_confusion" in report.output
+    assert f"{path}, img1: a segtk attack record without adv_confusion" in report.output

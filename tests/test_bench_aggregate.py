@@ -6,6 +6,7 @@ with an executor that hands back canned records."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import statistics
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 from segtk.benchmarks import attacks as bench_module
-from segtk.benchmarks.attacks import Shard, aggregate, plan, run_bench
+from segtk.benchmarks.attacks import BenchAttackRecord, Shard, aggregate, plan, run_bench
 from segtk.core import DataError, Dataset, Item
 from segtk.storage.runs import RunDir
 from segtk.testing import GridSegmenter
@@ -57,9 +58,14 @@ def visibility(shard: Shard, image: str) -> dict[str, float]:
     return seen
 
 
-def records_of(shards: list[Shard], skip=lambda shard, image: False) -> list[dict]:
+def records_of(shards: list[Shard], skip=lambda shard, image: False) -> list[BenchAttackRecord]:
+    return [BenchAttackRecord.from_json(line) for line in lines_of(shards, skip)]
+
+
+def lines_of(shards: list[Shard], skip=lambda shard, image: False) -> list[dict]:
+    """The results.jsonl lines of `shards` (but the images `skip` leaves out)."""
     return [{"key": s.key(i), "model": s.model, "attack": s.attack, "eps": s.eps, "repeat": s.repeat,
-             "run_budget": s.budget, "image": i, "clean_confusion": RIGHT,
+             "run_budget": s.budget, "image": i, "queries": s.budget, "clean_confusion": RIGHT,
              "confusions": {str(b): case(s.attack, s.eps, b, s.repeat, i) for b in s.checkpoints},
              "history": history(s, i), "visibility": visibility(s, i)}
             for s in shards for i in s.images if not skip(s, i)]
@@ -112,9 +118,10 @@ def test_curves_come_from_the_largest_budget_and_pad_short_histories() -> None:
 
 def test_one_eps_labels_curves_by_spec_and_counts_records_without_eps() -> None:
     shards = plan(["m"], "d", None, ["random"], [2, 4], 1, IMAGES, 2, 8.0, 0, 1)
-    records = records_of(shards)
-    for rec in records:
-        del rec["eps"], rec["visibility"]  # written before ε sweeps and visibility
+    lines = lines_of(shards)
+    for line in lines:
+        del line["eps"], line["visibility"]  # written before ε sweeps and visibility
+    records = [BenchAttackRecord.from_json(line) for line in lines]
     result = aggregate(records, shards)
     assert [(r["attack"], r["budget"]) for r in result.rows] == [("clean", 0), ("random", 2), ("random", 4)]
     assert "psnr" not in result.rows[-1] and list(result.curves["m"]) == ["random"]
@@ -126,15 +133,16 @@ def test_all_unchanged_images_have_an_infinite_psnr() -> None:
     shards = plan(["m"], "d", None, ["random"], [2], 1, IMAGES, 2, 8.0, 0, 1)
     records = records_of(shards)
     for rec in records:
-        rec["visibility"]["psnr"] = math.inf
+        assert rec.visibility is not None
+        rec.visibility["psnr"] = math.inf
     assert aggregate(records, shards).rows[-1]["psnr"] == math.inf
 
 
 class Canned:
     """An executor handing back prepared records for the shards it is asked to run."""
 
-    def __init__(self, records: list[dict]) -> None:
-        self.by_key = {r["key"]: r for r in records}
+    def __init__(self, records: list[BenchAttackRecord]) -> None:
+        self.by_key = {r.key: r for r in records}
         self.asked: list[Shard] = []
 
     def map(self, fn, shards):
@@ -161,12 +169,12 @@ def test_run_bench_runs_only_unfinished_shards_and_reports_progress(tmp_path, gr
     records = records_of(shards)
     progress: list[int] = []
     with RunDir(tmp_path / "r", {}, False, kind="bench-attacks") as run:
-        run.append(records[0])  # the first shard half done
+        run.append(records[0].to_json())  # the first shard half done
         executor = Canned(records)
         run_bench(shards, run, executor, on_records=progress.append)
         assert executor.asked == shards and progress == [1, 1, 1]  # done before, then per shard
         lines = (run.path / "results.jsonl").read_text().splitlines()
-        assert [json.loads(line)["key"] for line in lines] == [r["key"] for r in records]  # once each
+        assert [json.loads(line)["key"] for line in lines] == [r.key for r in records]  # once each
         progress.clear()
         run_bench(shards, run, executor, on_records=progress.append)
         assert executor.asked == [] and progress == [3]  # finished: nothing to run
@@ -185,10 +193,10 @@ def test_run_bench_checks_the_classes_unless_taken_from_the_data(tmp_path, grid)
 def test_records_of_other_runs_are_skipped_and_white_box_runs_marked() -> None:
     shards = plan(["m"], "d", None, ["random"], [2], 1, IMAGES, 2, 8.0, 0, 1)
     records = records_of(shards)
-    stray = dict(records[0], attack="square", key="stray")  # a run no shard asks for: skipped
+    stray = dataclasses.replace(records[0], attack="square", key="stray")  # no shard asks: skipped
     plain = aggregate([stray, *records], shards)
     assert plain.rows == aggregate(records, shards).rows and plain.rows[-1]["white_box"] is False
-    marked = aggregate([dict(r, white_box=True) for r in records], shards)
+    marked = aggregate([dataclasses.replace(r, white_box=True) for r in records], shards)
     assert marked.rows[-1]["white_box"] is True and list(marked.curves["m"]) == ["random (white-box)"]
 
 

@@ -12,8 +12,10 @@ import torch
 
 from segtk.benchmarks import attacks as bench_module
 from segtk.benchmarks.attacks import (
+    BenchAttackRecord,
     Shard,
     aggregate,
+    bench_records,
     plan,
     run_bench,
     write_contact_sheet,
@@ -64,7 +66,7 @@ def bench(path: Path, executor, resume: bool = False):
     shards = demo_shards(path / "sheet")
     with RunDir(path, {"t": 1}, resume, kind="bench-attacks") as run:
         run_bench(shards, run, executor)
-        return aggregate(run.done(key="key").values(), shards)
+        return aggregate(bench_records(run.done(key="key").values()), shards)
 
 
 @pytest.fixture(scope="module")
@@ -131,22 +133,23 @@ def test_ray_executor_equals_local(inline_bench, tmp_path) -> None:
 def test_a_repeat_missing_images_is_left_out_of_the_table(inline_bench) -> None:
     _, done = inline_bench
     shards = demo_shards()
-    records = [r for r in read_results(done / "results.jsonl", key="key").values()
-               if not (r["repeat"] == 1 and r["image"] == "scene_002" and r["attack"] == "dla")]
+    records = [r for r in bench_records(read_results(done / "results.jsonl", key="key").values())
+               if not (r.repeat == 1 and r.image == "scene_002" and r.attack == "dla")]
     part = aggregate(records, shards)
     by = {(r["attack"], r["budget"]): r for r in part.rows}
     assert by[("dla", 4)]["repeats"] == 1 and by[("dla", 8)]["repeats"] == 1
     assert by[("signhunter", 8)]["repeats"] == 2
-    first = aggregate([r for r in records if r["repeat"] == 0], shards)
+    first = aggregate([r for r in records if r.repeat == 0], shards)
     assert by[("dla", 8)]["miou_mean"] == next(r for r in first.rows if r["attack"] == "dla" and r["budget"] == 8)["miou_mean"]
 
 
-def hand_record(shard: Shard, image: str, conf: list[list[int]]) -> dict:
+def hand_record(shard: Shard, image: str, conf: list[list[int]]) -> BenchAttackRecord:
     """A record as run_shard writes it, with a hand-made confusion at the shard's budget."""
-    return {"key": shard.key(image), "model": shard.model, "attack": shard.attack, "eps": shard.eps,
-            "repeat": shard.repeat, "run_budget": shard.budget, "image": image,
-            "clean_confusion": [[2, 0, 0], [0, 2, 0]], "confusions": {str(shard.budget): conf},
-            "history": [1.0, 0.5]}
+    return BenchAttackRecord(key=shard.key(image), model=shard.model, attack=shard.attack,
+                             eps=shard.eps, repeat=shard.repeat, run_budget=shard.budget,
+                             image=image, queries=shard.budget,
+                             clean_confusion=[[2, 0, 0], [0, 2, 0]],
+                             confusions={str(shard.budget): conf}, history=[1.0, 0.5])
 
 
 def test_the_table_is_the_mean_and_population_std_of_the_repeats_dataset_miou() -> None:
@@ -186,7 +189,7 @@ def test_the_table_scores_the_stored_8bit_images_not_the_float_candidates(tmp_pa
     shards = plan(["grid"], "grid", None, [attack], [3, 6], 1, grid_world.names, 2, 8.0, 0, 2)
     run = RunDir(tmp_path / "b", {"t": 1}, False, kind="bench-attacks")
     run_bench(shards, run, InlineExecutor())
-    result = aggregate(run.done(key="key").values(), shards)
+    result = aggregate(bench_records(run.done(key="key").values()), shards)
     assert min(result.curves["grid"][attack]) == 0  # the float candidates fool the model (proxy)...
     by = {(r["attack"], r["budget"]): r["miou_mean"] for r in result.rows}
     assert by[("clean", 0)] == 100

@@ -27,7 +27,7 @@ from segtk.core import SegmenterPlugin, SegtkError, hookimpl, registry
 from segtk.core._data import default_palette, read_image, read_label, to_uint8, write_png
 from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 from segtk.imaging import amplify
-from segtk.jobs.attack import attack_records, summarise
+from segtk.jobs.attack import AttackRecord, summarise
 from segtk.reports.svg import Series, line_chart, nice_ticks
 from segtk.reports.writer import FILES_DIR, detect_kind, write_report
 from segtk.storage.runs import read_results
@@ -167,7 +167,7 @@ def test_a_kind_without_a_page_is_one_clear_error(tmp_path) -> None:
 
 
 def test_attack_summary_is_recomputed_from_the_confusions(runs) -> None:
-    records = attack_records(read_results(runs.attack / "results.jsonl")).values()
+    records = AttackRecord.keyed(read_results(runs.attack / "results.jsonl"), "results").values()
     t = summarise(list(records), 4).table
     text = page(runs.attack)
     for value in (t["clean_miou"], t["adv_miou"], t["clean_image_miou"], t["adv_image_miou"],
