@@ -47,7 +47,8 @@ from segtk.reports.common import (
 )
 from segtk.reports.edit import edit_context
 from segtk.reports.train import train_context
-from segtk.storage.runs import RUN_FILE, command_of, load_run_file
+from segtk.storage import layout
+from segtk.storage.runs import command_of, load_run_file
 
 __all__ = ["FILES_DIR", "REPORT_FILE", "TEMPLATES", "detect_kind", "read_run_json", "write_report"]
 
@@ -93,7 +94,7 @@ def write_report(run_dir: str | Path, data_spec: str | None = None) -> Path:
 
 def read_run_json(run: Path) -> dict[str, Any]:
     """RUN_DIR/run.json ({} if there is none); a torn or foreign one is an error naming the fix."""
-    return load_run_file(run / RUN_FILE) or {}
+    return load_run_file(run / layout.RUN) or {}
 
 
 def detect_kind(run: Path) -> str:
@@ -103,16 +104,16 @@ def detect_kind(run: Path) -> str:
     meta = read_run_json(run)
     if not meta:
         raise SegtkError(
-            f"{run}: not a segtk run directory (no {RUN_FILE})",
+            f"{run}: not a segtk run directory (no {layout.RUN})",
             hint=f"point segtk report at the --out folder of {COMMANDS}",
         )
     kind = meta.get("kind")
     if kind is None:
         raise SegtkError(
-            f"{run / RUN_FILE} does not say which command made it (written before segtk "
+            f"{run / layout.RUN} does not say which command made it (written before segtk "
             "recorded run kinds)",
             hint="rerun that command with the same options and --resume (finished work is "
-                 "kept; run.json gets its kind), then segtk report again",
+                 f"kept; {layout.RUN} gets its kind), then segtk report again",
         )
     if kind not in BUILDERS:
         raise SegtkError(f"{run}: segtk report has no page for `segtk {command_of(kind)}` runs",

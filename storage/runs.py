@@ -27,17 +27,17 @@ from typing import Any, ClassVar, Protocol, Self
 import numpy as np
 
 from segtk.core import SegtkError, atomic_write_bytes, is_temp
+from segtk.storage import layout
 from segtk.storage.os_errors import os_error
 from segtk.storage.provenance import git_commit, spec_file_hashes, versions
 
-__all__ = ["RUN_FILE", "RESULTS_FILE", "LOCK_FILE", "Records", "RunDir", "RunLock", "append_line",
+__all__ = ["Records", "RunDir", "RunLock", "append_line",
            "read_results", "load_run_file", "run_record", "command_of", "make_run_dir",
            "remove_temp_files",
            "versions", "atomic_write_json", "finite_json"]
 
-RUN_FILE = "run.json"
-RESULTS_FILE = "results.jsonl"
-LOCK_FILE = ".lock"
+# The names these had before storage.layout, for importers not yet moved to layout's.
+RUN_FILE, RESULTS_FILE, LOCK_FILE = layout.RUN, layout.RESULTS, layout.LOCK
 KIND_PATTERN = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 
 
@@ -84,7 +84,7 @@ class RunDir:
     Subclasses name their results files (`RESULTS`, which --resume keeps) and what they hold.
     """
 
-    RESULTS: ClassVar[tuple[str, ...]] = (RESULTS_FILE,)
+    RESULTS: ClassVar[tuple[str, ...]] = (layout.RESULTS,)
     HOLDS: ClassVar[str] = "results"
     # Settings added after runs were made, and the value a run.json without them used.
     ABSENT: ClassVar[dict[str, Any]] = {"device": "cpu"}
@@ -102,7 +102,7 @@ class RunDir:
             make_run_dir(self.path)
             self._lock = RunLock(self.path)
         try:
-            old_kind = (load_run_file(self.path / RUN_FILE) or {}).get("kind")
+            old_kind = (load_run_file(self.path / layout.RUN) or {}).get("kind")
             if old_kind is not None and old_kind != kind:  # first: it says more than the rest
                 raise SegtkError(f"{self.path} holds a `segtk {command_of(old_kind)}` run, "
                                  f"not a `segtk {command_of(kind)}` one",
@@ -116,7 +116,7 @@ class RunDir:
                 raise SegtkError(
                     f"{self.path} holds a run with other settings ({', '.join(diff)}): "
                     + "; ".join(setting_changes(old_config, config, diff)),
-                    hint="resume with the settings run.json records (segtk's --resume reads the "
+                    hint=f"resume with the settings {layout.RUN} records (segtk's --resume reads the "
                          "options you leave out from it), or choose another --out",
                 )
             if not read_only:
@@ -173,7 +173,7 @@ class RunLock:
     """
 
     def __init__(self, directory: Path) -> None:
-        path = directory / LOCK_FILE
+        path = directory / layout.LOCK
         self.key: tuple[int, int] | None = None
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -246,7 +246,7 @@ _UNSET = object()
 
 
 def setting_changes(old: dict[str, Any], new: dict[str, Any], keys: Iterable[str],
-                    most: int = 3, sides: tuple[str, str] = ("in run.json", "now")) -> list[str]:
+                    most: int = 3, sides: tuple[str, str] = (f"in {layout.RUN}", "now")) -> list[str]:
     """'KEY OLD in run.json, NEW now' (`sides` names where OLD and NEW are) for the first `most`
     differing settings under `keys`, dotted into nested ones (`params.exploration`), each value
     cut to 60 characters."""
@@ -290,7 +290,7 @@ def remove_temp_files(path: Path) -> list[Path]:
     removed: list[Path] = []
     for root, dirs, files in os.walk(path):
         here = Path(root)
-        if here != path and (LOCK_FILE in files or RUN_FILE in files):
+        if here != path and (layout.LOCK in files or layout.RUN in files):
             dirs.clear()
             continue
         for name in [n for n in files if is_temp(n)]:
@@ -312,11 +312,11 @@ def check_run(path: Path, results: Iterable[str], resume: bool, what: str) -> di
     Results without a run.json are refused even with --resume: their settings are unknown, so
     a resume could silently mix two runs.
     """
-    old = load_run_file(path / RUN_FILE)
+    old = load_run_file(path / layout.RUN)
     found = [name for name in results if (path / name).exists()]
     if found and old is None:
-        raise SegtkError(f"{path} holds {found[0]} but no run.json, so its settings are unknown",
-                         hint="restore OUT/run.json from the run that wrote those results, "
+        raise SegtkError(f"{path} holds {found[0]} but no {layout.RUN}, so its settings are unknown",
+                         hint=f"restore OUT/{layout.RUN} from the run that wrote those results, "
                               "or choose another --out")
     if found and not resume:
         raise SegtkError(f"{path} already holds {what}",
@@ -362,9 +362,9 @@ def run_record(config: dict[str, Any], kind: str) -> dict[str, Any]:
 
 def write_run_file(path: Path, record: dict[str, Any]) -> None:
     try:
-        atomic_write_json(path / RUN_FILE, record)
+        atomic_write_json(path / layout.RUN, record)
     except OSError as exc:
-        raise os_error(exc, f"cannot write {path / RUN_FILE}") from exc
+        raise os_error(exc, f"cannot write {path / layout.RUN}") from exc
 
 
 def append_line(path: Path, record: dict[str, Any]) -> None:

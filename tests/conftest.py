@@ -13,7 +13,7 @@ import torch
 
 from segtk.core import save_safetensors
 from segtk.core._data import to_tensor, to_uint8, write_png
-from segtk.storage.runs import LOCK_FILE
+from segtk.storage import layout
 from segtk.testing import TinySegmenter, toy_batch
 
 
@@ -36,7 +36,7 @@ def folder_dataset(tmp_path: Path) -> Path:
 
 def run_is_locked(path: Path) -> bool:
     """Whether anyone holds a run's lock (a new open file description conflicts with any)."""
-    fd = os.open(path / LOCK_FILE, os.O_RDWR)
+    fd = os.open(path / layout.LOCK, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return False

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from segtk.storage.runs import LOCK_FILE, RESULTS_FILE, RunLock, make_run_dir
+from segtk.storage import layout
+from segtk.storage.runs import RunLock, make_run_dir
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 
@@ -93,7 +94,7 @@ def test_sigkill_of_a_bench_leaves_no_workers_and_no_lock(tmp_path, locked) -> N
         assert len(busy) == 2, "the pool's two workers never got busy"
         main.kill()
         main.wait()
-        results = out / RESULTS_FILE
+        results = out / layout.RESULTS
         assert not results.exists() or results.read_text().count("\n") < 2, "the bench had finished"
         deadline = time.monotonic() + 10
         while processes(lambda f: int(f[2]) == group) and time.monotonic() < deadline:
@@ -101,11 +102,11 @@ def test_sigkill_of_a_bench_leaves_no_workers_and_no_lock(tmp_path, locked) -> N
         left = processes(lambda f: int(f[2]) == group)
         assert not left, f"processes {left} of the killed bench are still running"
         assert not locked(out)
-        assert (out / LOCK_FILE).read_text().strip() == str(main.pid)  # the dead owner's pid
+        assert (out / layout.LOCK).read_text().strip() == str(main.pid)  # the dead owner's pid
     finally:
         for pid in processes(lambda f: int(f[2]) == group):
             os.kill(pid, 9)
     resumed = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True,
                              timeout=300)
     assert resumed.returncode == 0, resumed.stderr
-    assert (out / RESULTS_FILE).read_text().count("\n") == 2
+    assert (out / layout.RESULTS).read_text().count("\n") == 2

@@ -19,7 +19,8 @@ from segtk.commands.resume import as_text, pairs
 from segtk.core import build_attack, convert, parse_pairs, registry
 from segtk.jobs.attack import run_settings
 from segtk.jobs.edit import build_editor
-from segtk.storage.runs import RESULTS_FILE, RUN_FILE, read_results
+from segtk.storage import layout
+from segtk.storage.runs import read_results
 
 # Not the defaults: the model names two classes otherwise than the data (so it needs
 # --classes-from-data) and the data is a fresh demo draw.
@@ -43,14 +44,14 @@ def interrupted(whole: Path, keep: int) -> Path:
     cut = whole.parent / f"{whole.name}-cut"
     shutil.rmtree(cut, ignore_errors=True)
     shutil.copytree(whole, cut)
-    lines = (cut / RESULTS_FILE).read_bytes().splitlines(keepends=True)
+    lines = (cut / layout.RESULTS).read_bytes().splitlines(keepends=True)
     assert len(lines) > keep
-    (cut / RESULTS_FILE).write_bytes(b"".join(lines[:keep]))
+    (cut / layout.RESULTS).write_bytes(b"".join(lines[:keep]))
     return cut
 
 
 def config(out: Path) -> dict:
-    return json.loads((out / RUN_FILE).read_text())["config"]
+    return json.loads((out / layout.RUN).read_text())["config"]
 
 
 def one_line_refusal(result, *words: str) -> None:
@@ -67,18 +68,18 @@ def test_attack_resumes_with_only_out(tmp_path) -> None:
     ok(*full, "--out", str(whole))
     cut = interrupted(whole, keep=1)
     ok("attack", "--plugin", "dla", "--out", str(cut), "--resume")  # the README's line
-    assert (cut / RESULTS_FILE).read_bytes() == (whole / RESULTS_FILE).read_bytes()
+    assert (cut / layout.RESULTS).read_bytes() == (whole / layout.RESULTS).read_bytes()
     assert config(cut) == config(whole)
     cut = interrupted(whole, keep=2)
     ok("attack", "--out", str(cut), "--resume")  # even --plugin is recorded
-    assert (cut / RESULTS_FILE).read_bytes() == (whole / RESULTS_FILE).read_bytes()
+    assert (cut / layout.RESULTS).read_bytes() == (whole / layout.RESULTS).read_bytes()
 
 
 def test_attack_refuses_another_value_naming_both(tmp_path) -> None:
     out = tmp_path / "a"
     ok("attack", "--plugin", "dla", "--limit", "1", "--budget", "7", "--seed", "3",
        "--out", str(out))
-    before = (out / RESULTS_FILE).read_bytes(), (out / RUN_FILE).read_bytes()
+    before = (out / layout.RESULTS).read_bytes(), (out / layout.RUN).read_bytes()
     for args, words in [(["--budget", "9"], ["holds a run with --budget 7, not --budget 9"]),
                         (["--plugin", "random"], ["holds a run with --plugin dla, not --plugin random"]),
                         (["--eps", "2"], ["with --eps 8, not --eps 2"]),
@@ -86,19 +87,19 @@ def test_attack_refuses_another_value_naming_both(tmp_path) -> None:
                         (["--param", "exploration=0.5"], ["params.exploration", "now"])]:
         refused = segtk("attack", "--plugin", "dla", "--out", str(out), "--resume", *args)
         one_line_refusal(refused, str(out), *words)
-        assert ((out / RESULTS_FILE).read_bytes(), (out / RUN_FILE).read_bytes()) == before
+        assert ((out / layout.RESULTS).read_bytes(), (out / layout.RUN).read_bytes()) == before
     same = ok("attack", "--plugin", "dla", "--out", str(out), "--resume", "--budget", "7",
               "--seed", "3", "--batch-size", "4", "--no-save-images")  # not settings: free
     more = ok("attack", "--plugin", "dla", "--out", str(out), "--resume", "--limit", "2")
     assert "budget=7" in same.output + more.output  # the recorded budget
-    assert len(read_results(out / RESULTS_FILE)) == 2 and config(out)["limit"] == 2
+    assert len(read_results(out / layout.RESULTS)) == 2 and config(out)["limit"] == 2
 
 
 def test_resume_without_run_json_or_plugin_says_so(tmp_path) -> None:
     missing = segtk("attack", "--out", str(tmp_path / "none"), "--resume")
     assert missing.exit_code == 2
     assert "Missing option '--plugin'" in missing.output
-    assert f"{tmp_path / 'none' / RUN_FILE} does not exist" in missing.output
+    assert f"{tmp_path / 'none' / layout.RUN} does not exist" in missing.output
     plain = segtk("attack")
     assert plain.exit_code == 2 and "Missing option '--plugin'." in plain.output
 
@@ -115,10 +116,10 @@ def test_bench_attacks_resumes_and_shows_its_table_with_only_out(tmp_path) -> No
     ok("bench", "attacks", "--out", str(cut), "--table-only")  # the README's line
     rows = json.loads((cut / "table.json").read_text())  # the table of what OUT holds
     assert {(r["attack"], r.get("repeats")) for r in rows} == {("clean", 1), ("random", 1)}
-    assert len((cut / RESULTS_FILE).read_bytes().splitlines()) == 1  # nothing was run
+    assert len((cut / layout.RESULTS).read_bytes().splitlines()) == 1  # nothing was run
     ok("bench", "attacks", "--out", str(cut), "--resume")  # the README's line
-    records = read_results(cut / RESULTS_FILE, key="key")
-    assert records == read_results(whole / RESULTS_FILE, key="key")
+    records = read_results(cut / layout.RESULTS, key="key")
+    assert records == read_results(whole / layout.RESULTS, key="key")
     assert config(cut) == config(whole)
     table = (whole / "table.json").read_text()
     assert (cut / "table.json").read_text() == table
@@ -136,14 +137,14 @@ def test_bench_attacks_refuses_another_value_but_takes_more_attacks(tmp_path) ->
             one_line_refusal(segtk("bench", "attacks", "--out", str(out), flag, *args), *words)
     old = tmp_path / "old"  # a run made before ε sweeps (one ε) and 8-bit scoring
     shutil.copytree(out, old)
-    record = json.loads((old / RUN_FILE).read_text())
+    record = json.loads((old / layout.RUN).read_text())
     record["config"]["eps"] = 4.0
     del record["config"]["scores"]
-    (old / RUN_FILE).write_text(json.dumps(record))
+    (old / layout.RUN).write_text(json.dumps(record))
     one_line_refusal(segtk("bench", "attacks", "--out", str(old), "--resume"),
                      "other settings (scores)")
     grown = ok("bench", "attacks", "--out", str(out), "--resume", "--attacks", "random,square")
-    assert {json.loads(line)["attack"] for line in (out / RESULTS_FILE).read_text().splitlines()} \
+    assert {json.loads(line)["attack"] for line in (out / layout.RESULTS).read_text().splitlines()} \
         == {"random", "dla:exploration=0.3", "square"}
     assert "square" in grown.output and config(out)["seed"] == 2
 
@@ -182,15 +183,15 @@ def test_bench_edits_resumes_with_only_out(tmp_path) -> None:
     assert config(whole)["params"] == {"hue_jitter": "2"}
     cut = interrupted(whole, keep=3)
     ok("bench", "edits", "--out", str(cut), "--resume")  # the README's line
-    assert read_results(cut / RESULTS_FILE, key="key") == read_results(whole / RESULTS_FILE, key="key")
+    assert read_results(cut / layout.RESULTS, key="key") == read_results(whole / layout.RESULTS, key="key")
     assert config(cut) == config(whole)
     assert (cut / "table.json").read_text() == (whole / "table.json").read_text()
     one_line_refusal(segtk("bench", "edits", "--out", str(cut), "--resume", "--pick", "one"),
                      "holds a run with --pick all, not --pick one")
     # a run made before --param was recorded: the option typed again, each subset checks it
-    record = json.loads((cut / RUN_FILE).read_text())
+    record = json.loads((cut / layout.RUN).read_text())
     del record["config"]["params"]
-    (cut / RUN_FILE).write_text(json.dumps(record))
+    (cut / layout.RUN).write_text(json.dumps(record))
     ok("bench", "edits", "--out", str(cut), "--resume", "--param", "hue_jitter=2")
     refused = segtk("bench", "edits", "--out", str(cut), "--resume", "--param", "hue_jitter=3")
     one_line_refusal(refused, str(cut / "edits" / "color"), "params.hue_jitter")
@@ -207,15 +208,15 @@ def test_train_resumes_with_only_out(tmp_path) -> None:
     ok("train", *TRAIN, "--epochs", "1", "--out", str(short))
     ok("train", "--out", str(short), "--resume", "--epochs", "2")  # the README's line
     shutil.copytree(whole, cut)  # killed in epoch 2
-    (cut / RESULTS_FILE).write_text((whole / RESULTS_FILE).read_text().splitlines()[0] + "\n")
+    (cut / layout.RESULTS).write_text((whole / layout.RESULTS).read_text().splitlines()[0] + "\n")
     shutil.rmtree(cut / "checkpoints" / "epoch-0002")
     ok("train", "--out", str(cut), "--resume")  # finishes the recorded --epochs 2
     last = Path("checkpoints", "epoch-0002", "state.safetensors")
     for run in (short, cut):
         assert config(run) == config(whole)
         assert (run / last).read_bytes() == (whole / last).read_bytes()
-        assert [json.loads(line)["loss"] for line in (run / RESULTS_FILE).read_text().splitlines()] \
-            == [json.loads(line)["loss"] for line in (whole / RESULTS_FILE).read_text().splitlines()]
+        assert [json.loads(line)["loss"] for line in (run / layout.RESULTS).read_text().splitlines()] \
+            == [json.loads(line)["loss"] for line in (whole / layout.RESULTS).read_text().splitlines()]
     for args, words in [(["--lr", "0.1"], "holds a run with --lr 0.003, not --lr 0.1"),
                         (["--crop", "64x40"], "with --crop 64x48, not --crop 64x40"),
                         (["--split", "train"], "with --split '', not --split train")]:
@@ -229,12 +230,12 @@ def test_bench_augment_resumes_with_only_out(tmp_path) -> None:
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     ok(*args, "--out", str(whole))
     ok(*args, "--out", str(cut))  # the same run in another folder (records name it), then killed
-    (cut / RESULTS_FILE).write_text((cut / RESULTS_FILE).read_text().splitlines()[0] + "\n")
+    (cut / layout.RESULTS).write_text((cut / layout.RESULTS).read_text().splitlines()[0] + "\n")
     shutil.rmtree(cut / "train" / "baseline")
     ok("bench", "augment", "--out", str(cut), "--resume")  # the README's line
 
     def records(out: Path) -> dict:
-        text = (out / RESULTS_FILE).read_text().replace(str(out), "OUT")
+        text = (out / layout.RESULTS).read_text().replace(str(out), "OUT")
         return {r["key"]: r for r in map(json.loads, text.splitlines())}
 
     assert records(cut) == records(whole) and config(cut) == config(whole)

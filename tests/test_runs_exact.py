@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 
 from segtk.core import SegtkError
-from segtk.storage import runs
-from segtk.storage.runs import RESULTS_FILE, RunDir, append_line, read_results
+from segtk.storage import layout, runs
+from segtk.storage.runs import RunDir, append_line, read_results
 
 HINT_EDITED = "it ends with a newline, so it is no interrupted append: something else wrote it"
 HINT_KEPT = "the lines after it hold finished results, so it is not dropped"
 
 
 def test_a_record_is_one_compact_json_line_readable_by_its_owner_only_to_write(tmp_path) -> None:
-    path = tmp_path / RESULTS_FILE
+    path = tmp_path / layout.RESULTS
     old = os.umask(0)
     try:
         append_line(path, {"image": "a", "miou": 0.5, "confusion": [[1, 2]]})
@@ -39,7 +39,7 @@ def test_a_record_is_one_compact_json_line_readable_by_its_owner_only_to_write(t
 ])
 def test_a_bad_line_says_which_why_it_is_kept_and_how_to_fix_it(tmp_path, lines, number, problem,
                                                                   hint) -> None:
-    path = tmp_path / RESULTS_FILE
+    path = tmp_path / layout.RESULTS
     path.write_bytes(b"\n".join(lines) + b"\n")
     with pytest.raises(SegtkError) as err:
         read_results(path)
@@ -49,7 +49,7 @@ def test_a_bad_line_says_which_why_it_is_kept_and_how_to_fix_it(tmp_path, lines,
 
 
 def test_a_torn_line_after_a_bad_one_does_not_make_it_the_last(tmp_path) -> None:
-    path = tmp_path / RESULTS_FILE
+    path = tmp_path / layout.RESULTS
     path.write_bytes(b'{"image": "a"}\n{oops\n{"image": "c", "mi')
     with pytest.raises(SegtkError) as err:
         read_results(path)
@@ -57,7 +57,7 @@ def test_a_torn_line_after_a_bad_one_does_not_make_it_the_last(tmp_path) -> None
 
 
 def test_reading_never_repairs_unless_asked(tmp_path) -> None:
-    path = tmp_path / RESULTS_FILE
+    path = tmp_path / layout.RESULTS
     raw = b'{"image": "a"}\n{"image": "b", "mi'
     path.write_bytes(raw)
     assert list(read_results(path)) == ["a"] and path.read_bytes() == raw
@@ -65,7 +65,7 @@ def test_reading_never_repairs_unless_asked(tmp_path) -> None:
 
 
 def test_results_that_are_a_folder_are_one_line_naming_the_file(tmp_path) -> None:
-    path = tmp_path / RESULTS_FILE
+    path = tmp_path / layout.RESULTS
     path.mkdir()
     for act in (lambda: read_results(path), lambda: append_line(path, {"image": "a"})):
         with pytest.raises(SegtkError) as err:
@@ -76,7 +76,7 @@ def test_results_that_are_a_folder_are_one_line_naming_the_file(tmp_path) -> Non
 
 
 def test_a_short_write_that_cannot_be_rolled_back_says_the_line_may_be_torn(tmp_path, monkeypatch) -> None:
-    path = tmp_path / RESULTS_FILE
+    path = tmp_path / layout.RESULTS
     line = (json.dumps({"image": "a"}, separators=(",", ":")) + "\n").encode()
     real_write = os.write
     monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, bytes(data)[:4]) if len(data) == len(line) else 0)

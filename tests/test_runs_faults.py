@@ -27,8 +27,8 @@ from segtk.cli import cli
 from segtk.core import SegmenterPlugin, SegtkError, hookimpl, registry
 from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 from segtk.jobs import attack as attack_job
-from segtk.storage import runs
-from segtk.storage.runs import LOCK_FILE, RESULTS_FILE, RUN_FILE, RunDir, read_results
+from segtk.storage import layout, runs
+from segtk.storage.runs import RunDir, read_results
 from segtk.testing import TinySegmenter
 
 DEMO = ["attack", "--plugin", "dla", "--limit", "1", "--budget", "2"]  # the bundled demo model
@@ -74,7 +74,7 @@ def test_disk_full_while_appending_exits_1_and_counts_only_what_is_written(tmp_p
     real = os.write
 
     def write(fd, data):
-        if os.readlink(f"/proc/self/fd/{fd}").endswith(RESULTS_FILE):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(layout.RESULTS):
             real(fd, bytes(data)[:9])  # a short write, then the disk is full
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(fd, data)
@@ -83,7 +83,7 @@ def test_disk_full_while_appending_exits_1_and_counts_only_what_is_written(tmp_p
         result = invoke(*DEMO, "--out", str(tmp_path / "run"))
     one_line_error(result, "No space left on device", "disk is full")
     assert "dataset mIoU" not in result.output  # no table of records the file does not hold
-    assert (tmp_path / "run" / RESULTS_FILE).read_bytes() == b""
+    assert (tmp_path / "run" / layout.RESULTS).read_bytes() == b""
 
 
 def test_any_other_os_error_is_one_line(tmp_path) -> None:
@@ -142,7 +142,7 @@ def test_one_process_may_reopen_its_run_and_then_frees_the_lock(tmp_path, locked
     second = RunDir(tmp_path / "r", {"budget": 8}, resume=True, kind="attack")  # shares this process's lock
     first.close()
     assert locked(tmp_path / "r")  # still held for `second`
-    assert (tmp_path / "r" / LOCK_FILE).read_text().strip() == str(os.getpid())
+    assert (tmp_path / "r" / layout.LOCK).read_text().strip() == str(os.getpid())
     del second  # dropped without close(): the lock goes with it
     assert not locked(tmp_path / "r")
 
@@ -160,13 +160,13 @@ def test_run_json_records_limit_commit_and_weights(tmp_path, monkeypatch) -> Non
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     result = invoke(*DEMO, "--out", str(tmp_path / "run"))
     assert result.exit_code == 0, result.output
-    record = json.loads((tmp_path / "run" / RUN_FILE).read_text())
+    record = json.loads((tmp_path / "run" / layout.RUN).read_text())
     assert record["config"]["limit"] == 1
     assert "git_commit" in record and record["weights"] == {}  # the demo model has no file
     more = invoke(*DEMO[:3], "--limit", "2", *DEMO[5:], "--out", str(tmp_path / "run"), "--resume")
     assert more.exit_code == 0, more.output  # a larger --limit continues the run
-    assert json.loads((tmp_path / "run" / RUN_FILE).read_text())["config"]["limit"] == 2
-    assert len(read_results(tmp_path / "run" / RESULTS_FILE)) == 2
+    assert json.loads((tmp_path / "run" / layout.RUN).read_text())["config"]["limit"] == 2
+    assert len(read_results(tmp_path / "run" / layout.RESULTS)) == 2
 
 
 def strict(path: Path):
@@ -213,12 +213,12 @@ def bench_args(tiny, folder_dataset) -> list[str]:
 def test_table_only_reads_a_run_another_process_holds(tmp_path, bench_args) -> None:
     out = str(tmp_path / "b")
     assert invoke(*bench_args, "--out", out).exit_code == 0
-    run_json = (tmp_path / "b" / RUN_FILE).read_bytes()
+    run_json = (tmp_path / "b" / layout.RUN).read_bytes()
     with held_by_another_process(tmp_path / "b"):
         shown = invoke(*bench_args, "--out", out, "--table-only")
         assert shown.exit_code == 0, shown.output
         assert "random" in shown.output
-        assert (tmp_path / "b" / RUN_FILE).read_bytes() == run_json  # --table-only wrote nothing
+        assert (tmp_path / "b" / layout.RUN).read_bytes() == run_json  # --table-only wrote nothing
         resumed = invoke(*bench_args, "--out", out, "--resume")
         one_line_error(resumed, "is in use by process")
 
@@ -237,7 +237,7 @@ def attack_case(tiny, folder_dataset, tmp_path):
             "--budget", "5", "--batch-size", "2"]
     out = tmp_path / "full"
     assert invoke(*args, "--out", str(out)).exit_code == 0
-    return args, read_results(out / RESULTS_FILE), images_of(out)
+    return args, read_results(out / layout.RESULTS), images_of(out)
 
 
 def images_of(out: Path) -> dict[str, bytes]:
@@ -262,7 +262,7 @@ def test_killed_and_corrupted_runs_resume_to_the_same_records(attack_case, fault
                 result = invoke(*args, "--out", str(out), "--resume")
             assert result.exit_code in (0, 1), result.output
             assert "Traceback" not in result.output
-            results = out / RESULTS_FILE
+            results = out / layout.RESULTS
             if tear and results.exists():
                 raw = results.read_bytes()
                 last = raw.rstrip(b"\n").rfind(b"\n") + 1  # where the last line starts
@@ -270,9 +270,9 @@ def test_killed_and_corrupted_runs_resume_to_the_same_records(attack_case, fault
             del result  # its traceback holds the run (and its lock) until dropped
         final = invoke(*args, "--out", str(out), "--resume")
         assert final.exit_code == 0, final.output
-        lines = (out / RESULTS_FILE).read_text().splitlines()
+        lines = (out / layout.RESULTS).read_text().splitlines()
         assert len(lines) == len(want)  # each image once, no torn or duplicate lines
-        assert read_results(out / RESULTS_FILE) == want
+        assert read_results(out / layout.RESULTS) == want
         assert images_of(out) == want_images
 
 
@@ -297,7 +297,7 @@ def inject(where: str, k: int, seed: int):
         real_write = os.write
 
         def write(fd, data):
-            if os.readlink(f"/proc/self/fd/{fd}").endswith(RESULTS_FILE) and due():
+            if os.readlink(f"/proc/self/fd/{fd}").endswith(layout.RESULTS) and due():
                 real_write(fd, bytes(data)[:1 + seed % max(len(data) - 1, 1)])
                 raise Interrupt  # killed between a short write and the rest
             return real_write(fd, data)

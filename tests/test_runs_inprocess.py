@@ -24,18 +24,9 @@ from pathlib import Path
 import pytest
 
 from segtk.core import SegtkError
-from segtk.storage import runs
+from segtk.storage import layout, runs
 from segtk.storage.provenance import versions
-from segtk.storage.runs import (
-    LOCK_FILE,
-    RESULTS_FILE,
-    RUN_FILE,
-    RunDir,
-    RunLock,
-    append_line,
-    make_run_dir,
-    remove_temp_files,
-)
+from segtk.storage.runs import RunDir, RunLock, append_line, make_run_dir, remove_temp_files
 
 IN_USE_HINT = "wait for that run to finish (or stop it), or choose another --out"
 FULL = "the disk is full: free space (or choose an --out on another disk), then rerun with --resume"
@@ -64,7 +55,7 @@ def held_elsewhere(folder: Path, content: bytes) -> Iterator[None]:
     """DIR/.lock flocked through an open file description that is not RunLock's, holding
     `content` where a run writes its pid: to RunLock, another process's lock."""
     make_run_dir(folder)
-    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(folder / layout.LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.ftruncate(fd, 0)
@@ -87,12 +78,12 @@ def test_a_run_held_elsewhere_is_refused_in_one_line_naming_its_pid(tmp_path, lo
         assert refusal(lambda: RunDir(out, {"budget": 8}, resume=False, kind="attack")) == expected
         assert open_fds() == before  # the refused lock's fd is closed
         assert runs._HELD == held  # nor counts a holder
-        assert (out / LOCK_FILE).read_bytes() == holder  # a refusal does not touch the holder's pid
-        assert not (out / RUN_FILE).exists()  # nor writes anything
+        assert (out / layout.LOCK).read_bytes() == holder  # a refusal does not touch the holder's pid
+        assert not (out / layout.RUN).exists()  # nor writes anything
     lock = RunLock(out)  # freed: taken, and the pid in the file is ours alone
     try:
         assert locked(out)
-        assert (out / LOCK_FILE).read_bytes() == f"{os.getpid()}\n".encode()
+        assert (out / layout.LOCK).read_bytes() == f"{os.getpid()}\n".encode()
     finally:
         lock.release()
     assert not locked(out)
@@ -102,7 +93,7 @@ def test_a_pid_that_cannot_be_written_leaves_no_stale_pid(tmp_path, monkeypatch,
     """On a full disk the lock is still taken, and the file no longer names the previous run's
     pid (a refused run would name a process that is not the holder): it is empty, '(unknown)'."""
     out = tmp_path / "r"
-    touch(out / LOCK_FILE, "4242\n")  # left by a finished run
+    touch(out / layout.LOCK, "4242\n")  # left by a finished run
 
     def pwrite(fd: int, data: bytes, offset: int) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -110,7 +101,7 @@ def test_a_pid_that_cannot_be_written_leaves_no_stale_pid(tmp_path, monkeypatch,
     monkeypatch.setattr(os, "pwrite", pwrite)
     lock = RunLock(out)
     try:
-        assert locked(out) and (out / LOCK_FILE).read_bytes() == b""
+        assert locked(out) and (out / layout.LOCK).read_bytes() == b""
     finally:
         lock.release()
 
@@ -147,7 +138,7 @@ def test_the_lock_file_is_readable_by_all_writable_by_its_owner(tmp_path) -> Non
     finally:
         os.umask(old)
     lock.release()
-    assert stat.S_IMODE((tmp_path / "r" / LOCK_FILE).stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "r" / layout.LOCK).stat().st_mode) == 0o644
 
 
 @pytest.mark.parametrize(("error", "hint"), [
@@ -160,18 +151,18 @@ def test_a_lock_file_that_cannot_be_created_is_one_line(tmp_path, monkeypatch, e
     real_open = os.open
 
     def fake_open(path, flags, mode=0o777, **kw):
-        if str(path).endswith(LOCK_FILE):
+        if str(path).endswith(layout.LOCK):
             raise error
         return real_open(path, flags, mode, **kw)
 
     monkeypatch.setattr(os, "open", fake_open)
     assert refusal(lambda: RunLock(tmp_path / "r")) == (
-        f"cannot create {tmp_path / 'r' / LOCK_FILE}: {error.strerror}", hint)
+        f"cannot create {tmp_path / 'r' / layout.LOCK}: {error.strerror}", hint)
 
 
 def test_a_lock_in_a_missing_folder_says_the_folder_is_missing(tmp_path) -> None:
     assert refusal(lambda: RunLock(tmp_path / "gone")) == (
-        f"cannot create {tmp_path / 'gone' / LOCK_FILE}: No such file or directory",
+        f"cannot create {tmp_path / 'gone' / layout.LOCK}: No such file or directory",
         "check the path: a folder in it does not exist")
 
 
@@ -203,7 +194,7 @@ def test_a_lock_released_after_a_fork_forgot_it_is_a_no_op(tmp_path, monkeypatch
 # --- appends, run folders and run.json ------------------------------------------------------
 
 def test_an_append_written_one_byte_at_a_time_is_whole(tmp_path, monkeypatch) -> None:
-    path = tmp_path / RESULTS_FILE
+    path = tmp_path / layout.RESULTS
     real_write = os.write
     calls = []
 
@@ -230,9 +221,9 @@ def test_a_run_folder_under_a_file_is_one_line(tmp_path) -> None:
 
 
 def test_a_run_json_that_cannot_be_read_is_one_line(tmp_path) -> None:
-    (tmp_path / "r" / RUN_FILE).mkdir(parents=True)
+    (tmp_path / "r" / layout.RUN).mkdir(parents=True)
     assert refusal(lambda: RunDir(tmp_path / "r", {}, resume=True, kind="attack")) == (
-        f"cannot read {tmp_path / 'r' / RUN_FILE}: Is a directory",
+        f"cannot read {tmp_path / 'r' / layout.RUN}: Is a directory",
         "that path is a folder where a file is needed: choose another path")
 
 
@@ -246,7 +237,7 @@ def test_a_run_json_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, er
 
     monkeypatch.setattr(runs, "atomic_write_json", fail)
     assert refusal(lambda: RunDir(tmp_path / "r", {}, resume=False, kind="attack")) == (
-        f"cannot write {tmp_path / 'r' / RUN_FILE}: {error.strerror}", hint)
+        f"cannot write {tmp_path / 'r' / layout.RUN}: {error.strerror}", hint)
 
 
 def test_run_json_says_the_command_versions_every_models_weights_and_the_summary(
@@ -258,7 +249,7 @@ def test_run_json_says_the_command_versions_every_models_weights_and_the_summary
     second.write_bytes(b"second")
     config = {"model": f"torchscript:{first}", "models": [f"torchscript:{second}", 3]}
     with RunDir(tmp_path / "r", config, resume=False, kind="bench-attacks") as run:
-        record = json.loads((run.path / RUN_FILE).read_text())
+        record = json.loads((run.path / layout.RUN).read_text())
         assert record == {
             "command": "segtk bench attacks --out r", "kind": "bench-attacks",
             "versions": versions(), "git_commit": record["git_commit"],
@@ -266,7 +257,7 @@ def test_run_json_says_the_command_versions_every_models_weights_and_the_summary
                         str(second): hashlib.sha256(b"second").hexdigest()},
             "config": config}
         run.write_run_file({"images": 2})
-        assert json.loads((run.path / RUN_FILE).read_text()) == {**record, "summary": {"images": 2}}
+        assert json.loads((run.path / layout.RUN).read_text()) == {**record, "summary": {"images": 2}}
 
 
 def test_a_resume_with_new_or_changed_settings_names_each(tmp_path) -> None:
@@ -300,8 +291,8 @@ def test_a_setting_added_later_is_its_old_value_where_it_is_missing(tmp_path) ->
 
 def test_remove_temp_files_removes_exactly_the_temps_of_this_run(tmp_path) -> None:
     run = tmp_path / "run"
-    touch(run / RUN_FILE, "{}")
-    touch(run / LOCK_FILE, "")
+    touch(run / layout.RUN, "{}")
+    touch(run / layout.LOCK, "")
     temp_dir = run / ".model.k2.tmp"
     touch(temp_dir / "sub" / "weights.bin")
     outside = touch(tmp_path / "elsewhere" / "keep.bin")
@@ -313,7 +304,7 @@ def test_remove_temp_files_removes_exactly_the_temps_of_this_run(tmp_path) -> No
     # Runs nested in this one clean their own (under their own lock): one with only a run.json,
     # one with only a lock; each beside a temp of this run's, so a walk stopped at the first
     # nested run it meets (instead of skipping it) leaves the other folder's temp behind.
-    for folder, marker in (("a", RUN_FILE), ("b", LOCK_FILE)):
+    for folder, marker in (("a", layout.RUN), ("b", layout.LOCK)):
         removed.add(touch(run / folder / ".table.json.d4.tmp"))
         touch(run / folder / "nested" / marker, "")
         kept.add(touch(run / folder / "nested" / ".results.jsonl.e5.tmp"))

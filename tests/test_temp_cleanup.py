@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from segtk.cli import cli
 from segtk.core._data import temp_file
 from segtk.jobs.train import TrainConfig, train
-from segtk.storage.runs import RUN_FILE, RunDir
+from segtk.storage import layout
+from segtk.storage.runs import RunDir
 
 
 def left_by_a_kill(path: Path) -> Path:
@@ -37,7 +38,7 @@ def test_opening_a_run_removes_its_temp_files_but_not_a_nested_run_s(tmp_path) -
     (temp_dir / "sub" / "weights.bin").write_bytes(b"w")
     nested = out / "train" / "baseline"  # a run of its own: it cleans its temps under its lock
     nested.mkdir(parents=True)
-    (nested / RUN_FILE).write_text("{}")
+    (nested / layout.RUN).write_text("{}")
     theirs = left_by_a_kill(nested / "model.spec")
     kept = [out / "notes.tmp", out / ".hidden"]  # not an atomic write's temp
     for path in kept:
