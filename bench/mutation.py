@@ -89,7 +89,7 @@ GROUPS = {
     "quantise": Group(
         ("segtk/jobs/attack.py",),
         ("tests/test_attack_job.py", "tests/test_attack_job_records.py", "tests/test_fast_paths.py",
-         "tests/test_attack_containment.py",
+         "tests/test_attack_containment.py", "tests/test_attack_records.py",
          "tests/test_bench_attacks.py::test_the_table_scores_the_stored_8bit_images_not_the_float_candidates"),
         functions=("x_image_seed", "x_quantise", "x_evaluate", "xǁSummaryǁtable", "x_summarise",
                    "x_attack_dataset", "x__attack_batch", "x__num"),
@@ -109,9 +109,10 @@ GROUPS = {
         ("tests/test_bench_aggregate.py",
          "tests/test_bench_attacks.py::test_the_table_is_the_mean_and_population_std_of_the_repeats_dataset_miou",
          "tests/test_bench_attacks.py::test_the_table_scores_the_stored_8bit_images_not_the_float_candidates",
-         "tests/test_runs_faults.py::test_bench_tables_are_strict_json"),
-        functions=("x_run_bench", "x__records", "x_curve_label", "x_aggregate", "x__row",
-                   "x__visibility", "x__mean_curve"),
+         "tests/test_runs_faults.py::test_bench_tables_are_strict_json",
+         "tests/test_bench_attack_records.py"),
+        functions=("x_bench_records", "x_run_bench", "x__records", "x_curve_label", "x_aggregate",
+                   "x__row", "x__visibility", "x__mean_curve"),
         what="the bench table: complete repeats, mean ± population std, visibility, curves, resume"),
     "limits": Group(
         ("segtk_http/limits.py",),
