@@ -178,8 +178,11 @@ def test_verified_images_do_not_keep_their_oracle_alive() -> None:
     v = verified.project(0, o.clean[0])
     del o
     assert alive() is None  # freed by reference counting alone, no garbage collection
-    with pytest.raises(SegtkError, match="after their oracle's attack ended"):
+    with pytest.raises(SegtkError) as err:
         verified.score([v])
+    assert (err.value.message, err.value.hint) == (
+        "verified images queried after their oracle's attack ended",
+        "query only during Attack.attack, through its oracle")
     assert model.calls == 0
 
 
