@@ -199,8 +199,7 @@ def _run_bench(run: RunDir | MemoryRun, shards: list[Shard],
             on_start(len(shards), sum(len(s.images) for s in shards))
         run_bench(shards, run, executor, on_records, classes_from_data)
     # with what earlier invocations added
-    records = bench_records(run.done(key="key").values(),
-                            "results" if run.path is None else run.path / layout.RESULTS)
+    records = bench_records(run.done(key="key").values(), run.path and run.path / layout.RESULTS)
     return aggregate(records, with_recorded(shards, records))
 
 

@@ -98,7 +98,7 @@ class BenchAttackRecord(Record):
     white_box: bool = False
 
 
-def bench_records(lines: Iterable[Mapping[str, Any]], source: object = "results") -> list[BenchAttackRecord]:
+def bench_records(lines: Iterable[Mapping[str, Any]], source: Path | None) -> list[BenchAttackRecord]:
     """results.jsonl's lines (`Records.done(key="key")`'s values, or `read_results`'s) as
     BenchAttackRecords; the error a bad one raises names `source` (the file) and its key."""
     return list(BenchAttackRecord.keyed({line["key"]: line for line in lines}, source).values())
@@ -323,8 +323,7 @@ def check_white_box(models: Iterable[str], labels: Iterable[str], device: str = 
 
 def _records(run: Records) -> list[BenchAttackRecord]:
     """The run's finished records (a torn last line is dropped)."""
-    return bench_records(run.done(key="key").values(),
-                         "results" if run.path is None else run.path / layout.RESULTS)
+    return bench_records(run.done(key="key").values(), run.path and run.path / layout.RESULTS)
 
 
 def curve_label(attack: str, eps: float, sweep: Sequence[float]) -> str:

@@ -177,7 +177,7 @@ def attack_dataset(
     computed on; the Python API keeps them in memory when it writes no files)."""
     check_compatible(segmenter, dataset, classes_from_data)  # labels of other classes: noise
     check_gradients(type(attack), segmenter)  # a white-box attack on a labels-only model
-    done = AttackRecord.keyed(run.done(), "results" if run.path is None else run.path / layout.RESULTS)
+    done = AttackRecord.keyed(run.done(), run.path and run.path / layout.RESULTS)  # None: in memory
     pending = [i for i, name in enumerate(dataset.names) if name not in done]
     palette = dataset.palette if dataset.palette is not None else default_palette(len(dataset.classes))
     for name in dataset.names:

@@ -92,9 +92,14 @@ def test_a_line_without_a_key_is_one_error_naming_the_file_the_image_and_the_key
     broken = [json.loads(line) for line in lines(tmp_path / "r")]
     del broken[1]["adv_confusion"]
     path.write_text("".join(json.dumps(r) + "\n" for r in broken))
+    message = f"{path}, img1: a segtk attack record without adv_confusion"
     with pytest.raises(SegtkError) as err:
         AttackRecord.keyed(read_results(path), path)
-    assert err.value.message == f"{path}, img1: a segtk attack record without adv_confusion"
+    assert err.value.message == message
+    with pytest.raises(SegtkError) as resumed, \
+            RunDir(tmp_path / "r", {"t": 1}, True, kind="attack") as run:
+        attack_dataset(DLA(budget=6), TinySegmenter(), dataset(n=2), run)
+    assert resumed.value.message == message
     report = CliRunner().invoke(cli, ["report", str(tmp_path / "r")])
     assert report.exit_code == 1
-    assert f"{path}, img1: a segtk attack record without adv_confusion" in report.output
+    assert message in report.output

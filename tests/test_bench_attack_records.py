@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from segtk.benchmarks.attacks import BenchAttackRecord, aggregate, bench_records, plan, run_bench
 from segtk.cli import cli
+from segtk.core import SegtkError
 from segtk.jobs.executors import InlineExecutor
 from segtk.storage import layout
 from segtk.storage.runs import RunDir
@@ -25,7 +27,7 @@ SHARDS = plan(["demo"], "demo", None, ["dla"], [4], 1, ["scene_000", "scene_001"
 def bench(out: Path, resume: bool = False) -> list[BenchAttackRecord]:
     with RunDir(out, {"t": 1}, resume, kind="bench-attacks") as run:
         run_bench(SHARDS, run, InlineExecutor())
-        return bench_records(run.done(key="key").values())
+        return bench_records(run.done(key="key").values(), out / layout.RESULTS)
 
 
 def lines(out: Path) -> list[bytes]:
@@ -71,7 +73,9 @@ def test_a_line_without_a_key_is_one_error_naming_the_file_the_line_and_the_key(
     broken = [json.loads(line) for line in lines(tmp_path / "b")]
     del broken[1]["confusions"]
     path.write_text("".join(json.dumps(r) + "\n" for r in broken))
+    message = f"{path}, {broken[1]['key']}: a segtk bench attacks record without confusions"
+    with pytest.raises(SegtkError) as resumed:
+        bench(tmp_path / "b", resume=True)
+    assert resumed.value.message == message
     report = CliRunner().invoke(cli, ["report", str(tmp_path / "b")])
-    assert report.exit_code == 1
-    assert (f"{path}, {broken[1]['key']}: a segtk bench attacks record without confusions"
-            in report.output)
+    assert report.exit_code == 1 and message in report.output

@@ -66,7 +66,7 @@ def bench(path: Path, executor, resume: bool = False):
     shards = demo_shards(path / "sheet")
     with RunDir(path, {"t": 1}, resume, kind="bench-attacks") as run:
         run_bench(shards, run, executor)
-        return aggregate(bench_records(run.done(key="key").values()), shards)
+        return aggregate(bench_records(run.done(key="key").values(), None), shards)
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +133,7 @@ def test_ray_executor_equals_local(inline_bench, tmp_path) -> None:
 def test_a_repeat_missing_images_is_left_out_of_the_table(inline_bench) -> None:
     _, done = inline_bench
     shards = demo_shards()
-    records = [r for r in bench_records(read_results(done / "results.jsonl", key="key").values())
+    records = [r for r in bench_records(read_results(done / "results.jsonl", key="key").values(), None)
                if not (r.repeat == 1 and r.image == "scene_002" and r.attack == "dla")]
     part = aggregate(records, shards)
     by = {(r["attack"], r["budget"]): r for r in part.rows}
@@ -189,7 +189,7 @@ def test_the_table_scores_the_stored_8bit_images_not_the_float_candidates(tmp_pa
     shards = plan(["grid"], "grid", None, [attack], [3, 6], 1, grid_world.names, 2, 8.0, 0, 2)
     run = RunDir(tmp_path / "b", {"t": 1}, False, kind="bench-attacks")
     run_bench(shards, run, InlineExecutor())
-    result = aggregate(bench_records(run.done(key="key").values()), shards)
+    result = aggregate(bench_records(run.done(key="key").values(), None), shards)
     assert min(result.curves["grid"][attack]) == 0  # the float candidates fool the model (proxy)...
     by = {(r["attack"], r["budget"]): r["miou_mean"] for r in result.rows}
     assert by[("clean", 0)] == 100
