@@ -11,7 +11,14 @@ from typing import Any
 from segtk.api.loading import comma_list, data_of, pairs_of, spec_of, specs_only, split_of
 from segtk.api.results import Table
 from segtk.benchmarks.edit_quality import build_metrics, measure_quality, write_quality
-from segtk.benchmarks.edits import aggregate, build_subsets, plan, run_bench, write_outputs
+from segtk.benchmarks.edits import (
+    ScoreLine,
+    aggregate,
+    build_subsets,
+    plan,
+    run_bench,
+    write_outputs,
+)
 from segtk.compat import check_models
 from segtk.core import (
     CLASSICAL,
@@ -40,7 +47,9 @@ from segtk.jobs.edit import (
     prompt_settings,
     run_config,
 )
+from segtk.jobs.edit_records import EditLine, SkipLine
 from segtk.jobs.executors import make_executor
+from segtk.storage.layout import QUALITY_CSV, RESULTS
 from segtk.storage.runs import RunDir
 
 __all__ = ["edit", "bench_edits", "BENCH_ATTRIBUTES", "selection_config"]
@@ -87,7 +96,7 @@ def edit(data: str | Dataset, editor: str, values: str | Sequence[str] | None = 
          captioner_params: Mapping[str, Any] | Iterable[str] | None = None,
          sheet_rows: int = 12, save_sources: bool = True,
          on_start: Callable[[int], None] | None = None,
-         on_edit: Callable[[dict[str, Any]], None] | None = None,
+         on_edit: Callable[[EditLine | SkipLine], None] | None = None,
          on_table: Callable[[Table], None] | None = None,
          warn: Callable[[str], None] = _warn) -> Table:
     """Edit an attribute of `data`'s labelled images with the editor plugin `editor` into an
@@ -98,8 +107,9 @@ def edit(data: str | Dataset, editor: str, values: str | Sequence[str] | None = 
     parameters (a dict, or KEY=VALUE items); `filters` and `filter_params` ({NAME: {KEY:
     VALUE}}): noise filters; `captioner` (with `captioner_params`, a dict or KEY=VALUE items):
     the captioner plugin that writes each image's source caption P. Returns the counts as rows (outcome "edited" or "skipped: REASON",
-    edits, source_images) with `details` holding the manifest records ("edited"), the skipped
-    ones ("skipped"), the "values" and the number of source "images". Raises SegtkError when
+    edits, source_images) with `details` holding the manifest records ("edited": EditLine, each
+    also read as its line's dict), the skipped ones ("skipped": SkipLine), the "values" and the
+    number of source "images"; `on_edit` sees each of those records. Raises SegtkError when
     every planned edit was skipped, after `on_table` has seen the table. `device` (cpu, cuda,
     cuda:N, auto) goes to the backend and filters that take a `device` parameter not given in
     `params`/`filter_params`; None leaves them their own default.
@@ -211,7 +221,7 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
     if not model_list or not attrs:
         raise SegtkError("--models and --attributes must name at least one each")
     out_dir = Path(out)
-    if not resume and (out_dir / "results.jsonl").exists():
+    if not resume and (out_dir / RESULTS).exists():
         raise SegtkError(f"{out_dir} already holds results",
                          hint="pass --resume to continue that run, or choose another --out")
     where = str(resolve_device(device))
@@ -259,12 +269,13 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
             on_start(len(shards), sum(len(s.images) for s in shards))
         run_bench(shards, run, make_executor(executor, workers, address, where), on_records,
                   classes_from_data)
-        result = aggregate(list(run.done(key="key").values()), shards)
+        result = aggregate(list(ScoreLine.keyed(run.done(key="key"), out_dir / RESULTS).values()),
+                           shards)
         if metrics:
             result["quality"] = measure_quality(subsets, metrics, _warn)
         files = write_outputs(result, out_dir)
         if metrics:
-            files.append(write_quality(result["quality"], out_dir / "quality.csv"))
+            files.append(write_quality(result["quality"], out_dir / QUALITY_CSV))
     rows = [{"model": m, "subset": s, "miou": v, "images": result["images"][m][s]}
             for m in result["models"] for s, v in result["miou"][m].items()]
     return Table(rows, out=out_dir, files=files, details=result)

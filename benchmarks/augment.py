@@ -6,7 +6,8 @@
    with the same seed (so the same data order and crops), into OUT/train/LABEL (`segtk train`'s
    job; an interrupted one continues with --resume).
 3. The start model and every trained model are scored on Original and each edited subset
-   (records in OUT/results.jsonl, resumable), and the table is Tab. IV's layout: one row per
+   (records in OUT/results.jsonl, resumable: bench edits' `benchmarks.edits.ScoreLine`, since
+   the same shards score them), and the table is Tab. IV's layout: one row per
    augmentation, mIoU on Original and each subset, and mR = RmIoU / mIoU(reference) per group
    (appearance: reference Original, or Recon with the diffusion backend; geometry:
    Original-object), as `segtk bench edits` computes it.
@@ -28,23 +29,33 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from segtk.benchmarks.edits import ORIGINAL, Subset, aggregate, build_subsets, plan, run_bench
+from segtk.benchmarks.edits import (
+    ORIGINAL,
+    ScoreLine,
+    Subset,
+    aggregate,
+    build_subsets,
+    plan,
+    run_bench,
+)
 from segtk.compat import check_models
 from segtk.core import SegtkError, atomic_write_bytes, load_dataset, parse_augment
 from segtk.imaging import save_figure
 from segtk.jobs.executors import make_executor
-from segtk.jobs.train import SPEC_FILE, StepHook, TrainConfig, read_spec, train
-from segtk.storage.runs import (
-    RESULTS_FILE,
-    RUN_FILE,
-    RunDir,
-    atomic_write_json,
-    load_run_file,
-    read_results,
+from segtk.jobs.train import StepHook, TrainConfig, read_spec, train
+from segtk.storage.layout import (
+    MIOU_CHART,
+    MODEL_SPEC,
+    RESULTS,
+    RUN,
+    TABLE_CSV,
+    TABLE_JSON,
+    TABLE_VI,
+    TRAIN,
 )
+from segtk.storage.runs import RunDir, atomic_write_json, load_run_file, read_results
 
 START = "start"
-TABLE_VI = "table_vi.csv"
 ALL_ORIGINAL = "original-all"  # every evaluation image, unedited (Tab. VI)
 
 
@@ -90,7 +101,7 @@ def eval_seed_for(out: str | Path, resume: bool, eval_seed: int | None, seed: in
     """The evaluation seed a run uses: `eval_seed` if given, else 0 for a new run and the
     recorded one on --resume; None (the training seed) for a resumed run made before
     eval_seed existed, which seeded its subsets with the training seed."""
-    record = load_run_file(Path(out) / RUN_FILE) if resume else None
+    record = load_run_file(Path(out) / RUN) if resume else None
     config = (record or {}).get("config", {})
     if record is None or "eval_seed" in config:
         return eval_seed if eval_seed is not None else config.get("eval_seed", 0)
@@ -127,7 +138,7 @@ def run(bench: AugmentBench, out: str | Path, resume: bool = False,
     """Build subsets, train every augmentation, score, aggregate; returns the table."""
     out = Path(out)
     labels = check_labels(bench.augments)
-    if not resume and (out / "results.jsonl").exists():
+    if not resume and (out / RESULTS).exists():
         raise SegtkError(f"{out} already holds results",
                          hint="pass --resume to continue that run, or choose another --out")
     training = bench.training
@@ -146,10 +157,10 @@ def run(bench: AugmentBench, out: str | Path, resume: bool = False,
     for folder in trained_earlier(out, labels, training.epochs):  # the table covers them too
         specs[folder.name] = read_spec(folder)
     for augment, label in zip(bench.augments, labels):
-        folder = out / "train" / label
+        folder = out / TRAIN / label
         if on_train:
             on_train(label, {"augment": augment, "out": str(folder)})
-        train(bench.train_config(augment), folder, resume=(folder / "run.json").exists(),
+        train(bench.train_config(augment), folder, resume=(folder / RUN).exists(),
               on_step=on_step)
         specs[label] = read_spec(folder)
     shards = plan(list(specs.values()), scored, chunk=8, batch_size=4, device=training.device)
@@ -158,7 +169,7 @@ def run(bench: AugmentBench, out: str | Path, resume: bool = False,
     with RunDir(out, bench.record(), resume=True, may_differ=("augments",),
                 kind="bench-augment") as results:
         run_bench(shards, results, make_executor("inline"), on_records, training.classes_from_data)
-        records = list(results.done(key="key").values())
+        records = list(ScoreLine.keyed(results.done(key="key"), out / RESULTS).values())
     table = aggregate(records, shards)
     return tabulate(table, specs, [s.name for s in subsets])
 
@@ -177,12 +188,12 @@ def every_image(subsets: Sequence[Subset], data: str, split: str | None,
 def trained_earlier(out: Path, labels: Sequence[str], epochs: int) -> list[Path]:
     """OUT/train/LABEL folders an earlier invocation trained to the end (a --resume may add
     augmentations and leave the earlier ones out of --augment) that `labels` do not list."""
-    root = out / "train"
+    root = out / TRAIN
     if not root.is_dir():
         return []
     return [folder for folder in sorted(root.iterdir())
-            if folder.name not in labels and (folder / SPEC_FILE).is_file()
-            and len(read_results(folder / RESULTS_FILE, key="key")) >= epochs]
+            if folder.name not in labels and (folder / MODEL_SPEC).is_file()
+            and len(read_results(folder / RESULTS, key="key")) >= epochs]
 
 
 def tabulate(table: dict[str, Any], specs: dict[str, str], subsets: list[str]) -> dict[str, Any]:
@@ -256,11 +267,11 @@ def write_outputs(result: dict[str, Any], out: Path) -> list[Path]:
         mrs = [row[f"mr_{g}"] for g in result["groups"]]
         writer.writerow([values[0], *("" if v is None else f"{v:.4f}" for v in mious + mrs),
                          row["model"]])
-    atomic_write_bytes(out / "table.csv", buf.getvalue().encode())
-    atomic_write_json(out / "table.json", result)
-    plot(result, out / "miou.png")
+    atomic_write_bytes(out / TABLE_CSV, buf.getvalue().encode())
+    atomic_write_json(out / TABLE_JSON, result)
+    plot(result, out / MIOU_CHART)
     write_original(result, out / TABLE_VI)
-    return [out / "table.csv", out / "table.json", out / "miou.png", out / TABLE_VI]
+    return [out / TABLE_CSV, out / TABLE_JSON, out / MIOU_CHART, out / TABLE_VI]
 
 
 def plot(result: dict[str, Any], path: Path) -> None:

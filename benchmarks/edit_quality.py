@@ -24,7 +24,9 @@ from segtk.core import (
     read_image,
     read_label,
 )
-from segtk.jobs.edit import MANIFEST, parse_filter_params
+from segtk.jobs.edit import parse_filter_params
+from segtk.jobs.edit_records import EditLine
+from segtk.storage.layout import IMAGES, MANIFEST, MASKS, SOURCE
 from segtk.storage.runs import read_results
 
 EDITED = "edited:"
@@ -43,21 +45,20 @@ def build_metrics(names: Sequence[str], items: Iterable[str] = ()) -> list[Metri
 
 def quality_pairs(folder: Path, names: Sequence[str]) -> list[QualityPair]:
     """The edits `names` of the edited subset in `folder`, as metric pairs (manifest order)."""
-    records = read_results(folder / MANIFEST, key="name")
+    records = EditLine.keyed(read_results(folder / MANIFEST, key="name"), folder / MANIFEST)
     pairs = []
     for name in names:
         rec = records.get(name)
         if rec is None:
             raise SegtkError(f"{folder / MANIFEST} has no edit {name!r}",
                              hint="rerun bench edits with --resume to rebuild the subset")
-        source = folder / "source" / "images" / f"{rec['source']}.png"
+        source = folder / SOURCE / IMAGES / f"{rec.source}.png"
         if not source.is_file():
             raise SegtkError(f"{source} is missing: the editing quality needs the source images",
                              hint="the edit job saves them (save_sources); rebuild the subset")
-        mask = read_label(folder / "masks" / f"{name}.png") > 0
-        pairs.append(QualityPair(read_image(source), read_image(folder / "images" / f"{name}.png"),
-                                 mask, str(rec.get("prompt_source") or ""),
-                                 str(rec.get("prompt") or "")))
+        mask = read_label(folder / MASKS / f"{name}.png") > 0
+        pairs.append(QualityPair(read_image(source), read_image(folder / IMAGES / f"{name}.png"),
+                                 mask, str(rec.prompt_source or ""), str(rec.prompt or "")))
     return pairs
 
 

@@ -75,6 +75,8 @@ from segtk.jobs.edit import (
     parse_filter_params,
     run_config,
 )
+from segtk.storage.layout import EDITS, MASKS, MIOU_CHART, TABLE_CSV, TABLE_JSON
+from segtk.storage.records import Record
 from segtk.storage.runs import RunDir, atomic_write_json
 
 ORIGINAL, RECON, ORIGINAL_OBJECT = "original", "recon", "original-object"
@@ -109,7 +111,23 @@ class Shard:
         return f"{self.model}|{self.subset.name}|{image}"
 
 
-def run_shard(shard: Shard) -> list[dict[str, Any]]:
+@dataclass(kw_only=True)
+class ScoreLine(Record):
+    """A results.jsonl line of `segtk bench edits` (and of `segtk bench augment`, which scores
+    with the same shards): one model's confusion matrix on one image of one subset."""
+
+    KIND = "score record"
+
+    key: str  # MODEL|SUBSET|IMAGE (Shard.key): what --resume skips
+    model: str
+    subset: str
+    kind: str = ""  # the subset's editor kind (its mR group); "" for the references and in
+    #                 runs made before it was recorded
+    image: str
+    confusion: list[list[int]]  # [true class][predicted class]
+
+
+def run_shard(shard: Shard) -> list[ScoreLine]:
     """Score one chunk of one subset with one model: a record (confusion) per image."""
     model = cached_segmenter(shard.model, shard.device)
     sub = shard.subset
@@ -129,9 +147,9 @@ def run_shard(shard: Shard) -> list[dict[str, Any]]:
                         else torch.zeros_like(label, dtype=torch.bool))
                 label = torch.where(mask, label, torch.full_like(label, ignore))
             conf = confusion(pred[i], label, k, ignore)[0]
-            records.append({"key": shard.key(item.name), "model": shard.model,
-                            "subset": sub.name, "kind": sub.kind, "image": item.name,
-                            "confusion": conf.tolist()})
+            records.append(ScoreLine(key=shard.key(item.name), model=shard.model,
+                                     subset=sub.name, kind=sub.kind, image=item.name,
+                                     confusion=conf.tolist()))
     return records
 
 
@@ -179,7 +197,7 @@ def build_subsets(data_spec: str, split: str | None, limit: int | None, attribut
         flts = [build_filter(n, opts[n]) for n in filters] if attr != RECON else []
         writer = prompt_writer if prompt_writer is not None and editor.prompt_templates else None
         for subset, subset_vals in subset_values(attr, editor, list(dict.fromkeys(vals))):
-            path = out / "edits" / subset
+            path = out / EDITS / subset
             settings = EditConfig(subset_vals, seed=seed, sheet_rows=6, filters=flts,
                                   prompt_writer=writer, pick=pick, object_centric=object_centric,
                                   min_area=min_area, objects=objects, things_only=things_only,
@@ -192,7 +210,7 @@ def build_subsets(data_spec: str, split: str | None, limit: int | None, attribut
             summary = edit_dataset(editor, data, run, settings)
             if on_subset:
                 on_subset(subset, summary)
-            edited = [r["name"] for r in summary.edited]
+            edited = [r.name for r in summary.edited]
             built.append((subset, path, edited, "" if attr == RECON else editor.kind))
     sources = sorted({n.split("__")[0] for _, _, edited, _ in built for n in edited})
     if not sources:
@@ -202,7 +220,7 @@ def build_subsets(data_spec: str, split: str | None, limit: int | None, attribut
     geo_sources = sorted({n.split("__")[0] for _, _, edited, kind in built
                           if kind == "geometry" for n in edited})
     if geo_sources:  # the geometry reference: source images scored on their object's pixels
-        masks = object_masks(data, geo_sources, out / "edits" / ORIGINAL_OBJECT / "masks",
+        masks = object_masks(data, geo_sources, out / EDITS / ORIGINAL_OBJECT / MASKS,
                              min_area, objects, things)
         subsets.append(Subset(ORIGINAL_OBJECT, data_spec, split,
                               tuple(s for s in data.names if s in set(geo_sources)), True, masks))
@@ -210,7 +228,7 @@ def build_subsets(data_spec: str, split: str | None, limit: int | None, attribut
         geometry = kind == "geometry"
         if edited:
             subsets.append(Subset(subset, f"edited:{path}", None, tuple(edited), geometry,
-                                  str(path / "masks") if geometry else None, kind))
+                                  str(path / MASKS) if geometry else None, kind))
     return subsets
 
 
@@ -256,7 +274,7 @@ def run_bench(shards: Sequence[Shard], run: RunDir, executor,
         on_records(sum(len(s.images) for s in shards) - sum(len(s.images) for s in todo))
     for records in executor.map(run_shard, todo):
         for rec in records:
-            run.append(rec)
+            run.append(rec.to_json())
         if on_records:
             on_records(len(records))
 
@@ -272,16 +290,16 @@ def subset_miou(conf: torch.Tensor, object_only: bool = False) -> float:
     return float(ious[present].mean()) if bool(present.any()) else float("nan")
 
 
-def aggregate(records: Sequence[dict[str, Any]], shards: Sequence[Shard]) -> dict[str, Any]:
+def aggregate(records: Sequence[ScoreLine], shards: Sequence[Shard]) -> dict[str, Any]:
     """{"miou": {model: {subset: %}}, "images": ..., "groups": [rows with RmIoU and mR]}."""
     wanted = {s.key(i) for s in shards for i in s.images}
     totals: dict[tuple[str, str], torch.Tensor] = {}
     counts: dict[tuple[str, str], int] = defaultdict(int)
     for rec in records:
-        if rec["key"] not in wanted:
+        if rec.key not in wanted:
             continue
-        key = (rec["model"], rec["subset"])
-        conf = torch.tensor(rec["confusion"])
+        key = (rec.model, rec.subset)
+        conf = torch.tensor(rec.confusion)
         totals[key] = totals[key] + conf if key in totals else conf
         counts[key] += 1
     models = list(dict.fromkeys(s.model for s in shards))
@@ -325,10 +343,10 @@ def write_outputs(result: dict[str, Any], out: Path) -> list[Path]:
     for g in result["groups"]:
         w.writerow([g["model"], g["group"], g["reference"], f"{g['reference_miou']:.4f}",
                     f"{g['rmiou']:.4f}", f"{g['mr']:.4f}", " ".join(g["subsets"])])
-    atomic_write_bytes(out / "table.csv", buf.getvalue().encode())
-    atomic_write_json(out / "table.json", result)  # strict: a subset without a class is NaN
-    plot(result, out / "miou.png")
-    return [out / "table.csv", out / "table.json", out / "miou.png"]
+    atomic_write_bytes(out / TABLE_CSV, buf.getvalue().encode())
+    atomic_write_json(out / TABLE_JSON, result)  # strict: a subset without a class is NaN
+    plot(result, out / MIOU_CHART)
+    return [out / TABLE_CSV, out / TABLE_JSON, out / MIOU_CHART]
 
 
 def plot(result: dict[str, Any], path: Path) -> None:

@@ -34,6 +34,7 @@ from segtk.core import (
 )
 from segtk.jobs.edit import PICKS
 from segtk.reports.writer import write_report
+from segtk.storage.layout import QUALITY_CSV, RUN
 
 
 def values_items(values: dict[str, list[str]]) -> tuple[str, ...]:
@@ -138,7 +139,7 @@ RECORDED = {
 @click.option("--quality", default="", metavar="METRIC[,METRIC]",
               help="Editing-quality metrics measured on every edited subset (Gen4Seg Tables I, "
                    "VII-IX), e.g. clip-accuracy,masked-lpips,dino-distance,fd (metric plugins, "
-                   "see `segtk plugins`). Written to OUT/quality.csv.")
+                   f"see `segtk plugins`). Written to OUT/{QUALITY_CSV}.")
 @click.option("--metric-param", "metric_params", multiple=True, metavar="NAME.KEY=VALUE",
               help="Metric option (repeat for several), e.g. --metric-param "
                    "clip-accuracy.model=DIR --metric-param masked-lpips.weights=FILE.")
@@ -149,7 +150,7 @@ RECORDED = {
               show_default=True)
 @click.option("--resume", is_flag=True,
               help="Keep finished results in OUT and run the rest; the options left out are "
-                   "read from OUT/run.json.")
+                   f"read from OUT/{RUN}.")
 @quiet_option
 @click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
 @resumable("bench-edits", RECORDED)

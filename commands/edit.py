@@ -33,7 +33,9 @@ from segtk.core import (
     parse_pairs,
 )
 from segtk.jobs.edit import PICKS
+from segtk.jobs.edit_records import EditLine, SkipLine
 from segtk.reports.writer import write_report
+from segtk.storage.layout import CONTACT_SHEET, SOURCE
 
 # Where run.json records each option (see commands.resume and jobs.edit.run_config). --values,
 # --param and --filter-param are compared by the run's config (only the editor and filters
@@ -182,8 +184,8 @@ def edit(editor_name, values, backend, device, data_spec, split, limit, out, var
             console.print(f"  {reason}: {SKIP_REASONS.get(reason, '')}")
 
     with JobProgress() as bar:
-        def tick(rec) -> None:
-            status = rec["name"] + (f": skipped ({rec['reason']})" if "reason" in rec else "")
+        def tick(rec: EditLine | SkipLine) -> None:
+            status = rec.name + (f": skipped ({rec.reason})" if isinstance(rec, SkipLine) else "")
             bar.advance(1, status=status)
 
         api.edit(
@@ -198,8 +200,8 @@ def edit(editor_name, values, backend, device, data_spec, split, limit, out, var
             on_edit=tick, on_table=show, warn=warn)
     result_line(f"edited dataset: {out}", f"  (read it with --data edited:{out})")
     if save_sources:
-        result_line(f"originals: {out / 'source'}", f"  (--data folder:{out / 'source'})")
-    if (out / "contact_sheet.png").exists():
-        result_line(f"contact sheet: {out / 'contact_sheet.png'}")
+        result_line(f"originals: {out / SOURCE}", f"  (--data folder:{out / SOURCE})")
+    if (out / CONTACT_SHEET).exists():
+        result_line(f"contact sheet: {out / CONTACT_SHEET}")
     if write_html:
         result_line(f"report: {write_report(out)}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -19,14 +20,19 @@ from segtk.core import (
     DataError,
     Dataset,
     Item,
+    SegtkError,
     check_flat_split,
     default_palette,
     read_image,
     read_label,
 )
+from segtk.jobs.edit_records import EditLine
+from segtk.storage.layout import CLASSES, IMAGES, LABELS, MANIFEST
+from segtk.storage.records import Record
 
 LabelReader = Callable[[Path], np.ndarray]
 Pairs = list[tuple[str, Callable[[], Item]]]
+R = TypeVar("R", bound=Record)
 
 CAMVID_CLASSES = [
     "sky", "building", "pole", "road", "pavement", "tree",
@@ -143,7 +149,7 @@ def pair_folders(
 
 
 def read_classes(path: Path) -> list[str]:
-    file = path / "classes.txt"
+    file = path / CLASSES
     if not file.is_file():
         raise DataError(
             f"{file}: not found",
@@ -158,8 +164,8 @@ def read_classes(path: Path) -> list[str]:
 def folder_dataset(root: Path, name: str, hint: str) -> Dataset:
     """images/ + labels/ (same stems) + classes.txt; labels hold ids (P or grey PNGs)."""
     classes = read_classes(root)
-    image_dir = _dir(root / "images", "images", hint)
-    pairs = pair_folders(image_dir, _dir(root / "labels", "labels", hint), read_label)
+    image_dir = _dir(root / IMAGES, "images", hint)
+    pairs = pair_folders(image_dir, _dir(root / LABELS, "labels", hint), read_label)
     return Dataset(
         name, classes, require_images(pairs, image_dir), palette=default_palette(len(classes))
     )
@@ -172,8 +178,29 @@ def load_folder(arg: str, split: str | None) -> Dataset:
     return folder_dataset(root, f"folder:{root.name}", hint)
 
 
-def read_manifest(file: Path) -> list[dict]:
-    """manifest.jsonl: one JSON object per line, kept as it is in Dataset.extra['manifest']."""
+def read_manifest(file: Path) -> list[dict[str, Any]]:
+    """manifest.jsonl: one JSON object per line, kept as it is in Dataset.extra['manifest'];
+    each must be an edit's line (jobs.edit_records.EditLine: name, source, value at least)."""
+    lines = _json_lines(file)
+    _records(lines, file, EditLine)
+    return [record for _, record in lines]
+
+
+def read_lines(file: Path, record: type[R]) -> list[R]:
+    """A JSON-lines file of an edit run (manifest.jsonl, skipped.jsonl) as its records."""
+    return _records(_json_lines(file), file, record)
+
+
+def _records(lines: list[tuple[int, dict[str, Any]]], file: Path, record: type[R]) -> list[R]:
+    try:
+        return [record.from_json(line, where=f"{file}:{number}") for number, line in lines]
+    except SegtkError as exc:
+        raise DataError(exc.message, hint=f"{file.name} is written by `segtk edit`; rerun it "
+                                          "to rewrite it") from exc
+
+
+def _json_lines(file: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, JSON object) for each line that is not blank."""
     records = []
     for number, line in enumerate(file.read_text().splitlines(), 1):
         if not line.strip():
@@ -183,11 +210,11 @@ def read_manifest(file: Path) -> list[dict]:
         except json.JSONDecodeError as exc:
             raise DataError(
                 f"{file}:{number}: not valid JSON ({exc.msg})",
-                hint="manifest.jsonl holds one JSON object per line; rerun `segtk edit` to rewrite it",
+                hint=f"{file.name} holds one JSON object per line; rerun `segtk edit` to rewrite it",
             ) from exc
         if not isinstance(record, dict):
             raise DataError(f"{file}:{number}: expected a JSON object, got {type(record).__name__}")
-        records.append(record)
+        records.append((number, record))
     return records
 
 
@@ -197,7 +224,7 @@ def load_edited(arg: str, split: str | None) -> Dataset:
     root = dataset_root(arg, "edited", hint)
     check_flat_split(root, split, (), "edited")
     dataset = folder_dataset(root, f"edited:{root.name}", hint)
-    manifest = root / "manifest.jsonl"
+    manifest = root / MANIFEST
     if manifest.is_file():
         dataset.extra["manifest"] = read_manifest(manifest)
     return dataset

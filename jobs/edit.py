@@ -64,11 +64,19 @@ from segtk.core import (
 )
 from segtk.imaging import overlay
 from segtk.jobs.attack import image_seed
+from segtk.jobs.edit_records import EditLine, SkipLine
 from segtk.storage import runs
-
-RUN_FILE, MANIFEST, SKIPPED = "run.json", "manifest.jsonl", "skipped.jsonl"
-SHEET = "contact_sheet.png"
-
+from segtk.storage.layout import (
+    CLASSES,
+    CONTACT_SHEET,
+    FILTERS,
+    IMAGES,
+    LABELS,
+    MANIFEST,
+    MASKS,
+    SKIPPED,
+    SOURCE,
+)
 
 PICKS = ("all", "one")
 DEFAULT_PROMPT_WRITER = "lm"  # segtk-lm-prompts: a local chat LM in the --prompt-model folder
@@ -99,9 +107,9 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-def append_line(path: Path, record: dict[str, Any]) -> None:
+def append_line(path: Path, record: EditLine | SkipLine) -> None:
     """One JSON line, whole or not at all (see runs.append_line)."""
-    runs.append_line(path, jsonable(record))
+    runs.append_line(path, jsonable(record.to_json()))
 
 
 class EditRun(runs.RunDir):
@@ -120,12 +128,20 @@ class EditRun(runs.RunDir):
         super().__init__(path, jsonable(config), resume, kind="edit")
 
     def done(self, key: str = "name") -> dict[str, dict[str, Any]]:
-        """The edited samples by name (manifest.jsonl)."""
+        """The edited samples' lines by name (manifest.jsonl)."""
         return super().done(key)
 
     def skipped(self) -> dict[str, dict[str, Any]]:
-        """The skipped edits by name (skipped.jsonl)."""
+        """The skipped edits' lines by name (skipped.jsonl)."""
         return runs.read_results(self.path / SKIPPED, key="name", repair=not self.read_only)
+
+    def edits(self) -> dict[str, EditLine]:
+        """The edited samples by name."""
+        return EditLine.keyed(self.done(), self.path / MANIFEST)
+
+    def skips(self) -> dict[str, SkipLine]:
+        """The skipped edits by name."""
+        return SkipLine.keyed(self.skipped(), self.path / SKIPPED)
 
 
 def run_config(editor: Editor, plugin: str, backend: str, data: str, split: str | None,
@@ -163,22 +179,22 @@ def run_config(editor: Editor, plugin: str, backend: str, data: str, split: str 
 @dataclass
 class EditSummary:
     planned: int = 0
-    edited: list[dict[str, Any]] = field(default_factory=list)
-    skipped: list[dict[str, Any]] = field(default_factory=list)
+    edited: list[EditLine] = field(default_factory=list)
+    skipped: list[SkipLine] = field(default_factory=list)
 
     def table(self) -> list[tuple[str, int, int]]:
         """(row, edits, source images): edited, then each skip reason."""
-        rows = [("edited", len(self.edited), len({r["source"] for r in self.edited}))]
-        reasons = Counter(r["reason"] for r in self.skipped)
+        rows = [("edited", len(self.edited), len({r.source for r in self.edited}))]
+        reasons = Counter(r.reason for r in self.skipped)
         for reason in sorted(reasons):
-            sources = {r["source"] for r in self.skipped if r["reason"] == reason}
+            sources = {r.source for r in self.skipped if r.reason == reason}
             rows.append((f"skipped: {reason}", reasons[reason], len(sources)))
         return rows
 
     def as_dict(self) -> dict[str, Any]:
         return {"planned": self.planned, "edited": len(self.edited),
-                "skipped": dict(Counter(r["reason"] for r in self.skipped)),
-                "sources_edited": len({r["source"] for r in self.edited})}
+                "skipped": dict(Counter(r.reason for r in self.skipped)),
+                "sources_edited": len({r.source for r in self.edited})}
 
 
 NO_EDIT_ADVICE = {  # skip reason -> what to change
@@ -194,11 +210,11 @@ NO_EDIT_ADVICE = {  # skip reason -> what to change
 def no_edits(summary: EditSummary, out: Path) -> SegtkError:
     """The error of a run in which every planned edit was skipped (an exit 0 would pass for a
     result): how many, why, and where each image's reason is."""
-    reasons = Counter(r["reason"] for r in summary.skipped)
+    reasons = Counter(r.reason for r in summary.skipped)
     why = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
-    sources = len({r["source"] for r in summary.skipped})
+    sources = len({r.source for r in summary.skipped})
     example = summary.skipped[0] if summary.skipped else None
-    seen = f" (e.g. {example['source']}: {example['detail'] or example['reason']})" if example else ""
+    seen = f" (e.g. {example.source}: {example.detail or example.reason})" if example else ""
     advice = dict.fromkeys(NO_EDIT_ADVICE.get(r.split(":")[0], "") for r in reasons)
     return SegtkError(f"no edit made: all {summary.planned} planned edits of {sources} images were "
                       f"skipped ({why or 'nothing planned'})",
@@ -278,7 +294,7 @@ def object_things(dataset: Dataset, config: EditConfig) -> list[str] | None:
 
 
 def edit_dataset(editor: Editor, dataset: Dataset, run: EditRun, config: EditConfig,
-                 on_edit: Callable[[dict[str, Any]], None] | None = None) -> EditSummary:
+                 on_edit: Callable[[EditLine | SkipLine], None] | None = None) -> EditSummary:
     """Edit every (source image, value, variant) not yet done; return counts over the whole run.
 
     `config.filters` (Gen4Seg noise filtering) judge each edit before it is written: sample
@@ -305,12 +321,12 @@ def edit_dataset(editor: Editor, dataset: Dataset, run: EditRun, config: EditCon
     filters = sorted(config.filters, key=lambda f: 0 if f.stage == "sample" else 1)
     for flt in filters:
         if hasattr(flt, "prepare"):
-            flt.prepare(dataset, out / "filters")
+            flt.prepare(dataset, out / FILTERS)
     palette = dataset.palette if dataset.palette is not None else default_palette(len(dataset.classes))
-    atomic_write_bytes(out / "classes.txt", ("\n".join(dataset.classes) + "\n").encode())
+    atomic_write_bytes(out / CLASSES, ("\n".join(dataset.classes) + "\n").encode())
     if save_sources:
-        atomic_write_bytes(out / "source" / "classes.txt", ("\n".join(dataset.classes) + "\n").encode())
-    done, skipped = run.done(), run.skipped()
+        atomic_write_bytes(out / SOURCE / CLASSES, ("\n".join(dataset.classes) + "\n").encode())
+    done, skipped = run.edits(), run.skips()
     level = editor.level
     backend = getattr(editor, "backend", "classical")
     backend = backend if isinstance(backend, str) else "editor-defined"
@@ -318,10 +334,17 @@ def edit_dataset(editor: Editor, dataset: Dataset, run: EditRun, config: EditCon
     per_image = 1 if config.pick == "one" else len(values)
     summary = EditSummary(planned=len(dataset) * per_image * variants)
 
-    def finish(record: dict[str, Any], skip: bool) -> None:
-        (summary.skipped if skip else summary.edited).append(record)
+    def finish(record: EditLine | SkipLine) -> None:
+        if isinstance(record, SkipLine):
+            summary.skipped.append(record)
+        else:
+            summary.edited.append(record)
         if on_edit:
             on_edit(record)
+
+    def skip(record: SkipLine) -> None:
+        append_line(out / SKIPPED, record)
+        finish(record)
 
     for index, source in enumerate(dataset.names):
         chosen = [picked_value(values, seed, source)] if config.pick == "one" else values
@@ -329,9 +352,9 @@ def edit_dataset(editor: Editor, dataset: Dataset, run: EditRun, config: EditCon
         todo = []
         for value, k, name in plan:
             if name in done:
-                finish(done[name], False)
+                finish(done[name])
             elif name in skipped:
-                finish(skipped[name], True)
+                finish(skipped[name])
             else:
                 todo.append((value, k, name))
         if not todo:
@@ -354,11 +377,9 @@ def edit_dataset(editor: Editor, dataset: Dataset, run: EditRun, config: EditCon
         if config.captioner is not None and not isinstance(prepared, Skip):
             prepared.prompt = write_caption(config.captioner, prepared)
         for value, k, name in todo:
-            base = {"name": name, "source": source, "value": value, "variant": k}
+            skipped_as = SkipLine(name=name, source=source, value=value, variant=k, reason="")
             if isinstance(prepared, Skip):
-                record = {**base, "reason": prepared.reason, "detail": prepared.detail}
-                append_line(out / SKIPPED, record)
-                finish(record, True)
+                skip(replace(skipped_as, reason=prepared.reason, detail=prepared.detail))
                 continue
             sample_seed = image_seed(seed, name)
             try:
@@ -367,50 +388,42 @@ def edit_dataset(editor: Editor, dataset: Dataset, run: EditRun, config: EditCon
                             passthrough=(SkipSample,)):
                     edited = editor.edit(prepared, value, np.random.default_rng(sample_seed))
             except SkipSample as exc:
-                record = {**base, "reason": exc.reason, "detail": exc.detail}
-                append_line(out / SKIPPED, record)
-                finish(record, True)
+                skip(replace(skipped_as, reason=exc.reason, detail=exc.detail))
                 continue
             check_edit(edited, prepared, len(dataset.classes), who)
             edited, scores, rejected = apply_filters(filters, prepared, edited, name)
             if rejected:
-                record = {**base, "reason": f"filtered:{rejected}", "detail": "",
-                          "filters": scores}
-                append_line(out / SKIPPED, record)
-                finish(record, True)
+                skip(replace(skipped_as, reason=f"filtered:{rejected}", filters=scores))
                 continue
             if save_sources and item is not None:
-                src_dir = out / "source"
-                if not (src_dir / "images" / f"{source}.png").exists():
-                    write_png(src_dir / "labels" / f"{source}.png", prepared.label, palette)
-                    write_png(src_dir / "images" / f"{source}.png", prepared.image)
-            write_png(out / "labels" / f"{name}.png", edited.label, palette)
-            write_png(out / "masks" / f"{name}.png", edited.mask.astype(np.uint8) * 255)
-            write_png(out / "images" / f"{name}.png", edited.image)
-            record = {
-                **base,
-                "source_image": (item.image_path or source) if item is not None else source,
-                "attribute": editor.attribute or editor.name,
-                "editor": editor.name,
-                "kind": editor.kind,
-                "level": level,
-                "class": prepared.class_name,
-                "object_area": round(float(prepared.mask.mean()), 5),
-                "prompt_source": prepared.prompt,
-                "prompt": edited.prompt,
-                "backend": backend,
-                "parameters": edited.metadata,
-                "seed": sample_seed,
-                "run_seed": seed,
-            }
-            if prompt_writer is not None:
-                record["prompt_writer"] = edited.prompt_writer or "template"
-            if config.captioner is not None:
-                record["captioner"] = config.captioner.name
-            if filters:
-                record["filters"] = scores
+                src_dir = out / SOURCE
+                if not (src_dir / IMAGES / f"{source}.png").exists():
+                    write_png(src_dir / LABELS / f"{source}.png", prepared.label, palette)
+                    write_png(src_dir / IMAGES / f"{source}.png", prepared.image)
+            write_png(out / LABELS / f"{name}.png", edited.label, palette)
+            write_png(out / MASKS / f"{name}.png", edited.mask.astype(np.uint8) * 255)
+            write_png(out / IMAGES / f"{name}.png", edited.image)
+            record = EditLine(
+                name=name, source=source, value=value, variant=k,
+                source_image=(item.image_path or source) if item is not None else source,
+                attribute=editor.attribute or editor.name,
+                editor=editor.name,
+                kind=editor.kind,
+                level=level,
+                class_name=prepared.class_name,
+                object_area=round(float(prepared.mask.mean()), 5),
+                prompt_source=prepared.prompt,
+                prompt=edited.prompt,
+                backend=backend,
+                parameters=edited.metadata,
+                seed=sample_seed,
+                run_seed=seed,
+                prompt_writer=None if prompt_writer is None else edited.prompt_writer or "template",
+                captioner=None if config.captioner is None else config.captioner.name,
+                filters=scores if filters else None,
+            )
             append_line(out / MANIFEST, record)
-            finish(record, False)
+            finish(record)
     if config.sheet_rows > 0 and summary.edited:
         contact_sheet(out, dataset, summary.edited, palette, config.sheet_rows)
     run.write_run_file(summary.as_dict())
@@ -437,20 +450,20 @@ def apply_filters(filters: Sequence[Filter], sample: Sample, edited: EditedSampl
 # --- contact sheet ----------------------------------------------------------------------------
 
 
-def pick_rows(records: Sequence[dict[str, Any]], rows: int) -> list[dict[str, Any]]:
+def pick_rows(records: Sequence[EditLine], rows: int) -> list[EditLine]:
     """Up to `rows` records, round-robin over values, each from the least-shown source."""
-    by_value: dict[str, list[dict[str, Any]]] = {}
+    by_value: dict[str, list[EditLine]] = {}
     for rec in records:
-        by_value.setdefault(str(rec["value"]), []).append(rec)
-    picked: list[dict[str, Any]] = []
+        by_value.setdefault(str(rec.value), []).append(rec)
+    picked: list[EditLine] = []
     used: Counter[str] = Counter()
     queues = list(by_value.values())
     while len(picked) < rows and any(queues):
         for q in queues:
             if q and len(picked) < rows:
-                best = min(range(len(q)), key=lambda i: (used[q[i]["source"]], i))
+                best = min(range(len(q)), key=lambda i: (used[q[i].source], i))
                 rec = q.pop(best)
-                used[rec["source"]] += 1
+                used[rec.source] += 1
                 picked.append(rec)
     return picked
 
@@ -461,15 +474,15 @@ def _tile(image: np.ndarray, width: int) -> np.ndarray:
     return np.asarray(Image.fromarray(image).resize((width, height), Image.Resampling.BILINEAR))
 
 
-def contact_sheet(out: Path, dataset: Dataset, records: Sequence[dict[str, Any]],
+def contact_sheet(out: Path, dataset: Dataset, records: Sequence[EditLine],
                   palette: np.ndarray, rows: int = 12, width: int = 320) -> Path:
     """DIR/contact_sheet.png: one row per edit, original | edited | label overlay, captioned."""
     index = {n: i for i, n in enumerate(dataset.names)}
     strips = []
     for rec in pick_rows(records, rows):
-        original = dataset[index[rec["source"]]].image if rec["source"] in index else None
-        edited = read_image(out / "images" / f"{rec['name']}.png")
-        label = read_label(out / "labels" / f"{rec['name']}.png")
+        original = dataset[index[rec.source]].image if rec.source in index else None
+        edited = read_image(out / IMAGES / f"{rec.name}.png")
+        label = read_label(out / LABELS / f"{rec.name}.png")
         if original is None or original.shape != edited.shape:
             original = np.zeros_like(edited)
         tiles = [_tile(a, width) for a in (original, edited,
@@ -477,7 +490,7 @@ def contact_sheet(out: Path, dataset: Dataset, records: Sequence[dict[str, Any]]
         row = np.concatenate([np.pad(t, ((0, 0), (0, 4), (0, 0)), constant_values=255)
                               for t in tiles], axis=1)
         head = Image.new("RGB", (row.shape[1], 16), "white")
-        text = f"{rec['name']}   {rec.get('class') or 'image'} -> {rec['value']}"
+        text = f"{rec.name}   {rec.class_name or 'image'} -> {rec.value}"
         ImageDraw.Draw(head).text((4, 2), text, fill=(0, 0, 0))
         strips += [np.asarray(head), row, np.full((6, row.shape[1], 3), 255, np.uint8)]
     widest = max(s.shape[1] for s in strips)
@@ -487,7 +500,7 @@ def contact_sheet(out: Path, dataset: Dataset, records: Sequence[dict[str, Any]]
     ImageDraw.Draw(header).text((4, 3), "original | edited | edited label overlay (black = ignore)",
                                 fill=(0, 0, 0))
     sheet = np.concatenate([np.asarray(header)] + strips, axis=0)
-    path = out / SHEET
+    path = out / CONTACT_SHEET
     write_png(path, sheet)
     return path
 

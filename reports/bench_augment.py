@@ -16,24 +16,33 @@ from pathlib import Path
 from typing import Any
 
 from segtk.benchmarks.augment import ALL_ORIGINAL, START, tabulate
+from segtk.benchmarks.edits import ScoreLine
 from segtk.core import brief_spec
 from segtk.reports.bench_edits import edit_subset_dirs, table_from_records
-from segtk.reports.common import REPORT_FILE, _href, _note, finished_records
+from segtk.reports.common import _href, _note, finished_records
 from segtk.reports.svg import SERIES_COLOURS, Series, bar_chart
-from segtk.storage.runs import RESULTS_FILE, RUN_FILE
+from segtk.storage.layout import (
+    CHECKPOINTS,
+    MIOU_CHART,
+    REPORT,
+    RESULTS,
+    RUN,
+    TABLE_CSV,
+    TABLE_JSON,
+    TRAIN,
+)
 
-TRAIN_DIR = "train"
-CHART_FILE = "miou.png"
 # A trained model's spec names its checkpoint: .../train/LABEL/checkpoints/epoch-NNNN/...
-_TRAINED = re.compile(r"(?:^|[/\\:=])" + TRAIN_DIR + r"[/\\]([^/\\]+)[/\\]checkpoints[/\\]epoch-(\d+)")
+_TRAINED = re.compile(r"(?:^|[/\\:=])" + TRAIN + r"[/\\]([^/\\]+)[/\\]" + CHECKPOINTS
+                      + r"[/\\]epoch-(\d+)")
 
 
 def train_dirs(run: Path) -> list[Path]:
     """OUT/train/LABEL folders that are `segtk train` runs (they have a run.json)."""
-    folder = run / TRAIN_DIR
+    folder = run / TRAIN
     if not folder.is_dir():
         return []
-    return [p for p in sorted(folder.iterdir()) if p.is_dir() and (p / RUN_FILE).is_file()]
+    return [p for p in sorted(folder.iterdir()) if p.is_dir() and (p / RUN).is_file()]
 
 
 def row_label(model: str, start: str | None) -> str:
@@ -47,13 +56,14 @@ def row_label(model: str, start: str | None) -> str:
 
 def bench_augment_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                           notes: list[dict[str, str]]) -> dict[str, Any]:
-    records = finished_records(run)
+    records = [ScoreLine.from_json(line, where=f"{run / RESULTS}, {line['key']}")
+               for line in finished_records(run)]
     config = meta.get("config") or {}
     specs: dict[str, str] = {}  # row label -> the model it scored (the last one recorded)
-    for model in dict.fromkeys(rec["model"] for rec in records):
+    for model in dict.fromkeys(rec.model for rec in records):
         specs[row_label(model, config.get("model"))] = model
-    subsets = list(dict.fromkeys(rec["subset"] for rec in records
-                                 if rec["subset"] != ALL_ORIGINAL))  # Tab. IV's columns only
+    subsets = list(dict.fromkeys(rec.subset for rec in records
+                                 if rec.subset != ALL_ORIGINAL))  # Tab. IV's columns only
     result = tabulate(table_from_records(records), specs, subsets)
     trained = {p.name: p for p in train_dirs(run)}
     unscored = sorted(set(trained) - set(specs))
@@ -64,7 +74,7 @@ def bench_augment_context(run: Path, meta: dict[str, Any], data_spec: str | None
             for row in result["rows"]]
     series = [Series(r["label"], [r["miou"].get(s, float("nan")) for s in subsets],
                      SERIES_COLOURS[i % len(SERIES_COLOURS)]) for i, r in enumerate(rows)]
-    files = [f for f in ("table.csv", "table.json", CHART_FILE, RESULTS_FILE) if (run / f).is_file()]
+    files = [f for f in (TABLE_CSV, TABLE_JSON, MIOU_CHART, RESULTS) if (run / f).is_file()]
     return {
         "title": f"Augmentation benchmark: {', '.join(r['label'] for r in rows if r['label'] != START)} "
                  f"from {brief_spec(config.get('model'))} / {brief_spec(config.get('data'))}",
@@ -86,7 +96,7 @@ def _row(row: dict[str, Any], subsets: list[str], groups: list[str],
     config: dict[str, Any] = {}
     if folder is not None:
         try:
-            config = json.loads((folder / RUN_FILE).read_text()).get("config") or {}
+            config = json.loads((folder / RUN).read_text()).get("config") or {}
         except (OSError, ValueError, AttributeError):
             config = {}
     return {
@@ -102,5 +112,5 @@ def _row(row: dict[str, Any], subsets: list[str], groups: list[str],
 
 def _link(run: Path, sub: Path) -> str | None:
     """The link to a sub-run's report, if it was written."""
-    page = sub / REPORT_FILE
+    page = sub / REPORT
     return _href(page.relative_to(run).as_posix()) if page.is_file() else None

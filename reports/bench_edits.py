@@ -8,27 +8,35 @@ import json
 from pathlib import Path
 from typing import Any
 
-from segtk.benchmarks.edits import ORIGINAL_OBJECT, Shard, Subset, aggregate
+from segtk.benchmarks.edits import ORIGINAL_OBJECT, ScoreLine, Shard, Subset, aggregate
 from segtk.core import SegtkError, brief_spec
-from segtk.reports.common import REPORT_FILE, _href, _note
-from segtk.storage.runs import RESULTS_FILE, read_results
+from segtk.reports.common import _href, _note
+from segtk.storage.layout import (
+    EDITS,
+    MIOU_CHART,
+    QUALITY_CSV,
+    REPORT,
+    RESULTS,
+    RUN,
+    TABLE_CSV,
+    TABLE_JSON,
+)
+from segtk.storage.runs import read_results
 
-TABLE_FILE = "table.json"
-CHART_FILE = "miou.png"
 GROUPS = ("appearance", "geometry")
 
 
 def edit_subset_dirs(run: Path) -> list[Path]:
     """OUT/edits/ATTR folders that are `segtk edit` runs (they have a run.json)."""
-    edits = run / "edits"
+    edits = run / EDITS
     if not edits.is_dir():
         return []
-    return [p for p in sorted(edits.iterdir()) if p.is_dir() and (p / "run.json").is_file()]
+    return [p for p in sorted(edits.iterdir()) if p.is_dir() and (p / RUN).is_file()]
 
 
 def read_table(run: Path, notes: list[dict[str, str]]) -> dict[str, Any]:
     """table.json as `segtk bench edits` wrote it, else recomputed from results.jsonl."""
-    path = run / TABLE_FILE
+    path = run / TABLE_JSON
     if path.is_file():
         try:
             table = json.loads(path.read_text())
@@ -37,23 +45,23 @@ def read_table(run: Path, notes: list[dict[str, str]]) -> dict[str, Any]:
                              hint="rerun segtk bench edits with --resume to rewrite it") from exc
         if isinstance(table, dict) and "miou" in table and "subsets" in table:
             return table
-    records = list(read_results(run / RESULTS_FILE, key="key").values())
+    records = list(ScoreLine.keyed(read_results(run / RESULTS, key="key"), run / RESULTS).values())
     if not records:
-        raise SegtkError(f"{run}: no {TABLE_FILE} and no finished records in {RESULTS_FILE} yet",
+        raise SegtkError(f"{run}: no {TABLE_JSON} and no finished records in {RESULTS} yet",
                          hint="run the benchmark (or continue it with --resume) first")
-    _note(notes, f"No {TABLE_FILE} (the benchmark did not finish): the table is recomputed from "
-                 f"the {len(records)} records in {RESULTS_FILE}.", "warn")
+    _note(notes, f"No {TABLE_JSON} (the benchmark did not finish): the table is recomputed from "
+                 f"the {len(records)} records in {RESULTS}.", "warn")
     return table_from_records(records)
 
 
-def table_from_records(records: list[dict[str, Any]]) -> dict[str, Any]:
+def table_from_records(records: list[ScoreLine]) -> dict[str, Any]:
     """benchmarks.edits.aggregate over every (model, subset) the records hold (the shards that
     made them, rebuilt from the records: each names its subset's kind)."""
     images: dict[tuple[str, str], list[str]] = {}
     kinds: dict[str, str] = {}  # each record names its subset's kind (its editor's mR group)
     for rec in records:
-        images.setdefault((rec["model"], rec["subset"]), []).append(rec["image"])
-        kinds[rec["subset"]] = rec.get("kind", "")
+        images.setdefault((rec.model, rec.subset), []).append(rec.image)
+        kinds[rec.subset] = rec.kind
     shards = [Shard(m, Subset(s, "", None, tuple(imgs),
                               kinds[s] == "geometry" or s == ORIGINAL_OBJECT, kind=kinds[s]),
                     tuple(imgs)) for (m, s), imgs in images.items()]
@@ -82,7 +90,7 @@ def bench_edits_context(run: Path, meta: dict[str, Any], data_spec: str | None,
         summary: dict[str, Any] = {}
         if folder is not None:
             try:
-                summary = json.loads((folder / "run.json").read_text()).get("summary") or {}
+                summary = json.loads((folder / RUN).read_text()).get("summary") or {}
             except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
                 summary = {}
         skipped = summary.get("skipped")
@@ -92,14 +100,14 @@ def bench_edits_context(run: Path, meta: dict[str, Any], data_spec: str | None,
             "images": max((int((counts.get(m) or {}).get(s, 0)) for m in models), default=0),
             "edited": summary.get("edited"),
             "skipped": sum(skipped.values()) if isinstance(skipped, dict) else skipped,
-            "report": (_href(f"edits/{s}/{REPORT_FILE}")
-                       if folder is not None and (folder / REPORT_FILE).is_file() else None),
+            "report": (_href(f"{EDITS}/{s}/{REPORT}")
+                       if folder is not None and (folder / REPORT).is_file() else None),
         })
-    chart = _href(CHART_FILE) if (run / CHART_FILE).is_file() else None
+    chart = _href(MIOU_CHART) if (run / MIOU_CHART).is_file() else None
     if chart is None:
-        _note(notes, f"No {CHART_FILE} in the run folder (matplotlib missing, or the benchmark "
+        _note(notes, f"No {MIOU_CHART} in the run folder (matplotlib missing, or the benchmark "
                      f"did not finish): the bar chart is not shown.", "warn")
-    files = [f for f in ("table.csv", TABLE_FILE, CHART_FILE, RESULTS_FILE, "quality.csv")
+    files = [f for f in (TABLE_CSV, TABLE_JSON, MIOU_CHART, RESULTS, QUALITY_CSV)
              if (run / f).is_file()]
     quality = table.get("quality") or None
     attrs = config.get("attributes") or [s["name"] for s in subset_info if s["role"] != "reference"]

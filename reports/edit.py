@@ -20,8 +20,9 @@ from segtk.core import (
     read_image,
     read_label,
 )
-from segtk.datasets.readers import IMAGE_SUFFIXES, read_classes, read_manifest
+from segtk.datasets.readers import IMAGE_SUFFIXES, read_classes, read_lines
 from segtk.imaging import overlay
+from segtk.jobs.edit_records import EditLine, SkipLine
 from segtk.reports.common import (
     _classes_and_palette,
     _derived,
@@ -31,29 +32,37 @@ from segtk.reports.common import (
     _note,
     _picture,
 )
+from segtk.storage.layout import (
+    CLASSES,
+    IMAGES,
+    LABELS,
+    MANIFEST,
+    MASKS,
+    SKIPPED,
+    SOURCE,
+)
 
-# Manifest fields shown in their own columns or not meant for averaging.
-SKIP_FIELDS = {"name", "image", "source", "source_image", "attribute", "value", "variant", "prompt",
-               "prompt_source", "editor", "kind", "level", "backend", "seed", "run_seed", "index",
-               "mask", "label", "class_name", "class", "object", "object_area", "parameters",
-               "reason", "detail"}
+# Keys of a manifest line that are no score even when they hold a number (the EditLine
+# fields are none: a score is a number under another key, e.g. a metric's clip_score).
+NOT_SCORES = {"image", "index", "mask", "label", "class_name", "object", "reason", "detail"}
 
 
 def edit_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                   notes: list[dict[str, str]]) -> dict[str, Any]:
 
     config = meta.get("config") or {}
-    manifest = read_manifest(run / "manifest.jsonl") if (run / "manifest.jsonl").is_file() else []
-    skipped = read_manifest(run / "skipped.jsonl") if (run / "skipped.jsonl").is_file() else []
-    images = _image_files(run / "images")
+    manifest = read_lines(run / MANIFEST, EditLine) if (run / MANIFEST).is_file() else []
+    skipped = read_lines(run / SKIPPED, SkipLine) if (run / SKIPPED).is_file() else []
+    images = _image_files(run / IMAGES)
+    edits: list[tuple[str, EditLine | None]] = [(rec.name, rec) for rec in manifest]
     if not manifest:
         if not images and not skipped:
-            raise SegtkError(f"{run}: no manifest.jsonl and no edited images yet",
+            raise SegtkError(f"{run}: no {MANIFEST} and no edited images yet",
                              hint="run segtk edit (or let it finish) first")
         if images:
-            _note(notes, "No manifest.jsonl: attributes and values are unknown.", "warn")
-        manifest = [{"name": n} for n in images]
-    classes = read_classes(run) if (run / "classes.txt").is_file() else []
+            _note(notes, f"No {MANIFEST}: attributes and values are unknown.", "warn")
+        edits = [(n, None) for n in images]
+    classes = read_classes(run) if (run / CLASSES).is_file() else []
     source = data_spec or config.get("data")
     dataset, _ = _load_dataset(source, config.get("split"), run, notes) if source else (None, "")
     if not classes and dataset is not None:
@@ -63,7 +72,7 @@ def edit_context(run: Path, meta: dict[str, Any], data_spec: str | None,
     _, palette = _classes_and_palette(dataset, len(classes) or 256)
 
     originals = _originals(run, manifest, dataset)
-    rows = [_edit_row(run, rec, images.get(_edit_name(rec)), palette, originals) for rec in manifest]
+    rows = [_edit_row(run, name, rec, images.get(name), palette, originals) for name, rec in edits]
     missing = sum(1 for r in rows if r["pictures"]["image"] is None)
     if missing:
         _note(notes, f"{missing} of {len(rows)} manifest entries have no image in images/.", "warn")
@@ -87,10 +96,6 @@ def edit_context(run: Path, meta: dict[str, Any], data_spec: str | None,
     }
 
 
-def _edit_name(rec: dict[str, Any]) -> str:
-    return str(rec.get("name") or rec.get("image") or "")
-
-
 def _image_files(folder: Path) -> dict[str, Path]:
     if not folder.is_dir():
         return {}
@@ -105,12 +110,12 @@ def _contact_sheets(run: Path) -> list[Path]:
     return sorted(pics, key=lambda p: ("contact" not in p.name.lower() and "sheet" not in p.name.lower()))
 
 
-def _originals(run: Path, manifest: list[dict[str, Any]], dataset: Dataset | None) -> dict[str, str]:
+def _originals(run: Path, manifest: list[EditLine], dataset: Dataset | None) -> dict[str, str]:
     """Source name -> link to the unedited image: DIR/source/images/ (segtk edit keeps them
     there), else a copy from the dataset in report_files/original/."""
-    sources = list(dict.fromkeys(str(r["source"]) for r in manifest if r.get("source")))
-    kept = _image_files(run / "source" / "images")
-    links = {s: _href(f"source/images/{kept[s].name}") for s in sources if s in kept}
+    sources = list(dict.fromkeys(str(r.source) for r in manifest if r.source))
+    kept = _image_files(run / SOURCE / IMAGES)
+    links = {s: _href(f"{SOURCE}/{IMAGES}/{kept[s].name}") for s in sources if s in kept}
     wanted = [s for s in sources if s not in links]
     if wanted and dataset is not None:
         sub = dataset.subset(names=wanted)
@@ -123,40 +128,44 @@ def _originals(run: Path, manifest: list[dict[str, Any]], dataset: Dataset | Non
     return links
 
 
-def _edit_row(run: Path, rec: dict[str, Any], image_file: Path | None, palette: np.ndarray,
-              originals: dict[str, str]) -> dict[str, Any]:
-    name = _edit_name(rec)
+def _edit_row(run: Path, name: str, rec: EditLine | None, image_file: Path | None,
+              palette: np.ndarray, originals: dict[str, str]) -> dict[str, Any]:
+    """A table row: the edit's pictures, its manifest line's fields (blank without one) and
+    scores (the numbers its line holds under other keys)."""
+    if rec is None:  # no manifest: only the pictures are known
+        rec = EditLine(name=name, source="", value="–")
+    source = str(rec.source or "")
     pics: dict[str, dict[str, Any] | None] = dict.fromkeys(("original", "image", "label", "mask"))
     coverage = None
     if image_file is not None:
         image = read_image(image_file)
-        pics["image"] = _picture(_href(f"images/{image_file.name}"), image.shape)
-        label_file = run / "labels" / f"{name}.png"
+        pics["image"] = _picture(_href(f"{IMAGES}/{image_file.name}"), image.shape)
+        label_file = run / LABELS / f"{name}.png"
         if label_file.is_file():
             label = read_label(label_file)
             if label.shape == image.shape[:2]:
                 pics["label"] = _picture(_derived(run, "label", name, overlay(image, label, palette)),
                                          image.shape)
-        mask_file = run / "masks" / f"{name}.png"
+        mask_file = run / MASKS / f"{name}.png"
         if mask_file.is_file():
             mask = np.asarray(read_label(mask_file)) > 0
             if mask.shape == image.shape[:2]:
                 coverage = 100 * float(mask.mean())
                 shown = np.where(mask[..., None], image, (image * 0.25 + 40).astype(np.uint8))
                 pics["mask"] = _picture(_derived(run, "mask", name, shown), image.shape)
-        if str(rec.get("source")) in originals:
-            pics["original"] = _picture(originals[str(rec.get("source"))], image.shape)
-    scores = {k: float(v) for k, v in rec.items()
-              if k not in SKIP_FIELDS and isinstance(v, float) and math.isfinite(v)}
-    area = rec.get("object_area")
+        if source in originals:
+            pics["original"] = _picture(originals[source], image.shape)
+    scores = {k: float(v) for k, v in rec.extra.items()
+              if k not in NOT_SCORES and isinstance(v, float) and math.isfinite(v)}
+    area = rec.object_area
     return {
         "name": name,
-        "attribute": str(rec.get("attribute") or "–"),
-        "value": "–" if rec.get("value") is None else str(rec.get("value")),
-        "editor": str(rec.get("editor") or ""),
-        "source": str(rec.get("source") or ""),
-        "prompt": str(rec.get("prompt") or ""),
-        "object": str(rec.get("class") or rec.get("class_name") or rec.get("object") or ""),
+        "attribute": str(rec.attribute or "–"),
+        "value": "–" if rec.value is None else str(rec.value),
+        "editor": str(rec.editor or ""),
+        "source": source,
+        "prompt": str(rec.prompt or ""),
+        "object": str(rec.class_name or ""),
         "object_area": 100 * float(area) if isinstance(area, int | float) else None,
         "coverage": coverage,
         "scores": scores,
@@ -169,7 +178,7 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return statistics.fmean(present) if present else None
 
 
-def _values_table(rows: list[dict[str, Any]], skipped: list[dict[str, Any]],
+def _values_table(rows: list[dict[str, Any]], skipped: list[SkipLine],
                   attribute: str) -> list[dict[str, Any]]:
     """One row per attribute and value (plus an 'all values' row where there are several)."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -177,7 +186,7 @@ def _values_table(rows: list[dict[str, Any]], skipped: list[dict[str, Any]],
         groups[(r["attribute"], r["value"])].append(r)
     skips: dict[tuple[str, str], int] = defaultdict(int)
     for rec in skipped:
-        key = (str(rec.get("attribute") or attribute), str(rec.get("value", "–")))
+        key = (attribute, str(rec.value))
         skips[key] += 1
         groups.setdefault(key, [])
 
@@ -202,12 +211,12 @@ def _values_table(rows: list[dict[str, Any]], skipped: list[dict[str, Any]],
     return out
 
 
-def _skip_table(skipped: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    by_reason: dict[str, list[dict[str, Any]]] = defaultdict(list)
+def _skip_table(skipped: list[SkipLine]) -> list[dict[str, Any]]:
+    by_reason: dict[str, list[SkipLine]] = defaultdict(list)
     for rec in skipped:
-        by_reason[str(rec.get("reason") or "unknown")].append(rec)
+        by_reason[str(rec.reason or "unknown")].append(rec)
     return [{"reason": reason, "count": len(recs),
-             "sources": len({r.get("source") for r in recs}),
+             "sources": len({r.source for r in recs}),
              "meaning": SKIP_REASONS.get(reason, ""),
-             "example": str(recs[0].get("detail") or "")}
+             "example": str(recs[0].detail or "")}
             for reason, recs in sorted(by_reason.items(), key=lambda kv: -len(kv[1]))]

@@ -34,6 +34,7 @@ from segtk.jobs.edit import (
     picked_value,
     sample_name,
 )
+from segtk.jobs.edit_records import EditLine
 
 
 class Tint(Editor):
@@ -203,10 +204,10 @@ def test_help_has_examples() -> None:
 def test_names_and_sheet_rows() -> None:
     assert sample_name("a", "red", 0, 1) == "a__red"
     assert sample_name("a", "red", 2, 3) == "a__red__2"
-    recs = [{"value": v, "source": s} for s in "abc" for v in ("x", "y")]
+    recs = [EditLine(name=f"{s}__{v}", value=v, source=s) for s in "abc" for v in ("x", "y")]
     picked = pick_rows(recs, 4)
-    assert [r["value"] for r in picked] == ["x", "y", "x", "y"]
-    assert len({r["source"] for r in picked}) == 3  # spread over sources too
+    assert [r.value for r in picked] == ["x", "y", "x", "y"]
+    assert len({r.source for r in picked}) == 3  # spread over sources too
     assert callable(contact_sheet)
 
 

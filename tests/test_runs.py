@@ -16,10 +16,18 @@ import pytest
 
 from segtk.core import SegtkError
 from segtk.core._data import Dataset, Item, to_uint8
-from segtk.jobs.edit import MANIFEST, SKIPPED, EditRun, append_line
+from segtk.jobs.edit import EditRun
 from segtk.jobs.predict import predict_dataset
 from segtk.storage import provenance
-from segtk.storage.runs import RESULTS_FILE, RUN_FILE, RunDir, atomic_write_json, read_results
+from segtk.storage.layout import MANIFEST, SKIPPED
+from segtk.storage.runs import (
+    RESULTS_FILE,
+    RUN_FILE,
+    RunDir,
+    append_line,
+    atomic_write_json,
+    read_results,
+)
 from segtk.testing import TinySegmenter, toy_batch
 
 REPO = Path(__file__).resolve().parents[1]
