@@ -22,6 +22,7 @@ from segtk.commands.options import (
 from segtk.commands.resume import Recorded, joined, resumable, sized
 from segtk.core import CLASSICAL
 from segtk.jobs.train import CONSTANT, SCHEDULES, parse_scale, parse_size
+from segtk.storage.layout import CHECKPOINTS, MODEL_SPEC, RESULTS, RUN
 
 TRAIN_SPLIT_HELP = ("Training split [default: train where the data has splits, else all of it]; "
                     "'' for none.")
@@ -124,10 +125,10 @@ class StepBar:
                    "a list value's items ';'-separated; baseline = none.")
 @training_options
 @click.option("--out", type=click.Path(file_okay=False), required=True,
-              help="Run folder: checkpoints, results.jsonl, model.spec.")
+              help=f"Run folder: {CHECKPOINTS}, {RESULTS}, {MODEL_SPEC}.")
 @click.option("--resume", is_flag=True,
               help="Continue the run in OUT from its last checkpoint; the options left out are "
-                   "read from OUT/run.json (--epochs may grow).")
+                   f"read from OUT/{RUN} (--epochs may grow).")
 @quiet_option
 @resumable("train", TRAIN, may_change=("epochs",), required=("model_spec", "data_spec"))
 def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_size, lr,
@@ -160,7 +161,7 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
     rows = [(r["epoch"], r["loss"], r["steps"], r["seconds"]) for r in results]
     console.print(table(f"segtk train --augment {augment}", ["epoch", "loss", "steps", "seconds"], rows))
     if results:
-        result_line(f"model: {results.details['spec']}", f"  (or --model {Path(out) / 'model.spec'}, "
+        result_line(f"model: {results.details['spec']}", f"  (or --model {Path(out) / MODEL_SPEC}, "
                     "which follows the run folder when it is moved)")
 
 
@@ -197,7 +198,7 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
               show_default=True)
 @click.option("--resume", is_flag=True,
               help="Keep finished training runs and scores in OUT; the options left out are "
-                   "read from OUT/run.json (--augment may add augmentations).")
+                   f"read from OUT/{RUN} (--augment may add augmentations).")
 @quiet_option
 @resumable("bench-augment", BENCH_AUGMENT, may_change=("augments",),
            required=("model_spec", "data_spec"))

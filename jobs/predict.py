@@ -23,6 +23,7 @@ from segtk.core import (
 )
 from segtk.imaging import overlay
 from segtk.jobs.batching import same_size_batches
+from segtk.storage.layout import LABELS, OVERLAYS, SUMMARY
 from segtk.storage.runs import atomic_write_json
 
 
@@ -47,8 +48,8 @@ def predict_dataset(
         acc.add(pred, torch.from_numpy(np.stack([it.label for it in batch])))
         if out is not None:
             for item, labels in zip(batch, pred.numpy()):
-                write_png(Path(out) / "labels" / f"{item.name}.png", labels.clip(0, 255), palette)
-                write_png(Path(out) / "overlays" / f"{item.name}.png",
+                write_png(Path(out) / LABELS / f"{item.name}.png", labels.clip(0, 255), palette)
+                write_png(Path(out) / OVERLAYS / f"{item.name}.png",
                           overlay(item.image, labels, palette, ignore_index=dataset.ignore_index))
         if on_batch:
             on_batch(len(batch))
@@ -61,5 +62,5 @@ def predict_dataset(
         "iou": dict(zip(dataset.classes, acc.iou())),
     }
     if out is not None:
-        atomic_write_json(Path(out) / "summary.json", summary)  # strict: a NaN becomes null
+        atomic_write_json(Path(out) / SUMMARY, summary)  # strict: a NaN becomes null
     return summary

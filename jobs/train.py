@@ -38,7 +38,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +67,19 @@ from segtk.core import (
     save_safetensors,
     saved_spec,
 )
+from segtk.storage.layout import (
+    CHECKPOINT_DONE,
+    CHECKPOINT_MODEL,
+    CHECKPOINTS,
+    MODEL_SPEC,
+    OPTIMIZER,
+    RESULTS,
+    STATE,
+)
 from segtk.storage.provenance import sha256_file
-from segtk.storage.runs import RESULTS_FILE, RunDir, atomic_write_json, read_results
+from segtk.storage.records import Record
+from segtk.storage.runs import RunDir, atomic_write_json, read_results
 
-CHECKPOINTS, SPEC_FILE, DONE = "checkpoints", "model.spec", "checkpoint.json"
 CONSTANT, POLY = "constant", "poly"
 SCHEDULES = (CONSTANT, POLY)
 POLY_POWER = 0.9  # MMSegmentation's PolyLR default
@@ -121,6 +130,36 @@ class TrainConfig:
             if out[key] == unset:
                 del out[key]
         return out
+
+
+@dataclass(kw_only=True)
+class EpochLine(Record):
+    """A results.jsonl line of a train run: one finished epoch, appended after its checkpoint."""
+
+    KIND = "epoch record"
+    OMIT_DEFAULT = ("augmenter",)  # only from augmenters that count what they draw
+
+    key: str  # epoch-N: what --resume keys the epochs by
+    epoch: int
+    loss: float  # the mean training loss over the epoch's steps
+    steps: int
+    seconds: float
+    spec: str  # the checkpoint's model spec, relative to the run folder (`./PATH`)
+    augmenter: dict[str, Any] = field(default_factory=dict)  # Augmenter.drawn() of the epoch
+
+
+@dataclass(kw_only=True)
+class CheckpointRecord(Record):
+    """checkpoint.json, written last into a checkpoint folder: a folder without it is partial."""
+
+    KIND = "checkpoint record"
+    OMIT_DEFAULT = ("sha256",)  # checkpoints written before hashes were recorded have none
+
+    epoch: int
+    spec: str  # as EpochLine.spec
+    loss: float
+    augment: str  # the augmenter spec the run trains with
+    sha256: dict[str, str] = field(default_factory=dict)  # every other file's, by relative path
 
 
 @dataclass
@@ -286,44 +325,52 @@ def checkpoint_dir(out: Path, epoch: int) -> Path:
 
 
 def save_checkpoint(model: Trainable, optimizer: torch.optim.Optimizer, out: Path, epoch: int,
-                    meta: dict[str, Any]) -> str:
+                    loss: float, augment: str) -> str:
     """Model (plugin format + exact state), optimizer; checkpoint.json last, with every file's
     sha256. Returns the spec, relative to `out` (see `relative_spec`)."""
 
     folder = checkpoint_dir(out, epoch)
     folder.mkdir(parents=True, exist_ok=True)
-    spec = relative_spec(saved_spec(model, model.save(folder / "model")), out)
-    save_safetensors(folder / "state.safetensors", model.state_dict())
+    spec = relative_spec(saved_spec(model, model.save(folder / CHECKPOINT_MODEL)), out)
+    save_safetensors(folder / STATE, model.state_dict())
     buf = io.BytesIO()
     torch.save(optimizer.state_dict(), buf)
-    atomic_write_bytes(folder / "optimizer.pt", buf.getvalue())
-    atomic_write_json(folder / DONE, {"epoch": epoch, "spec": spec, **meta,
-                                      "sha256": checkpoint_hashes(folder)})
+    atomic_write_bytes(folder / OPTIMIZER, buf.getvalue())
+    record = CheckpointRecord(epoch=epoch, spec=spec, loss=loss, augment=augment,
+                              sha256=checkpoint_hashes(folder))
+    atomic_write_json(folder / CHECKPOINT_DONE, record.to_json())
     return spec
 
 
 def checkpoint_hashes(folder: Path) -> dict[str, str]:
     """sha256 of every file of a checkpoint but checkpoint.json, by path relative to it."""
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != DONE
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != CHECKPOINT_DONE
                    and not any(part.startswith(".") for part in p.relative_to(folder).parts))
     return {p.relative_to(folder).as_posix(): sha256_file(p) for p in files}
+
+
+def read_checkpoint(folder: Path) -> CheckpointRecord:
+    """A checkpoint folder's checkpoint.json; one that cannot be read makes it damaged."""
+    done = folder / CHECKPOINT_DONE
+    try:
+        return CheckpointRecord.from_json(json.loads(done.read_text()), where=str(done))
+    except (OSError, ValueError) as exc:
+        raise damaged(done, f"cannot be read ({exc})") from exc
+    except SegtkError as exc:
+        raise damaged(done, f"cannot be read ({exc.message})") from exc
 
 
 def verify_checkpoint(folder: Path) -> None:
     """Refuse a checkpoint whose files differ from the sha256 checkpoint.json recorded (a bit
     flip, a truncated copy). Checkpoints written before hashes were recorded are taken as is."""
-    try:
-        recorded = json.loads((folder / DONE).read_text()).get("sha256") or {}
-    except (OSError, ValueError, AttributeError) as exc:
-        raise damaged(folder / DONE, f"cannot be read ({exc})") from exc
-    for name, digest in recorded.items():
+    for name, digest in read_checkpoint(folder).sha256.items():
         path = folder / name
         try:
             actual = sha256_file(path)
         except OSError as exc:
             raise damaged(path, f"cannot be read ({exc.strerror or exc})") from exc
         if actual != digest:
-            raise damaged(path, f"does not match the sha256 recorded in {folder / DONE}")
+            raise damaged(path, f"does not match the sha256 recorded in {folder / CHECKPOINT_DONE}")
 
 
 def damaged(path: Path, problem: str) -> SegtkError:
@@ -337,7 +384,8 @@ def latest_checkpoint(out: Path, epochs_done: set[int]) -> int:
     """The last epoch whose checkpoint is complete and recorded in results.jsonl (0 if none)."""
     best = 0
     for epoch in sorted(epochs_done):
-        if (checkpoint_dir(out, epoch) / DONE).is_file() and all(e in epochs_done for e in range(1, epoch + 1)):
+        if (checkpoint_dir(out, epoch) / CHECKPOINT_DONE).is_file() and \
+                all(e in epochs_done for e in range(1, epoch + 1)):
             best = epoch
     return best
 
@@ -348,11 +396,11 @@ def restore(model: Trainable, optimizer: torch.optim.Optimizer, out: Path, epoch
     verify_checkpoint(folder)
     with naming(f"resuming from {folder}", SegtkError, "loading the checkpoint",
                 hint="the checkpoint is damaged: delete that epoch's folder to resume from the one before"):
-        model.load_state_dict(load_file(str(folder / "state.safetensors")))
-        optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
+        model.load_state_dict(load_file(str(folder / STATE)))
+        optimizer.load_state_dict(torch.load(folder / OPTIMIZER, weights_only=True))
     bad = non_finite(model)
     if bad:
-        raise damaged(folder / "state.safetensors", f"holds NaN or infinite weights ({bad})")
+        raise damaged(folder / STATE, f"holds NaN or infinite weights ({bad})")
 
 
 def non_finite(model: Trainable) -> str:
@@ -439,8 +487,9 @@ def check_epochs(out: Path, epochs: int) -> None:
     """Refuse `--resume --epochs N` below the epochs OUT has done (before run.json is rewritten);
     a folder this cannot read is left to RunDir, which says what is wrong with it."""
     try:
-        done = [int(r["epoch"]) for r in read_results(out / RESULTS_FILE, key="key").values()]
-    except (SegtkError, KeyError, TypeError, ValueError):
+        lines = EpochLine.keyed(read_results(out / RESULTS, key="key"), out / RESULTS)
+        done = [int(r.epoch) for r in lines.values()]
+    except (SegtkError, TypeError, ValueError):
         return
     if done and max(done) > epochs:
         raise SegtkError(f"{out} has {max(done)} epochs done, more than --epochs {epochs}",
@@ -449,14 +498,14 @@ def check_epochs(out: Path, epochs: int) -> None:
 
 def _train(config: TrainConfig, out: Path, run: RunDir, model: Trainable, data: Dataset,
            augmenter: Augmenter | None, on_start, on_step) -> list[EpochResult]:
-    done = {int(v["epoch"]): v for v in run.done(key="key").values()}
+    done = {int(v.epoch): v for v in EpochLine.keyed(run.done(key="key"), out / RESULTS).values()}
     items = load_items(data, config.size)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     start = latest_checkpoint(out, set(done))
     if start:
         restore(model, optimizer, out, start)
         source = str(checkpoint_dir(out, start))
-        write_spec(out, done[start]["spec"])  # a kill after the record left it an epoch behind
+        write_spec(out, done[start].spec)  # a kill after the record left it an epoch behind
     else:
         source = f"the start model {config.model}"
         bad = non_finite(model)
@@ -464,8 +513,8 @@ def _train(config: TrainConfig, out: Path, run: RunDir, model: Trainable, data: 
             raise ModelError(f"model {config.model!r} holds NaN or infinite weights ({bad})",
                              hint="train from another start model")
     steps = math.ceil(len(items) / config.batch_size)
-    results = [EpochResult(e, done[e]["loss"], done[e]["steps"], done[e]["seconds"],
-                           resolve_spec(done[e]["spec"], out))
+    results = [EpochResult(e, done[e].loss, done[e].steps, done[e].seconds,
+                           resolve_spec(done[e].spec, out))
                for e in range(1, start + 1)]
     fresh = True  # no optimizer step since the weights were loaded from `source`
     if on_start:
@@ -512,12 +561,11 @@ def _train(config: TrainConfig, out: Path, run: RunDir, model: Trainable, data: 
                                      hint=diverged_hint(source, False, bool(start)))
                 seconds = time.time() - began
                 mean = float(np.mean(losses))
-                spec = save_checkpoint(model, optimizer, out, epoch,
-                                       {"loss": mean, "augment": config.augment})
+                spec = save_checkpoint(model, optimizer, out, epoch, mean, config.augment)
                 drawn = augmenter.drawn() if augmenter is not None else {}
-                run.append({"key": f"epoch-{epoch}", "epoch": epoch, "loss": mean, "steps": steps,
-                            "seconds": round(seconds, 3), "spec": spec,
-                            **({"augmenter": drawn} if drawn else {})})
+                run.append(EpochLine(key=f"epoch-{epoch}", epoch=epoch, loss=mean, steps=steps,
+                                     seconds=round(seconds, 3), spec=spec,
+                                     augmenter=drawn or {}).to_json())
                 write_spec(out, spec)
                 results.append(EpochResult(epoch, mean, steps, seconds, resolve_spec(spec, out)))
                 source = str(checkpoint_dir(out, epoch))
@@ -541,13 +589,13 @@ def diverged_hint(source: str, fresh: bool, checkpoint: bool) -> str:
 
 def write_spec(out: Path, spec: str) -> None:
     """OUT/model.spec, one line, its paths inside OUT relative to it; atomically."""
-    atomic_write_bytes(out / SPEC_FILE, (relative_spec(spec, out) + "\n").encode())
+    atomic_write_bytes(out / MODEL_SPEC, (relative_spec(spec, out) + "\n").encode())
 
 
 def read_spec(out: str | Path) -> str:
     """The `--model` spec a training run wrote: OUT/model.spec with its `./` paths joined to
     OUT (so a copied run loads the copy's weights; older absolute specs are read as they are)."""
-    path = Path(out) / SPEC_FILE
+    path = Path(out) / MODEL_SPEC
     if not path.is_file():
         raise SegtkError(f"{path}: not found", hint="the training run has not finished an epoch")
     return read_spec_file(path)

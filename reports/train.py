@@ -17,22 +17,22 @@ from typing import Any
 
 from segtk.core import SegtkError, brief_spec, load_segmenter, preferred_split, resolve_spec
 from segtk.jobs.predict import predict_dataset
-from segtk.jobs.train import DONE, checkpoint_dir
+from segtk.jobs.train import EpochLine, checkpoint_dir
 from segtk.reports.common import _load_dataset, _note
 from segtk.reports.svg import SERIES_COLOURS, Series, line_chart
+from segtk.storage.layout import CHECKPOINT_DONE, MODEL_SPEC, RESULTS, VAL_SCORES
 from segtk.storage.provenance import sha256_file
-from segtk.storage.runs import RESULTS_FILE, atomic_write_json, read_results
+from segtk.storage.runs import atomic_write_json, read_results
 
-VAL_FILE = "val_scores.json"
 VAL_SPLIT = "val"
 
 
 def train_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                   notes: list[dict[str, str]]) -> dict[str, Any]:
-    records = sorted(read_results(run / RESULTS_FILE, key="key").values(),
-                     key=lambda r: int(r["epoch"]))
+    records = sorted(EpochLine.keyed(read_results(run / RESULTS, key="key"), run / RESULTS).values(),
+                     key=lambda r: int(r.epoch))
     if not records:
-        raise SegtkError(f"{run}: no finished epochs in {RESULTS_FILE} yet",
+        raise SegtkError(f"{run}: no finished epochs in {RESULTS} yet",
                          hint="run segtk train (or continue it with --resume) first")
     config = meta.get("config") or {}
     spec = data_spec or config.get("data")
@@ -43,8 +43,8 @@ def train_context(run: Path, meta: dict[str, Any], data_spec: str | None,
         _note(notes, f"{brief_spec(spec)} has no {VAL_SPLIT} split: the validation scores are on "
                      f"all its {len(val)} images, the training images among them.", "warn")
     rows: list[dict[str, Any]] = [
-        {"epoch": int(r["epoch"]), "loss": float(r["loss"]), "steps": r.get("steps"),
-         "seconds": r.get("seconds"), **(scores.get(int(r["epoch"])) or {})} for r in records]
+        {"epoch": int(r.epoch), "loss": float(r.loss), "steps": r.steps, "seconds": r.seconds,
+         **(scores.get(int(r.epoch)) or {})} for r in records]
     augment = str(config.get("augment") or "baseline")
     return {
         "title": f"Training: {augment} on {brief_spec(config.get('model'))} / {brief_spec(spec)}",
@@ -64,7 +64,7 @@ def train_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                     SERIES_COLOURS[2], markers=True)],
             xlabel="epoch", ylabel="validation score (%)", width=600, height=300,
             unit="epochs") if scores else "",
-        "files": [f for f in ("model.spec", RESULTS_FILE, VAL_FILE) if (run / f).is_file()],
+        "files": [f for f in (MODEL_SPEC, RESULTS, VAL_SCORES) if (run / f).is_file()],
     }
 
 
@@ -85,21 +85,21 @@ def _val_data(spec: str | None, run: Path, notes: list[dict[str, str]]):
     return dataset, split
 
 
-def _val_scores(run: Path, records: list[dict[str, Any]], val, data_key: str,
+def _val_scores(run: Path, records: list[EpochLine], val, data_key: str,
                 classes_from_data: bool, notes: list[dict[str, str]]) -> dict[int, dict[str, float]]:
-    """epoch -> {"miou", "pacc"} (%) of its checkpoint on `val`; cached in VAL_FILE."""
-    cache = _read_cache(run / VAL_FILE)
+    """epoch -> {"miou", "pacc"} (%) of its checkpoint on `val`; cached in val_scores.json."""
+    cache = _read_cache(run / VAL_SCORES)
     scores, changed = {}, False
     for rec in records:
-        epoch = int(rec["epoch"])
-        done = checkpoint_dir(run, epoch) / DONE
+        epoch = int(rec.epoch)
+        done = checkpoint_dir(run, epoch) / CHECKPOINT_DONE
         if not done.is_file():
             _note(notes, f"Epoch {epoch} has no complete checkpoint: no validation score.", "warn")
             continue
         key = f"{epoch}|{sha256_file(done)}|{data_key}|{len(val)}"
         if key not in cache:
             try:
-                model = load_segmenter(resolve_spec(str(rec["spec"]), run))
+                model = load_segmenter(resolve_spec(str(rec.spec), run))
                 summary = predict_dataset(model, val, None, classes_from_data=classes_from_data)
             except SegtkError as exc:
                 _note(notes, f"Epoch {epoch} could not be scored: {exc.message}", "warn")
@@ -108,12 +108,12 @@ def _val_scores(run: Path, records: list[dict[str, Any]], val, data_key: str,
             changed = True
         scores[epoch] = cache[key]
     if changed:
-        atomic_write_json(run / VAL_FILE, cache)
+        atomic_write_json(run / VAL_SCORES, cache)
     return scores
 
 
 def _read_cache(path: Path) -> dict[str, dict[str, float]]:
-    """VAL_FILE's scores ({} when absent or unreadable: they are scored again)."""
+    """val_scores.json's scores ({} when absent or unreadable: they are scored again)."""
     try:
         cache = json.loads(path.read_text())
     except (OSError, ValueError):
