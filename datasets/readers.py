@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -20,19 +20,15 @@ from segtk.core import (
     DataError,
     Dataset,
     Item,
-    SegtkError,
     check_flat_split,
     default_palette,
     read_image,
     read_label,
 )
-from segtk.jobs.edit_records import EditLine
 from segtk.storage.layout import CLASSES, IMAGES, LABELS, MANIFEST
-from segtk.storage.records import Record
 
 LabelReader = Callable[[Path], np.ndarray]
 Pairs = list[tuple[str, Callable[[], Item]]]
-R = TypeVar("R", bound=Record)
 
 CAMVID_CLASSES = [
     "sky", "building", "pole", "road", "pavement", "tree",
@@ -179,28 +175,13 @@ def load_folder(arg: str, split: str | None) -> Dataset:
 
 
 def read_manifest(file: Path) -> list[dict[str, Any]]:
-    """manifest.jsonl: one JSON object per line, kept as it is in Dataset.extra['manifest'];
-    each must be an edit's line (jobs.edit_records.EditLine: name, source, value at least)."""
-    lines = _json_lines(file)
-    _records(lines, file, EditLine)
-    return [record for _, record in lines]
+    """manifest.jsonl: one JSON object per line, kept as it is in Dataset.extra['manifest']
+    (what plugins read; segtk reads the lines as jobs.edit_records.EditLine)."""
+    return [record for _, record in json_lines(file)]
 
 
-def read_lines(file: Path, record: type[R]) -> list[R]:
-    """A JSON-lines file of an edit run (manifest.jsonl, skipped.jsonl) as its records."""
-    return _records(_json_lines(file), file, record)
-
-
-def _records(lines: list[tuple[int, dict[str, Any]]], file: Path, record: type[R]) -> list[R]:
-    try:
-        return [record.from_json(line, where=f"{file}:{number}") for number, line in lines]
-    except SegtkError as exc:
-        raise DataError(exc.message, hint=f"{file.name} is written by `segtk edit`; rerun it "
-                                          "to rewrite it") from exc
-
-
-def _json_lines(file: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, JSON object) for each line that is not blank."""
+def json_lines(file: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, JSON object) for each line of a JSON-lines file that is not blank."""
     records = []
     for number, line in enumerate(file.read_text().splitlines(), 1):
         if not line.strip():

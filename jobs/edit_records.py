@@ -1,21 +1,23 @@
 """The lines an edit run writes (jobs/edit.py): one `EditLine` per edited sample in
 manifest.jsonl, one `SkipLine` per skipped edit in skipped.jsonl.
 
-Kept apart from the job so that the `edited:` dataset reader, the reports and the Python API
-read the lines without importing the job. The job writes every key of an `EditLine` (plus
-`prompt_writer`, `captioner` and `filters` when used); readers need only `name`, `source` and
-`value` (an `edited:` folder's manifest may come from another tool, and older reports showed
-such folders), so the other keys read as their defaults when absent.
+Kept apart from the job so that the reports and the Python API read the lines without
+importing the job. The job writes every key of an `EditLine` (plus `prompt_writer`, `captioner`
+and `filters` when used); readers need only `name`, `source` and `value` (an `edited:` folder's
+manifest may come from another tool, and reports always showed such folders), so the other keys
+read as their defaults when absent.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
+from segtk.datasets.readers import json_lines
 from segtk.storage.records import Record
 
-__all__ = ["EditLine", "SkipLine"]
+__all__ = ["EditLine", "SkipLine", "read_lines"]
 
 
 @dataclass(kw_only=True)
@@ -66,3 +68,12 @@ class SkipLine(_Planned):
     reason: str
     detail: str = ""
     filters: dict[str, dict[str, float]] | None = None
+
+
+R = TypeVar("R", bound=Record)
+
+
+def read_lines(file: Path, record: type[R]) -> list[R]:
+    """manifest.jsonl or skipped.jsonl as its records, in file order (a line that is not one
+    is an error naming FILE:LINE). `EditRun` reads them by name for resume instead."""
+    return [record.from_json(line, where=f"{file}:{number}") for number, line in json_lines(file)]

@@ -20,9 +20,9 @@ from segtk.core import (
     read_image,
     read_label,
 )
-from segtk.datasets.readers import IMAGE_SUFFIXES, read_classes, read_lines
+from segtk.datasets.readers import IMAGE_SUFFIXES, read_classes
 from segtk.imaging import overlay
-from segtk.jobs.edit_records import EditLine, SkipLine
+from segtk.jobs.edit_records import EditLine, SkipLine, read_lines
 from segtk.reports.common import (
     _classes_and_palette,
     _derived,

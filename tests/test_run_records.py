@@ -14,16 +14,16 @@ import pytest
 from segtk.api import bench_edits
 from segtk.benchmarks.edits import ScoreLine
 from segtk.core import (
-    DataError,
     EditedSample,
     Filter,
     FilterResult,
     PromptWriter,
     Sample,
+    SegtkError,
     load_dataset,
 )
 from segtk.jobs.edit import EditConfig, EditRun, build_editor, edit_dataset
-from segtk.jobs.edit_records import EditLine, SkipLine
+from segtk.jobs.edit_records import EditLine, SkipLine, read_lines
 from segtk.jobs.train import CheckpointRecord, EpochLine, TrainConfig, checkpoint_dir, train
 from segtk.reports.bench_augment import bench_augment_context
 from segtk.reports.edit import edit_context
@@ -130,15 +130,17 @@ def test_an_edit_run_resumes_over_lines_an_older_segtk_wrote(tmp_path: Path) -> 
     assert context["edited"] == len(lines) and context["score_columns"] == ["clip_score"]
 
 
-def test_an_edited_dataset_whose_manifest_line_is_no_edit_is_refused_naming_the_line(
-        tmp_path: Path) -> None:
+def test_a_manifest_line_that_is_no_edit_is_refused_naming_the_line(tmp_path: Path) -> None:
+    """The report's reader names FILE:LINE; the edited: dataset still takes any JSON objects
+    (its Dataset.extra["manifest"] is what plugins read)."""
     out = tmp_path / "e"
     edit_demo(out)
     lines = raw_lines(out / MANIFEST)
     (out / MANIFEST).write_text("\n".join([*lines[:-1], '{"name": "scene_001__blue"}']) + "\n")
-    with pytest.raises(DataError, match=rf"{out / MANIFEST}:{len(lines)}: a manifest line "
-                                        "without source, value"):
-        load_dataset(f"edited:{out}")
+    with pytest.raises(SegtkError, match=rf"{out / MANIFEST}:{len(lines)}: a manifest line "
+                                         "without source, value"):
+        read_lines(out / MANIFEST, EditLine)
+    assert load_dataset(f"edited:{out}").extra["manifest"][-1] == {"name": "scene_001__blue"}
 
 
 # --- bench edits and bench augment --------------------------------------------------------------
