@@ -61,11 +61,11 @@ def _size(value: Size, option: str) -> tuple[int, int] | None:
 def _config(model: str, data: str, split: str | None, limit: int | None, augment: str,
             epochs: int, batch_size: int, lr: float, weight_decay: float, seed: int, size: Size,
             crop: Size, classes_from_data: bool, device: str | None, scale: Scale = None,
-            flip: bool = False, schedule: str = CONSTANT) -> TrainConfig:
+            flip: bool = False, schedule: str = CONSTANT, norm_eval: bool = False) -> TrainConfig:
     return TrainConfig(model, data, chosen_split(data, split, "train"), limit, augment, epochs,
                        batch_size, lr, weight_decay, seed, _size(size, "--size"),
                        _size(crop, "--crop"), classes_from_data, str(resolve_device(device)),
-                       scale=_scale(scale), flip=flip, schedule=schedule)
+                       scale=_scale(scale), flip=flip, schedule=schedule, norm_eval=norm_eval)
 
 
 def _scale(value: Scale) -> tuple[float, float] | None:
@@ -79,7 +79,7 @@ def train(model: str, data: str, out: str | Path, augment: str = "baseline", *,
           split: str | None = None, limit: int | None = None, epochs: int = 1,
           batch_size: int = 8, lr: float = 1e-4, weight_decay: float = 1e-4, seed: int = 0,
           size: Size = None, crop: Size = None, scale: Scale = None, flip: bool = False,
-          schedule: str = CONSTANT, classes_from_data: bool = False,
+          schedule: str = CONSTANT, norm_eval: bool = False, classes_from_data: bool = False,
           device: str | None = "cpu", resume: bool = False,
           on_step: StepHook | None = None) -> Table:
     """Fine-tune the model spec `model` on `data` with one augmentation (augmenter spec
@@ -91,13 +91,14 @@ def train(model: str, data: str, out: str | Path, augment: str = "baseline", *,
     drawn from `scale` ((LO, HI) or 'LO,HI'; needs `crop`, which then pads with the ignore
     label), cropped, and mirrored with probability 0.5 when `flip`. `schedule`: 'constant'
     (the default) or 'poly' (power 0.9 per step over the whole run; the epochs are then fixed
-    on resume). `device`: where the model trains (cpu, cuda, cuda:N,
+    on resume). `norm_eval`: keep the start model's BatchNorm statistics (their weights still
+    train): fine-tuning on small batches of crops otherwise shifts them. `device`: where the model trains (cpu, cuda, cuda:N,
     auto); the augmentations run on the CPU batch before it moves. Returns one row per epoch (epoch, loss, steps, seconds,
     spec); `details["spec"]` is the trained model's spec (`load_model` loads it).
     """
     specs_only(model, data, "train")
     config = _config(model, data, split, limit, augment, epochs, batch_size, lr, weight_decay,
-                     seed, size, crop, classes_from_data, device, scale, flip, schedule)
+                     seed, size, crop, classes_from_data, device, scale, flip, schedule, norm_eval)
     results = train_job(config, out, resume, on_step=on_step)
     rows = [{"epoch": r.epoch, "loss": r.loss, "steps": r.steps, "seconds": r.seconds,
              "spec": r.spec} for r in results]
@@ -113,7 +114,8 @@ def bench_augment(model: str, data: str, augments: str | Sequence[str] = BENCH_A
                   epochs: int = 1, batch_size: int = 8, lr: float = 1e-4,
                   weight_decay: float = 1e-4, seed: int = 0, eval_seed: int | None = None,
                   size: Size = None, crop: Size = None, scale: Scale = None,
-                  flip: bool = False, schedule: str = CONSTANT, classes_from_data: bool = False,
+                  flip: bool = False, schedule: str = CONSTANT, norm_eval: bool = False,
+                  classes_from_data: bool = False,
                   device: str | None = "cpu", resume: bool = False,
                   on_subset: Callable[[str, EditSummary], None] | None = None,
                   on_train: Callable[[str, dict[str, Any]], None] | None = None,
@@ -125,7 +127,8 @@ def bench_augment(model: str, data: str, augments: str | Sequence[str] = BENCH_A
     OUT/train/LABEL, scores in OUT/results.jsonl.
 
     `eval_split`: None = val where the evaluation data has splits, '' = all of it.
-    `scale`, `flip`, `schedule`: every row's pipeline and learning rate, as in `train`.
+    `scale`, `flip`, `schedule`, `norm_eval`: every row's pipeline, learning rate and
+    normalisation statistics, as in `train`.
     `eval_seed` seeds the edited evaluation subsets apart from the training `seed`, so runs
     with other seeds are scored on the same test set: None = 0, or on `resume` the recorded
     one (the training seed for a run made before eval_seed existed). `device`:
@@ -146,7 +149,7 @@ def bench_augment(model: str, data: str, augments: str | Sequence[str] = BENCH_A
                          hint="e.g. --attributes color,weather")
     training = _config(model, data, split, limit, "baseline", epochs, batch_size, lr,
                        weight_decay, seed, size, crop, classes_from_data, device, scale, flip,
-                       schedule)
+                       schedule, norm_eval)
     bench = AugmentBench(training, tuple(s for s in specs if s), tuple(attrs), eval_data,
                          chosen_split(eval_data or data, eval_split, "val"), eval_limit,
                          {attr: list(vals) for attr, vals in (values or {}).items()}, backend,

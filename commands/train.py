@@ -53,6 +53,9 @@ def training_options(command):
                      show_default=True,
                      help="Learning rate: constant, or poly (power 0.9 per step to 0 at the "
                           "end; --epochs is then fixed on resume)."),
+        click.option("--norm-eval", is_flag=True,
+                     help="Keep the start model's BatchNorm statistics (their weights still "
+                          "train): small batches of crops otherwise shift them."),
         classes_from_data_option,
         device_option,
     ]):
@@ -79,6 +82,7 @@ TRAINING = {
     "crop": Recorded("crop", sized, _size_of("--crop")),
     "scale": Recorded("scale", joined, parse_scale, absent=None),
     "flip": Recorded("flip", absent=False), "schedule": Recorded("schedule", absent=CONSTANT),
+    "norm_eval": Recorded("norm_eval", absent=False),
     "classes_from_data": Recorded("classes_from_data", absent=False),
     "device": Recorded("device", same=same_device, absent="cpu"),
 }
@@ -132,7 +136,8 @@ class StepBar:
 @quiet_option
 @resumable("train", TRAIN, may_change=("epochs",), required=("model_spec", "data_spec"))
 def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_size, lr,
-                  weight_decay, seed, size, crop, scale, flip, schedule, classes_from_data, device,
+                  weight_decay, seed, size, crop, scale, flip, schedule, norm_eval, classes_from_data,
+                  device,
                   out, resume) -> None:
     """Fine-tune a model with one augmentation; print the model spec it wrote.
 
@@ -155,7 +160,7 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
         results = api.train(model_spec, data_spec, out, augment, split=split, limit=limit,
                             epochs=epochs, batch_size=batch_size, lr=lr,
                             weight_decay=weight_decay, seed=seed, size=size, crop=crop,
-                            scale=scale, flip=flip, schedule=schedule,
+                            scale=scale, flip=flip, schedule=schedule, norm_eval=norm_eval,
                             classes_from_data=classes_from_data, device=device,
                             resume=resume, on_step=StepBar(bar))
     rows = [(r["epoch"], r["loss"], r["steps"], r["seconds"]) for r in results]
@@ -204,7 +209,8 @@ def train_command(model_spec, data_spec, split, limit, augment, epochs, batch_si
            required=("model_spec", "data_spec"))
 def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval_split,
                   eval_limit, attributes, values, backend, eval_seed, epochs, batch_size, lr,
-                  weight_decay, seed, size, crop, scale, flip, schedule, classes_from_data, device,
+                  weight_decay, seed, size, crop, scale, flip, schedule, norm_eval, classes_from_data,
+                  device,
                   out, resume) -> None:
     """One model per augmentation from the same start → Gen4Seg Tab. IV (mIoU per subset, mR).
 
@@ -240,8 +246,8 @@ def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval
             attributes=attributes, values=parse_values(values), backend=backend,
             epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay, seed=seed,
             eval_seed=eval_seed, size=size, crop=crop, scale=scale, flip=flip,
-            schedule=schedule, classes_from_data=classes_from_data, device=device, resume=resume,
-            on_subset=said, on_train=on_train, on_step=steps,
+            schedule=schedule, norm_eval=norm_eval, classes_from_data=classes_from_data,
+            device=device, resume=resume, on_subset=said, on_train=on_train, on_step=steps,
             on_scoring=lambda total: bar.start("scoring", total), on_records=bar.advance)
     details = result.details
     console.print(table("mIoU % per subset, mR = RmIoU / mIoU(reference) (Gen4Seg Tab. IV)",

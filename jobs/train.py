@@ -118,6 +118,9 @@ class TrainConfig:
     scale: tuple[float, float] | None = None
     flip: bool = False
     schedule: str = "constant"  # or "poly": lr (1 - step/steps)^0.9 over the whole run
+    # Keep the start model's normalisation statistics (BatchNorm running mean and variance):
+    # MMSegmentation's norm_eval. Small batches of crops otherwise shift them.
+    norm_eval: bool = False
 
     def record(self) -> dict[str, Any]:
         out = asdict(self)
@@ -126,7 +129,7 @@ class TrainConfig:
         out["scale"] = list(self.scale) if self.scale else None
         # recorded only when set: older run.json files match
         for key, unset in (("classes_from_data", False), ("scale", None), ("flip", False),
-                           ("schedule", CONSTANT)):
+                           ("schedule", CONSTANT), ("norm_eval", False)):
             if out[key] == unset:
                 del out[key]
         return out
@@ -285,6 +288,23 @@ def pipeline(image: torch.Tensor, label: torch.Tensor, config: TrainConfig, igno
         image, label = random_scale(image, label, config.scale, generator)
         image, label = crop_or_pad(image, label, config.crop, ignore_index, generator)
     return random_flip(image, label, config.flip, generator)
+
+
+def keep_norm_statistics(model: Trainable) -> None:
+    """Put the layers that track running statistics (BatchNorm and the like: a `running_mean`
+    buffer) back in eval mode after `model.train()`, so they keep the start model's statistics
+    while their weights still train (--norm-eval). Refused where it would change nothing."""
+    module = getattr(model, "trainable_module", None)
+    layers = [m for m in module.modules() if isinstance(getattr(m, "running_mean", None), torch.Tensor)
+              ] if isinstance(module, torch.nn.Module) else []
+    if not layers:
+        raise ModelError("--norm-eval: the model has no normalisation layer with running "
+                         "statistics (BatchNorm) to keep" if isinstance(module, torch.nn.Module)
+                         else "--norm-eval needs a model whose weights are one torch module "
+                              "(segtk.core.ModuleTrainable)",
+                         hint="train without --norm-eval")
+    for layer in layers:
+        layer.train(False)
 
 
 def poly_lr(lr: float, step: int, steps: int) -> float:
@@ -529,6 +549,8 @@ def _train(config: TrainConfig, out: Path, run: RunDir, model: Trainable, data: 
                     derive(config.seed, "order", epoch))).tolist()
                 began, losses = time.time(), []
                 model.train()
+                if config.norm_eval:
+                    keep_norm_statistics(model)
                 for step in range(steps):
                     generator = torch.Generator().manual_seed(derive(config.seed, "batch", epoch, step))
                     chunk = order[step * config.batch_size:(step + 1) * config.batch_size]
