@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from segtk.core import SegtkError, brief_spec, load_segmenter, preferred_split, resolve_spec
+from segtk.jobs.checkpoints import checkpoint_dir
 from segtk.jobs.predict import predict_dataset
-from segtk.jobs.train import EpochLine, checkpoint_dir
+from segtk.jobs.train import EpochLine
 from segtk.reports.common import _load_dataset, _note
 from segtk.reports.svg import SERIES_COLOURS, Series, line_chart
 from segtk.storage.layout import CHECKPOINT_DONE, MODEL_SPEC, RESULTS, VAL_SCORES

@@ -22,9 +22,10 @@ from segtk.core import (
     SegtkError,
     load_dataset,
 )
+from segtk.jobs.checkpoints import CheckpointRecord, checkpoint_dir
 from segtk.jobs.edit import EditConfig, EditRun, build_editor, edit_dataset
 from segtk.jobs.edit_records import EditLine, SkipLine, read_lines
-from segtk.jobs.train import CheckpointRecord, EpochLine, TrainConfig, checkpoint_dir, train
+from segtk.jobs.train import EpochLine, TrainConfig, train
 from segtk.reports.bench_augment import bench_augment_context
 from segtk.reports.edit import edit_context
 from segtk.storage.layout import CHECKPOINT_DONE, MANIFEST, RESULTS, RUN, SKIPPED, TABLE_JSON

@@ -23,7 +23,8 @@ from segtk.core import (
     save_safetensors,
 )
 from segtk.jobs import train as train_job
-from segtk.jobs.train import TrainConfig, checkpoint_hashes, read_spec, require_trainable, train
+from segtk.jobs.checkpoints import checkpoint_hashes
+from segtk.jobs.train import TrainConfig, read_spec, require_trainable, train
 from segtk.storage.provenance import spec_file_hashes
 
 
