@@ -356,8 +356,8 @@ def aggregate(records: Iterable[BenchAttackRecord], shards: list[Shard]) -> Benc
         clean[rec.model][rec.image] = torch.tensor(rec.clean_confusion)
         if rec.white_box:
             white_box.add(run)
-        for b, conf in rec.confusions.items():
-            by_run[(*run, int(b), rec.repeat)][rec.image] = torch.tensor(conf)
+        for budget, conf in rec.confusions.items():
+            by_run[(*run, int(budget), rec.repeat)][rec.image] = torch.tensor(conf)
         if rec.run_budget == max_budget[run]:
             histories[run].append(rec.history)
             if rec.visibility is not None:

@@ -5,6 +5,7 @@ error naming the file, the image and the key."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +26,11 @@ def dataset(n: int) -> Dataset:
     images = np.round(toy_batch(n, 9, 11, seed=2)[0].permute(0, 2, 3, 1).numpy() * 255).astype(np.uint8)
     labels = TinySegmenter().predict(to_tensor(list(images))).numpy()
     items = [Item(f"img{i}", images[i], labels[i]) for i in range(n)]
-    return Dataset("toy", list(TinySegmenter().classes),
-                   [(it.name, lambda it=it: it) for it in items])
+    return Dataset("toy", list(TinySegmenter().classes), [(it.name, loader(it)) for it in items])
+
+
+def loader(item: Item) -> Callable[[], Item]:
+    return lambda: item
 
 
 # results.jsonl's keys in the order segtk has written them since its first release (the line
