@@ -59,4 +59,4 @@ def test_a_model_without_running_statistics_is_refused() -> None:
         trainable_module = torch.nn.Sequential(torch.nn.Conv2d(3, 2, 1))
 
     with pytest.raises(ModelError, match="no normalisation layer with running statistics"):
-        keep_norm_statistics(NoNorm())  # type: ignore[arg-type]
+        keep_norm_statistics(NoNorm())
