@@ -36,8 +36,6 @@ __all__ = ["Records", "RunDir", "RunLock", "append_line",
            "remove_temp_files",
            "versions", "atomic_write_json", "finite_json"]
 
-# The names these had before storage.layout, for importers not yet moved to layout's.
-RUN_FILE, RESULTS_FILE, LOCK_FILE = layout.RUN, layout.RESULTS, layout.LOCK
 KIND_PATTERN = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 
 

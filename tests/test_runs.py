@@ -19,10 +19,8 @@ from segtk.core._data import Dataset, Item, to_uint8
 from segtk.jobs.edit import EditRun
 from segtk.jobs.predict import predict_dataset
 from segtk.storage import provenance
-from segtk.storage.layout import MANIFEST, SKIPPED
+from segtk.storage.layout import MANIFEST, RESULTS, RUN, SKIPPED
 from segtk.storage.runs import (
-    RESULTS_FILE,
-    RUN_FILE,
     RunDir,
     append_line,
     atomic_write_json,
@@ -74,7 +72,7 @@ def test_append_finishes_a_short_write(tmp_path, flaky_write) -> None:
     run = filled(tmp_path / "r", 2)
     flaky_write.extend([5, 3])  # two short writes, then the rest
     run.append({"image": "img2", "miou": 0.2})
-    assert list(read_results(run.path / RESULTS_FILE)) == ["img0", "img1", "img2"]
+    assert list(read_results(run.path / RESULTS)) == ["img0", "img1", "img2"]
 
 
 @pytest.mark.parametrize("failure", [
@@ -85,19 +83,19 @@ def test_append_finishes_a_short_write(tmp_path, flaky_write) -> None:
 ])
 def test_append_failure_leaves_the_file_as_it_was_and_says_so(tmp_path, flaky_write, failure) -> None:
     run = filled(tmp_path / "r", 2)
-    before = (run.path / RESULTS_FILE).read_bytes()
+    before = (run.path / RESULTS).read_bytes()
     flaky_write.extend(failure)
     with pytest.raises(SegtkError, match="results.jsonl") as exc:
         run.append({"image": "img2", "miou": 0.2})
     assert exc.value.hint and "--resume" in str(exc.value.hint)
-    assert (run.path / RESULTS_FILE).read_bytes() == before  # no torn line, no record it didn't say
+    assert (run.path / RESULTS).read_bytes() == before  # no torn line, no record it didn't say
     if isinstance(failure[-1], OSError) and failure[-1].errno == errno.ENOSPC:
         assert "disk" in str(exc.value.hint)
 
 
 def test_append_fsync_failure_rolls_back(tmp_path, monkeypatch) -> None:
     run = filled(tmp_path / "r", 1)
-    before = (run.path / RESULTS_FILE).read_bytes()
+    before = (run.path / RESULTS).read_bytes()
 
     def fsync(fd: int) -> None:
         raise OSError(errno.EIO, "Input/output error")
@@ -106,7 +104,7 @@ def test_append_fsync_failure_rolls_back(tmp_path, monkeypatch) -> None:
     with pytest.raises(SegtkError, match="Input/output error"):
         run.append({"image": "img1"})
     monkeypatch.undo()
-    assert (run.path / RESULTS_FILE).read_bytes() == before
+    assert (run.path / RESULTS).read_bytes() == before
 
 
 # --- resume: only a torn last line is dropped ------------------------------------------------
@@ -114,7 +112,7 @@ def test_append_fsync_failure_rolls_back(tmp_path, monkeypatch) -> None:
 def test_torn_last_line_is_dropped_on_resume(tmp_path) -> None:
     run = filled(tmp_path / "r", 3)
     run.close()
-    path = run.path / RESULTS_FILE
+    path = run.path / RESULTS
     raw = path.read_bytes()
     path.write_bytes(raw[:-7])  # the last line lost its end (and its newline)
     again = RunDir(run.path, {"budget": 8}, resume=True, kind="attack")
@@ -125,7 +123,7 @@ def test_torn_last_line_is_dropped_on_resume(tmp_path) -> None:
 def test_corrupt_middle_line_is_refused_with_its_number_and_kept(tmp_path) -> None:
     run = filled(tmp_path / "r", 4)
     run.close()
-    path = run.path / RESULTS_FILE
+    path = run.path / RESULTS
     lines = path.read_bytes().splitlines(keepends=True)
     lines[1] = lines[1][:10] + b"\n"
     path.write_bytes(b"".join(lines))
@@ -139,7 +137,7 @@ def test_corrupt_middle_line_is_refused_with_its_number_and_kept(tmp_path) -> No
 def test_invalid_last_line_with_its_newline_is_refused(tmp_path) -> None:
     """An interrupted append never leaves a newline-terminated fragment: someone edited it."""
     run = filled(tmp_path / "r", 2)
-    with open(run.path / RESULTS_FILE, "ab") as fh:
+    with open(run.path / RESULTS, "ab") as fh:
         fh.write(b'{"image": "img2", "mi\n')
     with pytest.raises(SegtkError, match="line 3 is not valid JSON"):
         run.done()
@@ -148,7 +146,7 @@ def test_invalid_last_line_with_its_newline_is_refused(tmp_path) -> None:
 @pytest.mark.parametrize("line", [b'{"name": "img9"}\n', b"[1, 2]\n", b'{"image": 3}\n'])
 def test_results_line_without_the_key_is_one_error(tmp_path, line) -> None:
     run = filled(tmp_path / "r", 1)
-    with open(run.path / RESULTS_FILE, "ab") as fh:
+    with open(run.path / RESULTS, "ab") as fh:
         fh.write(line)
     with pytest.raises(SegtkError, match=r"results.jsonl line 2 has no 'image'"):
         run.done()
@@ -158,7 +156,7 @@ def test_results_line_without_the_key_is_one_error(tmp_path, line) -> None:
                                      b'{"kind": 3, "config": {}}'])
 def test_torn_run_json_is_one_error_naming_file_and_fix(tmp_path, content) -> None:
     filled(tmp_path / "r", 1).close()
-    (tmp_path / "r" / RUN_FILE).write_bytes(content)
+    (tmp_path / "r" / RUN).write_bytes(content)
     with pytest.raises(SegtkError, match="run.json") as exc:
         RunDir(tmp_path / "r", {"budget": 8}, resume=True, kind="attack")
     assert "restore" in str(exc.value.hint)
@@ -167,7 +165,7 @@ def test_torn_run_json_is_one_error_naming_file_and_fix(tmp_path, content) -> No
 @pytest.mark.parametrize("resume", [False, True])
 def test_results_without_run_json_are_refused(tmp_path, resume) -> None:
     filled(tmp_path / "r", 1).close()
-    (tmp_path / "r" / RUN_FILE).unlink()
+    (tmp_path / "r" / RUN).unlink()
     with pytest.raises(SegtkError, match="no run.json"):
         RunDir(tmp_path / "r", {"budget": 8}, resume=resume, kind="attack")
 
@@ -176,7 +174,7 @@ def test_results_without_run_json_are_refused(tmp_path, resume) -> None:
 
 def test_read_only_run_dir_changes_nothing(tmp_path) -> None:
     run = filled(tmp_path / "r", 2)
-    with open(run.path / RESULTS_FILE, "ab") as fh:
+    with open(run.path / RESULTS, "ab") as fh:
         fh.write(b'{"image": "im')  # another process is mid-append
     before = {p.name: p.read_bytes() for p in run.path.iterdir() if p.is_file()}
     reader = RunDir(run.path, {"budget": 8}, resume=True, read_only=True, kind="attack")
@@ -194,7 +192,7 @@ def test_run_json_records_git_commit_and_weight_hashes(tmp_path, monkeypatch) ->
     weights.write_bytes(b"weights" * 1000)
     config = {"model": f"espnet:camvid={weights}", "models": [f"torchscript:{weights},bgr", "demo"]}
     run = RunDir(tmp_path / "r", config, resume=False, kind="attack")
-    record = json.loads((run.path / RUN_FILE).read_text())
+    record = json.loads((run.path / RUN).read_text())
     assert record["weights"] == {str(weights): hashlib.sha256(weights.read_bytes()).hexdigest()}
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
     assert record["git_commit"] == (head.stdout.strip() if head.returncode == 0 else None)
@@ -247,18 +245,18 @@ def test_json_outputs_are_strict(tmp_path) -> None:
 def test_run_json_records_the_kind(tmp_path) -> None:
     with RunDir(tmp_path / "r", {"budget": 8}, resume=False, kind="bench-attacks") as run:
         assert run.kind == "bench-attacks"
-    assert json.loads((tmp_path / "r" / RUN_FILE).read_text())["kind"] == "bench-attacks"
+    assert json.loads((tmp_path / "r" / RUN).read_text())["kind"] == "bench-attacks"
 
 
 @pytest.mark.parametrize("resume", [False, True])
 def test_a_folder_holding_another_kind_of_run_is_refused(tmp_path, resume) -> None:
     filled(tmp_path / "r", 1).close()
-    before = (tmp_path / "r" / RUN_FILE).read_bytes()
+    before = (tmp_path / "r" / RUN).read_bytes()
     with pytest.raises(SegtkError) as err:
         RunDir(tmp_path / "r", {"budget": 8}, resume=resume, kind="bench-attacks")
     assert err.value.message.endswith("holds a `segtk attack` run, not a `segtk bench attacks` one")
     assert err.value.hint == "choose another --out"
-    assert (tmp_path / "r" / RUN_FILE).read_bytes() == before  # its run.json is kept
+    assert (tmp_path / "r" / RUN).read_bytes() == before  # its run.json is kept
 
 
 def test_an_edit_folder_is_no_attack_out_even_before_its_first_edit(tmp_path) -> None:
@@ -269,12 +267,12 @@ def test_an_edit_folder_is_no_attack_out_even_before_its_first_edit(tmp_path) ->
 
 def test_a_run_json_from_before_kinds_resumes_and_gets_its_kind(tmp_path) -> None:
     filled(tmp_path / "r", 2).close()
-    record = json.loads((tmp_path / "r" / RUN_FILE).read_text())
+    record = json.loads((tmp_path / "r" / RUN).read_text())
     del record["kind"]
-    (tmp_path / "r" / RUN_FILE).write_text(json.dumps(record))
+    (tmp_path / "r" / RUN).write_text(json.dumps(record))
     with RunDir(tmp_path / "r", {"budget": 8}, resume=True, kind="attack") as run:
         assert list(run.done()) == ["img0", "img1"]
-    assert json.loads((tmp_path / "r" / RUN_FILE).read_text())["kind"] == "attack"
+    assert json.loads((tmp_path / "r" / RUN).read_text())["kind"] == "attack"
 
 
 @pytest.mark.parametrize("kind", ["", "Attack", "bench attacks", "bench-", "-x"])
@@ -294,7 +292,7 @@ def test_edit_run_is_strict_like_a_run_dir(tmp_path) -> None:
     (tmp_path / "e" / MANIFEST).write_bytes(lines[0] + b"{oops\n" + lines[2])
     with pytest.raises(SegtkError, match="manifest.jsonl line 2 is not valid JSON"):
         EditRun(tmp_path / "e", {"seed": 0}, resume=True).done()
-    (tmp_path / "e" / RUN_FILE).unlink()
+    (tmp_path / "e" / RUN).unlink()
     with pytest.raises(SegtkError, match="no run.json"):
         EditRun(tmp_path / "e", {"seed": 0}, resume=True)
 
@@ -305,8 +303,8 @@ def test_edit_run_is_a_run_dir_of_kind_edit(tmp_path) -> None:
         run.append({"name": "a__red", "value": "red"})
         append_line(run.path / SKIPPED, {"name": "b__red", "reason": "tiny-object"})
         assert list(run.done()) == ["a__red"] and list(run.skipped()) == ["b__red"]
-        assert (run.path / MANIFEST).is_file() and not (run.path / RESULTS_FILE).exists()
-    assert json.loads((tmp_path / "e" / RUN_FILE).read_text())["kind"] == "edit"
+        assert (run.path / MANIFEST).is_file() and not (run.path / RESULTS).exists()
+    assert json.loads((tmp_path / "e" / RUN).read_text())["kind"] == "edit"
     with pytest.raises(SegtkError, match="already holds an edited dataset"):
         EditRun(tmp_path / "e", {"seed": 0}, resume=False)
     with pytest.raises(SegtkError, match=r"holds a run with other settings \(seed\)"):
