@@ -27,7 +27,14 @@ from segtk.core import (
     to_tensor,
 )
 from segtk.imaging import overlay
-from segtk.jobs.attack import MODEL_HINT, attack_dataset, evaluate, image_seed, quantise
+from segtk.jobs.attack import (
+    MODEL_HINT,
+    AttackRecord,
+    attack_dataset,
+    evaluate,
+    image_seed,
+    quantise,
+)
 from segtk.storage.runs import RunDir
 from segtk.testing import TinySegmenter, toy_batch
 from segtk_dla import DLA
@@ -155,7 +162,7 @@ def test_evaluate_names_the_model_of_a_wrong_answer() -> None:
 
 def test_on_image_reports_every_image_once_in_dataset_order_also_on_resume(tmp_path) -> None:
     data = dataset()
-    seen: list[dict] = []
+    seen: list[AttackRecord] = []
     with RunDir(tmp_path / "r", {"t": 1}, False, kind="attack") as run:
         attack_dataset(DLA(budget=6), TinySegmenter(), data.subset(names=["img1"]), run,
                        on_image=seen.append)
