@@ -15,10 +15,10 @@ from segtk.core import ModelError
 from segtk.jobs.train import keep_norm_statistics, require_trainable
 
 
-def small(out: Path, **options: bool) -> segtk.Table:
+def small(out: Path, norm_eval: bool = False) -> segtk.Table:
     """One epoch of the demo model on 4 demo images, 64x48 crops."""
     return segtk.train("demo", "demo", out, split="", limit=4, batch_size=4, crop=(64, 48),
-                       lr=3e-3, epochs=1, **options)
+                       lr=3e-3, epochs=1, norm_eval=norm_eval)
 
 
 def tensors(spec: str) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
@@ -63,4 +63,4 @@ def test_a_model_without_running_statistics_is_refused() -> None:
         trainable_module = torch.nn.Sequential(torch.nn.Conv2d(3, 2, 1))
 
     with pytest.raises(ModelError, match="no normalisation layer with running statistics"):
-        keep_norm_statistics(NoNorm())
+        keep_norm_statistics(NoNorm())  # type: ignore[arg-type]
