@@ -55,7 +55,7 @@ class ColourBlocksParams(AttackParams):
     cells: int = 1
     finest: int = 16
     rounds: int = 4
-    rate: float = 0.75
+    rate: float = 0.9
     fine_rate: float = FINE_RATE
     verify: bool = True
 
