@@ -15,6 +15,7 @@ segtk's own code uses the attributes, which mypy checks.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar, Self
 
@@ -48,7 +49,16 @@ class Record(Mapping[str, Any]):
         return {**out, **self.extra}
 
     def __getitem__(self, key: str) -> Any:
-        return self.to_json()[key]
+        """`to_json()[key]` without building the whole line."""
+        if key in self.extra:
+            return self.extra[key]
+        f = _line_fields(type(self)).get(key)
+        if f is None:
+            raise KeyError(key)
+        value = getattr(self, f.name)
+        if f.name in self.OMIT_DEFAULT and value == _default(f):
+            raise KeyError(key)
+        return value
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.to_json())
@@ -68,8 +78,7 @@ class Record(Mapping[str, Any]):
         if not isinstance(data, Mapping):
             raise SegtkError(f"{where or cls.KIND}: not a JSON object",
                              hint="the file was not written by segtk; choose another --out")
-        names = {cls.KEYS.get(f.name, f.name): f for f in dataclasses.fields(cls)
-                 if f.name != "extra"}  # line key -> field
+        names = _line_fields(cls)
         missing = [k for k, f in names.items() if k not in data and _default(f) is _REQUIRED]
         if missing:
             raise SegtkError(f"{where or cls.KIND}: a {cls.KIND} without {', '.join(missing)}",
@@ -80,6 +89,12 @@ class Record(Mapping[str, Any]):
 
 
 _REQUIRED = object()
+
+
+@functools.cache
+def _line_fields(cls: type[Record]) -> dict[str, dataclasses.Field[Any]]:
+    """A record class's line key -> field (all but `extra`)."""
+    return {cls.KEYS.get(f.name, f.name): f for f in dataclasses.fields(cls) if f.name != "extra"}
 
 
 def _default(f: dataclasses.Field[Any]) -> Any:

@@ -56,6 +56,9 @@ def test_a_record_reads_as_the_json_object_of_its_line() -> None:
     timed = Example.from_json({"image": "a", "score": 0.5, "stopped": "time", "psnr": 30.0})
     assert timed["score"] == 0.5 and timed["psnr"] == 30.0 and timed.get("stopped") == "time"
     assert dict(timed) == timed.to_json() and len(timed) == 5
+    assert all(timed[key] == value for key, value in timed.to_json().items())
+    with pytest.raises(KeyError):
+        timed["nothing"]
     untimed = Example(image="a", score=0.5)
     assert "stopped" not in untimed and untimed.get("stopped") is None  # left out, as in the line
     with pytest.raises(KeyError):
@@ -76,6 +79,9 @@ def test_a_field_may_be_written_under_another_key() -> None:
     assert rec.to_json() == {"name": "a", "class": "car"}
     assert Keyed.from_json({"name": "a", "class": "car"}) == rec
     assert Keyed.from_json({"name": "a", "class": "car"}).extra == {}
+    assert rec["class"] == "car" and "class_name" not in rec  # looked up by the line's key
+    with pytest.raises(KeyError):
+        rec["class_name"]
     with pytest.raises(SegtkError, match="a keyed result without name"):
         Keyed.from_json({"class": "car"})
 
