@@ -1,0 +1,69 @@
+"""Per-class IoU of `segtk bench attacks` runs: which classes an attack leaves standing.
+
+The dataset mIoU of a table cell averages eleven very different classes; this prints each
+class's IoU (pooled over the run's images, like the table) per attack, ε and budget, and the
+mean over all classes but the ones named with --apart (e.g. CamVid's sky), so two attacks can be
+compared where they differ. Reads only the runs' results.jsonl; no model is loaded:
+
+    python bench/per_class_iou.py runs/bench-attacks --classes camvid:../shared/data/camvid --apart sky
+    python bench/per_class_iou.py RUN_A RUN_B --images-of RUN_B   # only the images both share
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+from segtk.benchmarks.attacks import bench_records
+from segtk.core import iou_per_class, load_dataset
+from segtk.storage.layout import RESULTS
+from segtk.storage.runs import read_results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path, help="segtk bench attacks output folders")
+    parser.add_argument("--classes",
+                        help="dataset spec whose class names head the columns (default: numbers)")
+    parser.add_argument("--apart", default="",
+                        help="comma-separated classes (names or numbers) left out of the 'rest' column")
+    parser.add_argument("--images-of", type=Path, help="use only the images this run holds")
+    args = parser.parse_args()
+    keep = None
+    if args.images_of is not None:
+        lines = read_results(args.images_of / RESULTS, key="key").values()
+        keep = {rec.image for rec in bench_records(lines, args.images_of)}
+    totals: dict[tuple[str, float | None, str], torch.Tensor] = {}
+    images: dict[tuple[str, float | None, str], set[str]] = defaultdict(set)
+    for run in args.runs:
+        path = run / RESULTS
+        for rec in bench_records(read_results(path, key="key").values(), path):
+            if keep is not None and rec.image not in keep:
+                continue
+            cells = {"clean": rec.clean_confusion, **rec.confusions}
+            for budget, conf in cells.items():
+                row = ("clean", None, "0") if budget == "clean" else (rec.attack, rec.eps, budget)
+                if row[0] == "clean" and rec.image in images[row]:
+                    continue  # the clean image is in every attack's record: count it once
+                images[row].add(rec.image)
+                totals[row] = totals.get(row, 0) + torch.tensor(conf, dtype=torch.float64)
+    k = next(iter(totals.values())).shape[0]
+    names = load_dataset(args.classes).classes if args.classes else [str(c) for c in range(k)]
+    apart = {names.index(a) if a in names else int(a) for a in args.apart.split(",") if a}
+    rest = [c for c in range(k) if c not in apart]
+    print("attack | eps | budget | images | mIoU | " + " | ".join(names) + f" | rest ({len(rest)} classes)")
+    for (attack, eps, budget), conf in sorted(totals.items(), key=lambda kv: (kv[0][0] != "clean", kv[0][0],
+                                                                               kv[0][1] or 0, int(kv[0][2]))):
+        iou = 100 * iou_per_class(conf)
+        cells = " | ".join(f"{v:.1f}" for v in iou.tolist())
+        print(f"{attack} | {eps if eps is not None else ''} | {budget if attack != 'clean' else ''} | "
+              f"{len(images[(attack, eps, budget)])} | {float(torch.nanmean(iou)):.2f} | {cells} | "
+              f"{float(torch.nanmean(iou[rest])):.2f}")
+
+
+if __name__ == "__main__":
+    main()
