@@ -22,6 +22,8 @@ from segtk.core import iou_per_class, load_dataset
 from segtk.storage.layout import RESULTS
 from segtk.storage.runs import read_results
 
+Row = tuple[str, float | None, str]  # attack spec, eps, budget ("clean" for the clean images)
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
@@ -37,32 +39,35 @@ def main() -> None:
     if args.images_of is not None:
         lines = read_results(args.images_of / RESULTS, key="key").values()
         keep = {rec.image for rec in bench_records(lines, args.images_of)}
-    totals: dict[tuple[str, float | None, str], torch.Tensor] = {}
-    images: dict[tuple[str, float | None, str], set[str]] = defaultdict(set)
+    totals: dict[Row, torch.Tensor] = {}
+    images: dict[Row, set[str]] = defaultdict(set)
+    seen: set[tuple[Row, str, int]] = set()  # a record in two runs (or clean in every one) once
     for run in args.runs:
         path = run / RESULTS
         for rec in bench_records(read_results(path, key="key").values(), path):
             if keep is not None and rec.image not in keep:
                 continue
-            cells = {"clean": rec.clean_confusion, **rec.confusions}
-            for budget, conf in cells.items():
+            for budget, counts in {"clean": rec.clean_confusion, **rec.confusions}.items():
                 row = ("clean", None, "0") if budget == "clean" else (rec.attack, rec.eps, budget)
-                if row[0] == "clean" and rec.image in images[row]:
-                    continue  # the clean image is in every attack's record: count it once
+                once = (row, rec.image, 0 if budget == "clean" else rec.repeat)
+                if once in seen:
+                    continue
+                seen.add(once)
                 images[row].add(rec.image)
-                totals[row] = totals.get(row, 0) + torch.tensor(conf, dtype=torch.float64)
+                totals[row] = totals.get(row, 0) + torch.tensor(counts, dtype=torch.float64)
     k = next(iter(totals.values())).shape[0]
     names = load_dataset(args.classes).classes if args.classes else [str(c) for c in range(k)]
     apart = {names.index(a) if a in names else int(a) for a in args.apart.split(",") if a}
     rest = [c for c in range(k) if c not in apart]
-    print("attack | eps | budget | images | mIoU | " + " | ".join(names) + f" | rest ({len(rest)} classes)")
-    for (attack, eps, budget), conf in sorted(totals.items(), key=lambda kv: (kv[0][0] != "clean", kv[0][0],
-                                                                               kv[0][1] or 0, int(kv[0][2]))):
-        iou = 100 * iou_per_class(conf)
-        cells = " | ".join(f"{v:.1f}" for v in iou.tolist())
-        print(f"{attack} | {eps if eps is not None else ''} | {budget if attack != 'clean' else ''} | "
-              f"{len(images[(attack, eps, budget)])} | {float(torch.nanmean(iou)):.2f} | {cells} | "
-              f"{float(torch.nanmean(iou[rest])):.2f}")
+    print("attack | eps | budget | images | mIoU | " + " | ".join(names)
+          + f" | rest ({len(rest)} classes)")
+    for row in sorted(totals, key=lambda r: (r[0] != "clean", r[0], r[1] or 0, int(r[2]))):
+        attack, eps, budget = row
+        iou = 100 * iou_per_class(totals[row])
+        per_class = " | ".join(f"{v:.1f}" for v in iou.tolist())
+        print(f"{attack} | {eps if eps is not None else ''} | {budget if attack != 'clean' else ''}"
+              f" | {len(images[row])} | {float(torch.nanmean(iou)):.2f} | {per_class}"
+              f" | {float(torch.nanmean(iou[rest])):.2f}")
 
 
 if __name__ == "__main__":
