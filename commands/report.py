@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
+from segtk import api
 from segtk.commands.console import console
-from segtk.reports.writer import write_report
 
 
 @click.command()
@@ -34,7 +36,10 @@ def report(run_dir: str, data_spec: str | None, open_: bool) -> None:
       segtk report runs/dla --data camvid:../shared/data/camvid   # dataset moved since the run
     """
 
-    path = write_report(run_dir, data_spec)
+    root = Path(run_dir)
+    with console.status("writing the report") as status:
+        path = api.report(run_dir, data_spec, on_page=lambda run: status.update(
+            f"writing the report of {run.relative_to(root) if run != root else run}"))
     console.print(f"wrote {path}")
     if open_:
         click.launch(str(path))

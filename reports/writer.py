@@ -29,6 +29,7 @@ the run folder (reports.common.relative_paths), titles use brief model and data 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,11 +66,14 @@ SUBRUNS = {"bench-edits": edit_subset_dirs,
            "bench-augment": lambda run: [*edit_subset_dirs(run), *train_dirs(run)]}
 
 
-def write_report(run_dir: str | Path, data_spec: str | None = None) -> Path:
+def write_report(run_dir: str | Path, data_spec: str | None = None,
+                 on_page: Callable[[Path], None] | None = None) -> Path:
     """Write RUN_DIR/report.html (and RUN_DIR/report_files/); return the page's path.
 
     data_spec overrides the dataset named in run.json (e.g. when the run was made from another
-    working directory and its relative --data path no longer resolves).
+    working directory and its relative --data path no longer resolves). `on_page(run)` is
+    called before each page is built, sub-runs' first: a train run's page scores every epoch's
+    checkpoint, which takes minutes on a CPU, so the CLI shows which page it is at.
     """
     run = Path(run_dir)
     if not run.is_dir():
@@ -83,9 +87,11 @@ def write_report(run_dir: str | Path, data_spec: str | None = None) -> Path:
     if kind in SUBRUNS:  # each sub-run gets its own page, linked from this one
         for sub in SUBRUNS[kind](run):
             try:
-                write_report(sub, data_spec)
+                write_report(sub, data_spec, on_page)
             except SegtkError as exc:
                 _note(context["notes"], f"No report for {sub.name}: {exc.message}", "warn")
+    if on_page:
+        on_page(run)
     context.update(build(run, meta, data_spec, context["notes"]))
     html = _environment().get_template(PAGES[kind]).render(**context)
     atomic_write_bytes(run / REPORT_FILE, html.encode())

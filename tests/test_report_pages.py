@@ -305,6 +305,13 @@ def test_bench_augment_page_has_every_augmentation_after_a_resume(runs) -> None:
     assert 'href="edits/color/report.html"' in text
 
 
+def test_a_report_says_each_page_it_builds_sub_runs_first(runs) -> None:
+    """`segtk report` shows which page it is at: a train page scores every epoch's checkpoint."""
+    built: list[str] = []
+    write_report(runs.augment, on_page=lambda run: built.append(run.relative_to(runs.augment).as_posix()))
+    assert built == ["edits/color", "train/baseline", "train/cutout", "."]
+
+
 # --- every page ------------------------------------------------------------------------------
 
 
