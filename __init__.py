@@ -14,7 +14,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 API = ("AttackRun", "Table", "attack", "bench_attacks", "bench_augment", "bench_edits", "bench_seeds",
-       "edit", "load_dataset", "load_model", "train")
+       "edit", "load_dataset", "load_model", "predict", "report", "train")
 __all__ = [*API, "__version__"]
 
 

@@ -10,6 +10,8 @@ from segtk.api import bench_seeds as bench_seeds
 from segtk.api import edit as edit
 from segtk.api import load_dataset as load_dataset
 from segtk.api import load_model as load_model
+from segtk.api import predict as predict
+from segtk.api import report as report
 from segtk.api import train as train
 
 __version__: str

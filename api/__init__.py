@@ -12,9 +12,10 @@ a run folder written exactly as the CLI writes it (and resumable by either).
 from segtk.api.attacks import attack, bench_attacks
 from segtk.api.edits import bench_edits, edit
 from segtk.api.loading import load_dataset, load_model
+from segtk.api.predicting import predict, report
 from segtk.api.results import AttackRun, Table
 from segtk.api.seeds import bench_seeds
 from segtk.api.training import bench_augment, train
 
 __all__ = ["AttackRun", "Table", "attack", "bench_attacks", "bench_augment", "bench_edits",
-           "bench_seeds", "edit", "load_dataset", "load_model", "train"]
+           "bench_seeds", "edit", "load_dataset", "load_model", "predict", "report", "train"]

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from segtk import api
 from segtk.commands.console import console, pct, progress, quiet_option, table
 from segtk.commands.options import (
     classes_from_data_option,
@@ -17,7 +18,6 @@ from segtk.commands.options import (
 )
 from segtk.compat import check_compatible
 from segtk.core import load_dataset, load_segmenter
-from segtk.jobs.predict import predict_dataset
 
 
 @click.command()
@@ -49,8 +49,9 @@ def predict(model_spec, data_spec, split, limit, classes_from_data, device, out,
     check_compatible(model, data, classes_from_data)  # before the progress bar and --out
     with progress() as bar:
         task = bar.add_task("predict", total=len(data), status="")
-        summary = predict_dataset(model, data, out, batch_size, lambda n: bar.advance(task, n),
-                                  classes_from_data=classes_from_data)
+        summary = api.predict(model, data, out, batch_size=batch_size,
+                              classes_from_data=classes_from_data,
+                              on_batch=lambda n: bar.advance(task, n))
     if as_json:
         click.echo(json.dumps({k: v for k, v in summary.items() if k != "iou"}))
         return

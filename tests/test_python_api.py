@@ -200,6 +200,27 @@ def test_train_is_the_cli_training(tmp_path: Path) -> None:
     assert model.classes == segtk.load_dataset("demo").classes
 
 
+def test_predict_and_report_are_the_cli_commands(tmp_path: Path) -> None:
+    done = invoke("predict", "--limit", "3", "--json", "--quiet", "--out", str(tmp_path / "cli"))
+    assert done.exit_code == 0, done.output
+    seen: list[int] = []
+    summary = segtk.predict("demo", "demo", tmp_path / "api", limit=3, on_batch=seen.append)
+    assert json.loads(done.output) == {k: v for k, v in summary.items() if k != "iou"}
+    assert sum(seen) == summary["images"] == 3
+    assert list(summary["iou"]) == segtk.load_dataset("demo").classes  # IoU per class name
+    assert files(tmp_path / "api") == files(tmp_path / "cli")  # labels and overlays
+
+    run = tmp_path / "attack"
+    segtk.attack("demo", "demo", "random", budget=3, limit=1, out=run)
+    pages: list[Path] = []
+    page = segtk.report(run, on_page=pages.append)
+    assert page == run / "report.html" and pages == [run]
+    api_page = page.read_text()
+    done = invoke("report", str(run))
+    assert done.exit_code == 0, done.output
+    assert page.read_text() == api_page
+
+
 def test_to_pandas_says_what_to_install_without_pandas(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "pandas", None)  # as if it were not installed
     table = segtk.Table([{"a": 1}])
