@@ -5,6 +5,7 @@ One run per attack spec at BUDGET, with the dataset mIoU read off at 10 / 50 / 2
 image by default (`--start 20 --step 10`: nine images outside the first 20), seed 0:
 
     OMP_NUM_THREADS=1 python bench/attack_subset.py 200 colour-stripes colour-stripes:explore=6 dla
+    OMP_NUM_THREADS=1 python bench/attack_subset.py 200 colour-blocks --start 20 --step 10 --cls sky
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from segtk.core import build_attack, load_dataset, load_segmenter, mean_iou
+from segtk.core import build_attack, iou_per_class, load_dataset, load_segmenter, mean_iou
 from segtk.jobs.attack import image_seed
 from segtk.jobs.batching import batch_tensors
 
@@ -32,6 +33,7 @@ def main() -> None:
     parser.add_argument("--start", type=int, default=0,
                         help="first val image used (20: keep the first 20, the confirmation set, out)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cls", help="also print this class's IoU at the last checkpoint (e.g. sky)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     model = load_segmenter(args.model)
@@ -49,6 +51,9 @@ def main() -> None:
                             ignore_index=data.ignore_index)
         cells = " ".join(f"@{c}: {100 * float(mean_iou(result.checkpoints[c].sum(0))):6.2f}"
                          for c in checkpoints_run)
+        if args.cls:
+            last = result.checkpoints[checkpoints_run[-1]].sum(0)
+            cells += f"  {args.cls} {100 * float(iou_per_class(last)[data.classes.index(args.cls)]):.1f}"
         print(f"{spec:40s} {len(data)} images  {cells}  ({time.time() - start:.0f} s)", flush=True)
 
 

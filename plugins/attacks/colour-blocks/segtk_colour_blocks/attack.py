@@ -14,7 +14,9 @@ it:
    cell whose class-balanced count of correctly labelled pixels dropped is credited. If some
    but not all flipped cells are credited, one more query *verifies* that mix; the kept signs
    become the best of the kept, the trial and the mix, by the proxy (a strict drop), so the
-   proxy of the kept signs only falls.
+   proxy of the kept signs only falls. On the finer grids (at least `texture_from` cells) a
+   `texture` share of the flipped cells gets grey diagonal stripes `period` px wide instead of
+   one colour: ESPNet CamVid's sky, which no uniform ±ε colour moves, gives way to them.
 
 Nothing depends on the budget, so the first b queries of a long run are the b-query run
 (`anytime`). Every value moves by exactly ±ε, like DLA and colour-stripes. Tuned on CamVid val
@@ -33,6 +35,7 @@ from segtk_colour_stripes.attack import CHANNELS, stripe_count, stripe_lines
 from segtk_dla.attack import HORIZONTAL
 
 FINE_RATE = 0.4
+TEXTURE = 0.4
 
 
 @dataclass
@@ -48,6 +51,12 @@ class ColourBlocksParams(AttackParams):
         cells that change each other's labels, so the credit is surer).
     verify: query the mix of credited cells before keeping it (false: keep it unqueried, its
         labels pieced together from the trial's and the kept ones).
+    texture: share of a trial's flipped cells given grey diagonal stripes (every channel
+        flipped on alternate stripes) instead of one colour, on grids of `texture_from` cells
+        or more (0: never).
+    texture_from: the coarsest grid (cells along the shorter side) that gets textures.
+    period: the stripes' width in pixels (2 matches a stride-2 first layer; 1 and 4 were
+        weaker on the tuning images).
     """
 
     explore: int = 0
@@ -58,6 +67,9 @@ class ColourBlocksParams(AttackParams):
     rate: float = 0.9
     fine_rate: float = FINE_RATE
     verify: bool = True
+    texture: float = TEXTURE
+    texture_from: int = 8
+    period: int = 2
 
     def validate(self) -> None:
         super().validate()
@@ -72,6 +84,13 @@ class ColourBlocksParams(AttackParams):
                              hint="e.g. --param cells=2 --param finest=16")
         if self.rounds < 1:
             raise SegtkError(f"rounds must be at least 1, got {self.rounds}", hint="e.g. --param rounds=4")
+        if not 0 <= self.texture <= 1:
+            raise SegtkError(f"texture must be in [0, 1], got {self.texture}",
+                             hint="e.g. --param texture=0.4 (0: uniform colours only)")
+        if self.texture_from < 1 or self.period < 1:
+            raise SegtkError(f"texture_from and period must be at least 1, got "
+                             f"texture_from={self.texture_from}, period={self.period}",
+                             hint="e.g. --param texture_from=8 --param period=2")
         for key in ("rate", "fine_rate"):
             if not 0 < getattr(self, key) <= 1:
                 raise SegtkError(f"{key} must be in (0, 1], got {getattr(self, key)}",
@@ -118,6 +137,7 @@ class ColourBlocks(Attack[ColourBlocksParams]):
     def attack(self, oracle: Oracle) -> None:
         b = oracle.clean.shape[0]
         self._weights = [self._pixel_weights(oracle, i) for i in range(b)]
+        self._stripe_cache: dict[tuple[int, int], torch.Tensor] = {}  # by image size
         states = [_State() for _ in range(b)]
         oracle.query(oracle.clean)
         t = 0
@@ -154,7 +174,29 @@ class ColourBlocks(Attack[ColourBlocksParams]):
         bits = torch.stack([(colour >> c) & 1 for c in range(CHANNELS)]).bool() & chosen
         st.trial = _Signs(bits.to(oracle.clean.device))  # the flipped cells, until answered
         flip = expand_cells(st.trial.positive, size, h, w)
+        if p.texture > 0 and self._cells(st) >= p.texture_from:
+            flip = self._striped(flip, chosen, size, rng)
         return st.kept.positive ^ flip
+
+    def _striped(self, flip: torch.Tensor, chosen: torch.Tensor, size: int,
+                 rng: torch.Generator) -> torch.Tensor:
+        """`flip` with a `texture` share of the chosen cells flipped in grey diagonal stripes
+        (a random phase per trial) instead of their colour."""
+        p = self.params
+        _, h, w = flip.shape
+        striped = chosen & (torch.rand(chosen.shape, generator=rng) < p.texture)
+        phase = int(torch.randint(2 * p.period, (1,), generator=rng))
+        cells = expand_cells(striped, size, h, w).to(flip.device)
+        return torch.where(cells, self._stripes(h, w, flip.device)[phase], flip)
+
+    def _stripes(self, h: int, w: int, device: torch.device) -> torch.Tensor:
+        """bool [2·period, H, W]: the stripes at each phase, made once per run."""
+        if (h, w) not in self._stripe_cache:
+            period = self.params.period
+            diagonal = torch.arange(h).view(1, h, 1) + torch.arange(w).view(1, 1, w)
+            phases = torch.arange(2 * period).view(-1, 1, 1)
+            self._stripe_cache[h, w] = (((diagonal + phases) // period) % 2 == 1).to(device)
+        return self._stripe_cache[h, w]
 
     def _learn(self, st: _State, oracle: Oracle, i: int, t: int, got: _Signs) -> None:
         """Fold one answer into image i's state."""

@@ -87,3 +87,36 @@ def test_the_finest_grid_recolours_a_fine_rate_share_of_its_cells() -> None:
     assert all(bool(c.all()) for c in coarse)  # rate 1: every pixel's cell recoloured
     shares = torch.stack([c.unfold(0, 4, 4).unfold(1, 4, 4).amax(dim=(2, 3)).mean() for c in fine])
     assert 0.1 < float(shares.mean()) < 0.4  # a quarter of the 16 cells on average
+
+
+def test_finer_grids_stripe_a_texture_share_of_the_flipped_cells() -> None:
+    # Constant labels: every trial is the start with its own flips. With texture 1 on a grid of
+    # 4 cells (8 px each), every flipped cell changes in grey diagonal stripes 2 px wide: all
+    # channels alike, half of its pixels, constant along each anti-diagonal.
+    images, labels = toy_batch(1, 32, 32)
+    images = images * 0.5 + 0.25
+    model = Constant()
+    ColourBlocks(budget=20, eps=8, cells=4, finest=4, texture=1.0, texture_from=4).run(
+        model, images, labels)
+    start = model.seen[1]
+    i, j = torch.meshgrid(torch.arange(8), torch.arange(8), indexing="ij")
+    patterns = [((i + j + phase) // 2) % 2 == 1 for phase in range(4)]
+    for x in model.seen[2:]:
+        changed = x != start
+        assert torch.equal(changed[0], changed[1]) and torch.equal(changed[0], changed[2])  # grey
+        cells = changed[0].unfold(0, 8, 8).unfold(1, 8, 8).reshape(16, 8, 8)
+        flipped = [c for c in cells if bool(c.any())]
+        assert flipped  # every trial flips something
+        assert all(any(torch.equal(c, p) for p in patterns) for c in flipped)
+
+
+def test_without_texture_the_finer_grids_keep_one_colour_per_cell() -> None:
+    images, labels = toy_batch(1, 32, 32)
+    images = images * 0.5 + 0.25
+    model = Constant()
+    ColourBlocks(budget=20, eps=8, cells=4, finest=4, texture=0.0, texture_from=4).run(
+        model, images, labels)
+    start = model.seen[1]
+    for x in model.seen[2:]:
+        cells = (x != start).unfold(1, 8, 8).unfold(2, 8, 8)
+        assert torch.equal(cells, cells[..., :1, :1].expand_as(cells))
