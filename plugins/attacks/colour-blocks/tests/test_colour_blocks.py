@@ -89,20 +89,23 @@ def test_the_finest_grid_recolours_a_fine_rate_share_of_its_cells() -> None:
     assert 0.1 < float(shares.mean()) < 0.4  # a quarter of the 16 cells on average
 
 
-def test_finer_grids_stripe_a_texture_share_of_the_flipped_cells() -> None:
-    # Constant labels: every trial is the start with its own flips. With texture 1 on a grid of
-    # 4 cells (8 px each), every flipped cell changes in grey diagonal stripes 2 px wide: all
-    # channels alike, half of its pixels, constant along each anti-diagonal.
+def trial_changes(texture: float) -> list[torch.Tensor]:
+    """What each trial changed against the start (bool [3,32,32]) on a grid of 4 cells (8 px
+    each) from the first round, textures allowed there. Constant labels: every trial is the
+    start with its own flips."""
     images, labels = toy_batch(1, 32, 32)
-    images = images * 0.5 + 0.25
     model = Constant()
-    ColourBlocks(budget=20, eps=8, cells=4, finest=4, texture=1.0, texture_from=4).run(
-        model, images, labels)
-    start = model.seen[1]
+    ColourBlocks(budget=20, eps=8, cells=4, finest=4, texture=texture, texture_from=4).run(
+        model, images * 0.5 + 0.25, labels)
+    return [x != model.seen[1] for x in model.seen[2:]]
+
+
+def test_finer_grids_stripe_a_texture_share_of_the_flipped_cells() -> None:
+    # With texture 1 every flipped cell changes in grey diagonal stripes 2 px wide: all
+    # channels alike, half of its pixels, constant along each anti-diagonal.
     i, j = torch.meshgrid(torch.arange(8), torch.arange(8), indexing="ij")
     patterns = [((i + j + phase) // 2) % 2 == 1 for phase in range(4)]
-    for x in model.seen[2:]:
-        changed = x != start
+    for changed in trial_changes(1.0):
         assert torch.equal(changed[0], changed[1]) and torch.equal(changed[0], changed[2])  # grey
         cells = changed[0].unfold(0, 8, 8).unfold(1, 8, 8).reshape(16, 8, 8)
         flipped = [c for c in cells if bool(c.any())]
@@ -111,12 +114,6 @@ def test_finer_grids_stripe_a_texture_share_of_the_flipped_cells() -> None:
 
 
 def test_without_texture_the_finer_grids_keep_one_colour_per_cell() -> None:
-    images, labels = toy_batch(1, 32, 32)
-    images = images * 0.5 + 0.25
-    model = Constant()
-    ColourBlocks(budget=20, eps=8, cells=4, finest=4, texture=0.0, texture_from=4).run(
-        model, images, labels)
-    start = model.seen[1]
-    for x in model.seen[2:]:
-        cells = (x != start).unfold(1, 8, 8).unfold(2, 8, 8)
+    for changed in trial_changes(0.0):
+        cells = changed.unfold(1, 8, 8).unfold(2, 8, 8)
         assert torch.equal(cells, cells[..., :1, :1].expand_as(cells))
