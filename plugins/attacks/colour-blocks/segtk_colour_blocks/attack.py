@@ -15,8 +15,9 @@ it:
    but not all flipped cells are credited, one more query *verifies* that mix; the kept signs
    become the best of the kept, the trial and the mix, by the proxy (a strict drop), so the
    proxy of the kept signs only falls. On the finer grids (at least `texture_from` cells) a
-   `texture` share of the flipped cells gets grey diagonal stripes `period` px wide instead of
-   one colour: ESPNet CamVid's sky, which no uniform ±ε colour moves, gives way to them.
+   `texture` share of the flipped cells becomes grey diagonal stripes `period` px wide (+ε
+   on every channel, then -ε) instead of a new colour: ESPNet CamVid's sky, which no uniform ±ε
+   colour moves, gives way to them.
 
 Nothing depends on the budget, so the first b queries of a long run are the b-query run
 (`anytime`). Every value moves by exactly ±ε, like DLA and colour-stripes. Tuned on CamVid val
@@ -51,9 +52,9 @@ class ColourBlocksParams(AttackParams):
         cells that change each other's labels, so the credit is surer).
     verify: query the mix of credited cells before keeping it (false: keep it unqueried, its
         labels pieced together from the trial's and the kept ones).
-    texture: share of a trial's flipped cells given grey diagonal stripes (every channel
-        flipped on alternate stripes) instead of one colour, on grids of `texture_from` cells
-        or more (0: never).
+    texture: share of a trial's flipped cells set to grey diagonal stripes (+ε on every
+        channel, then -ε) instead of a new colour, on grids of `texture_from` cells or more
+        (0: never).
     texture_from: the coarsest grid (cells along the shorter side) that gets textures.
     period: the stripes' width in pixels (2 matches a stride-2 first layer; 1 and 4 were
         weaker on the tuning images).
@@ -174,20 +175,21 @@ class ColourBlocks(Attack[ColourBlocksParams]):
         bits = torch.stack([(colour >> c) & 1 for c in range(CHANNELS)]).bool() & chosen
         st.trial = _Signs(bits.to(oracle.clean.device))  # the flipped cells, until answered
         flip = expand_cells(st.trial.positive, size, h, w)
+        signs = st.kept.positive ^ flip
         if p.texture > 0 and self._cells(st) >= p.texture_from:
-            flip = self._striped(flip, chosen, size, rng)
-        return st.kept.positive ^ flip
+            signs = self._striped(signs, chosen, size, rng)
+        return signs
 
-    def _striped(self, flip: torch.Tensor, chosen: torch.Tensor, size: int,
+    def _striped(self, signs: torch.Tensor, chosen: torch.Tensor, size: int,
                  rng: torch.Generator) -> torch.Tensor:
-        """`flip` with a `texture` share of the chosen cells flipped in grey diagonal stripes
-        (a random phase per trial) instead of their colour."""
+        """`signs` with a `texture` share of the chosen cells set to grey diagonal stripes
+        (+ε on every channel, then -ε; a random phase per trial) instead of a new colour."""
         p = self.params
-        _, h, w = flip.shape
+        _, h, w = signs.shape
         striped = chosen & (torch.rand(chosen.shape, generator=rng) < p.texture)
         phase = int(torch.randint(2 * p.period, (1,), generator=rng))
-        cells = expand_cells(striped, size, h, w).to(flip.device)
-        return torch.where(cells, self._stripes(h, w, flip.device)[phase], flip)
+        cells = expand_cells(striped, size, h, w).to(signs.device)
+        return torch.where(cells, self._stripes(h, w, signs.device)[phase], signs)
 
     def _stripes(self, h: int, w: int, device: torch.device) -> torch.Tensor:
         """bool [2·period, H, W]: the stripes at each phase, made once per run."""
