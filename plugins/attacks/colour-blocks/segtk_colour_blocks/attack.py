@@ -36,7 +36,6 @@ from segtk_colour_stripes.attack import CHANNELS, stripe_count, stripe_lines
 from segtk_dla.attack import HORIZONTAL
 
 FINE_RATE = 0.4
-TEXTURE = 0.4
 
 
 @dataclass
@@ -68,7 +67,7 @@ class ColourBlocksParams(AttackParams):
     rate: float = 0.9
     fine_rate: float = FINE_RATE
     verify: bool = True
-    texture: float = TEXTURE
+    texture: float = 0.4
     texture_from: int = 8
     period: int = 2
 
