@@ -2,7 +2,8 @@
 
 One run per attack spec at BUDGET, with the dataset mIoU read off at 10 / 50 / 200 queries
 (exact for `anytime` attacks; a budget-dependent one is run at BUDGET only). Every 13th val
-image by default (`--start 20 --step 10`: nine images outside the first 20), seed 0:
+image by default; `--start 20 --step 10` picks nine outside the first 20 (the tuning images).
+Seed 0:
 
     OMP_NUM_THREADS=1 python bench/attack_subset.py 200 colour-stripes colour-stripes:explore=6 dla
     OMP_NUM_THREADS=1 python bench/attack_subset.py 200 colour-blocks --start 20 --step 10 --cls sky
@@ -12,34 +13,22 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
-import torch
+from val_subset import add_subset_options, load_subset
 
-from segtk.core import build_attack, iou_per_class, load_dataset, load_segmenter, mean_iou
+from segtk.core import build_attack, iou_per_class, mean_iou
 from segtk.jobs.attack import image_seed
-from segtk.jobs.batching import batch_tensors
-
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("budget", type=int)
     parser.add_argument("specs", nargs="+", help="ATTACK[:key=value...]")
-    parser.add_argument("--model", default=f"espnet:camvid={SHARED}/models/espnet_camvid.safetensors")
-    parser.add_argument("--data", default=f"camvid:{SHARED}/data/camvid")
-    parser.add_argument("--step", type=int, default=13, help="use every STEP-th image")
-    parser.add_argument("--start", type=int, default=0,
-                        help="first val image used (20: keep the first 20, the confirmation set, out)")
+    add_subset_options(parser, start=0, step=13)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cls", help="also print this class's IoU at the last checkpoint (e.g. sky)")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    model = load_segmenter(args.model)
-    full = load_dataset(args.data)
-    data = full.subset(names=full.names[args.start :: args.step])
-    x, y = batch_tensors([data[i] for i in range(len(data))], model.device)
+    model, data, x, y = load_subset(args)
     checkpoints = tuple(c for c in (10, 50, 200) if c <= args.budget) or (args.budget,)
     for spec in args.specs:
         name, *extra = spec.split(":")

@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from val_subset import add_subset_options, load_subset
 
-from segtk.core import build_attack, load_dataset, load_segmenter
+from segtk.core import build_attack, confusion, iou_per_class
 from segtk.jobs.attack import image_seed
-from segtk.jobs.batching import batch_tensors
-
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
 def patterns(shape: tuple[int, ...], generator: torch.Generator) -> Iterator[tuple[str, torch.Tensor]]:
@@ -51,21 +48,14 @@ def patterns(shape: tuple[int, ...], generator: torch.Generator) -> Iterator[tup
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=f"espnet:camvid={SHARED}/models/espnet_camvid.safetensors")
-    parser.add_argument("--data", default=f"camvid:{SHARED}/data/camvid")
+    add_subset_options(parser, start=20, step=10)
     parser.add_argument("--cls", default="sky", help="the class whose region is perturbed and scored")
-    parser.add_argument("--start", type=int, default=20, help="first val image used")
-    parser.add_argument("--step", type=int, default=10, help="use every STEP-th image")
     parser.add_argument("--eps", type=float, default=8, help="on the 0-255 scale")
     parser.add_argument("--white-box",
                         help="also split this white-box attack's perturbation (e.g. cospgd)")
     parser.add_argument("--iterations", type=int, default=50, help="the white-box attack's passes")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    model = load_segmenter(args.model)
-    full = load_dataset(args.data)
-    data = full.subset(names=full.names[args.start :: args.step])
-    x, y = batch_tensors([data[i] for i in range(len(data))], model.device)
+    model, data, x, y = load_subset(args)
     c = data.classes.index(args.cls)
     region = (y == c).unsqueeze(1).float()
     eps = args.eps / 255
@@ -73,9 +63,8 @@ def main() -> None:
     def score(image: torch.Tensor, name: str) -> None:
         with torch.no_grad():
             pred = model.predict(image.clamp(0, 1))
-        tp = ((pred == c) & (y == c)).sum()
-        union = ((pred == c) | (y == c)).sum()
-        print(f"{name:45s} {args.cls} IoU {100 * float(tp / union):6.2f} %", flush=True)
+        iou = iou_per_class(confusion(pred, y, len(data.classes), data.ignore_index).sum(0))[c]
+        print(f"{name:45s} {args.cls} IoU {100 * float(iou):6.2f} %", flush=True)
 
     print(f"{len(data)} images, {args.cls}: {100 * float(region.mean()):.1f}% of the pixels, eps {args.eps:g}/255")
     score(x, "clean")

@@ -1,0 +1,32 @@
+"""The CamVid val subset the attack diagnostics in bench/ share: model, images and labels."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+from segtk.core import Dataset, Segmenter, load_dataset, load_segmenter
+from segtk.jobs.batching import batch_tensors
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def add_subset_options(parser: argparse.ArgumentParser, start: int, step: int) -> None:
+    """--model, --data, --start and --step (every STEP-th val image from START)."""
+    parser.add_argument("--model", default=f"espnet:camvid={SHARED}/models/espnet_camvid.safetensors")
+    parser.add_argument("--data", default=f"camvid:{SHARED}/data/camvid")
+    parser.add_argument("--start", type=int, default=start,
+                        help="first val image used (20: keep the first 20, the confirmation set, out)")
+    parser.add_argument("--step", type=int, default=step, help="use every STEP-th image")
+
+
+def load_subset(args: argparse.Namespace) -> tuple[Segmenter, Dataset, torch.Tensor, torch.Tensor]:
+    """The model, the chosen images as a dataset, and their images [B,3,H,W] and labels [B,H,W]."""
+    torch.set_num_threads(1)
+    model = load_segmenter(args.model)
+    full = load_dataset(args.data)
+    data = full.subset(names=full.names[args.start :: args.step])
+    images, labels = batch_tensors([data[i] for i in range(len(data))], model.device)
+    return model, data, images, labels
