@@ -5,9 +5,12 @@ queries) while gradients remove it. This applies fixed ±ε pattern families (un
 stripes, checkerboards, diagonals, random blocks) only on the pixels whose true label is
 --cls, and prints that class's IoU over the images; with --white-box ATTACK it also splits a
 white-box attack's perturbation into the part inside the region, the part outside it and the
-region grown by a few pixels. No query budget: it measures what patterns can do, not an attack:
+region grown by a few pixels; with --attacked SPEC it also puts each pattern in the region of a
+decision-based attack's images, in place of what the attack found there. It measures what
+patterns can do, not an attack (no query budget for the patterns):
 
     OMP_NUM_THREADS=1 python bench/region_patterns.py --cls sky --start 20 --step 10 --white-box cospgd
+    OMP_NUM_THREADS=1 python bench/region_patterns.py --cls sky --attacked colour-blocks --budget 200
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ def patterns(shape: tuple[int, ...], generator: torch.Generator) -> Iterator[tup
             for colour, rgb in colours.items():
                 wave = (coord // period) % 2 * 2.0 - 1
                 yield f"{kind} {period} px, {colour}", torch.tensor(rgb).view(1, 3, 1, 1) * wave
+            if kind == "diagonal stripes" and period in (2, 4):  # the phase against a stride-2 layer
+                shifted = ((coord + 1) // period) % 2 * 2.0 - 1
+                yield f"{kind} {period} px, grey, shifted 1 px", shifted.expand(shape)
         checker = ((xx // period + yy // period) % 2) * 2.0 - 1
         yield f"checkerboard {period} px", checker.expand(shape)
     for size in (2, 4, 8, 16):
@@ -54,6 +60,10 @@ def main() -> None:
     parser.add_argument("--white-box",
                         help="also split this white-box attack's perturbation (e.g. cospgd)")
     parser.add_argument("--iterations", type=int, default=50, help="the white-box attack's passes")
+    parser.add_argument("--attacked", metavar="SPEC",
+                        help="also put each pattern in the region of this attack's images, in place "
+                             "of its perturbation there (e.g. colour-blocks)")
+    parser.add_argument("--budget", type=int, default=200, help="queries of the --attacked attack")
     args = parser.parse_args()
     model, data, x, y = load_subset(args)
     c = data.classes.index(args.cls)
@@ -66,15 +76,27 @@ def main() -> None:
         iou = iou_per_class(confusion(pred, y, len(data.classes), data.ignore_index).sum(0))[c]
         print(f"{name:45s} {args.cls} IoU {100 * float(iou):6.2f} %", flush=True)
 
-    print(f"{len(data)} images, {args.cls}: {100 * float(region.mean()):.1f}% of the pixels, eps {args.eps:g}/255")
-    score(x, "clean")
-    for name, signs in patterns(tuple(x.shape), torch.Generator().manual_seed(0)):
-        score(x + eps * signs * region, f"in the region: {name}")
-    if args.white_box:
-        attack = build_attack(args.white_box, budget=args.iterations, eps=args.eps, seed=0)
+    def attacked(spec: str, budget: int) -> torch.Tensor:
+        """The attack's perturbation of the images (seed 0)."""
+        name, *extra = spec.split(":")
+        attack = build_attack(name, budget=budget, eps=args.eps, seed=0, extra=tuple(extra))
         result = attack.run(model, x, y, seeds=[image_seed(0, n) for n in data.names],
                             num_classes=len(data.classes), ignore_index=data.ignore_index)
-        delta = result.images - x
+        return result.images - x
+
+    print(f"{len(data)} images, {args.cls}: {100 * float(region.mean()):.1f}% of the pixels, eps {args.eps:g}/255")
+    score(x, "clean")
+    contexts = [("in the region", torch.zeros_like(x))]
+    if args.attacked:
+        delta = attacked(args.attacked, args.budget)
+        score(x + delta, f"{args.attacked} ({args.budget} queries)")
+        score(x + delta * (1 - region), "its region clean")
+        contexts.append(("in its region", delta * (1 - region)))
+    for where, outside in contexts:
+        for name, signs in patterns(tuple(x.shape), torch.Generator().manual_seed(0)):
+            score(x + outside + eps * signs * region, f"{where}: {name}")
+    if args.white_box:
+        delta = attacked(args.white_box, args.iterations)
         score(x + delta, f"{args.white_box}, everywhere")
         score(x + delta * region, f"{args.white_box}, in the region only")
         score(x + delta * (1 - region), f"{args.white_box}, outside the region only")
