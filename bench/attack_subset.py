@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from val_subset import add_subset_options, load_subset
+from val_subset import add_subset_options, build_spec, class_index, load_subset
 
-from segtk.core import build_attack, iou_per_class, mean_iou
+from segtk.core import iou_per_class, mean_iou
 from segtk.jobs.attack import image_seed
 
 
@@ -28,11 +28,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cls", help="also print this class's IoU at the last checkpoint (e.g. sky)")
     args = parser.parse_args()
+    attacks = [build_spec(parser, spec, args.budget, 8, args.seed) for spec in args.specs]
     model, data, x, y = load_subset(args)
+    cls = class_index(parser, data, args.cls) if args.cls else None
     checkpoints = tuple(c for c in (10, 50, 200) if c <= args.budget) or (args.budget,)
-    for spec in args.specs:
-        name, *extra = spec.split(":")
-        attack = build_attack(name, budget=args.budget, eps=8, seed=args.seed, extra=tuple(extra))
+    for spec, attack in zip(args.specs, attacks):
         checkpoints_run = checkpoints if attack.anytime else (args.budget,)
         start = time.time()
         result = attack.run(model, x, y, seeds=[image_seed(args.seed, n) for n in data.names],
@@ -40,9 +40,9 @@ def main() -> None:
                             ignore_index=data.ignore_index)
         cells = " ".join(f"@{c}: {100 * float(mean_iou(result.checkpoints[c].sum(0))):6.2f}"
                          for c in checkpoints_run)
-        if args.cls:
+        if cls is not None:
             last = result.checkpoints[checkpoints_run[-1]].sum(0)
-            cells += f"  {args.cls} {100 * float(iou_per_class(last)[data.classes.index(args.cls)]):.1f}"
+            cells += f"  {args.cls} {100 * float(iou_per_class(last)[cls]):.1f}"
         print(f"{spec:40s} {len(data)} images  {cells}  ({time.time() - start:.0f} s)", flush=True)
 
 

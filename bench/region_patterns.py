@@ -20,9 +20,9 @@ from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
-from val_subset import add_subset_options, load_subset
+from val_subset import add_subset_options, build_spec, class_index, load_subset
 
-from segtk.core import build_attack, confusion, iou_per_class
+from segtk.core import confusion, iou_per_class
 from segtk.jobs.attack import image_seed
 
 
@@ -65,8 +65,10 @@ def main() -> None:
                              "of its perturbation there (e.g. colour-blocks)")
     parser.add_argument("--budget", type=int, default=200, help="queries of the --attacked attack")
     args = parser.parse_args()
+    attacks = {spec: build_spec(parser, spec, budget, args.eps, seed=0)
+               for spec, budget in ((args.attacked, args.budget), (args.white_box, args.iterations)) if spec}
     model, data, x, y = load_subset(args)
-    c = data.classes.index(args.cls)
+    c = class_index(parser, data, args.cls)
     region = (y == c).unsqueeze(1).float()
     eps = args.eps / 255
 
@@ -76,11 +78,9 @@ def main() -> None:
         iou = iou_per_class(confusion(pred, y, len(data.classes), data.ignore_index).sum(0))[c]
         print(f"{name:45s} {args.cls} IoU {100 * float(iou):6.2f} %", flush=True)
 
-    def attacked(spec: str, budget: int) -> torch.Tensor:
+    def attacked(spec: str) -> torch.Tensor:
         """The attack's perturbation of the images (seed 0)."""
-        name, *extra = spec.split(":")
-        attack = build_attack(name, budget=budget, eps=args.eps, seed=0, extra=tuple(extra))
-        result = attack.run(model, x, y, seeds=[image_seed(0, n) for n in data.names],
+        result = attacks[spec].run(model, x, y, seeds=[image_seed(0, n) for n in data.names],
                             num_classes=len(data.classes), ignore_index=data.ignore_index)
         return result.images - x
 
@@ -88,7 +88,7 @@ def main() -> None:
     score(x, "clean")
     contexts = [("in the region", torch.zeros_like(x))]
     if args.attacked:
-        delta = attacked(args.attacked, args.budget)
+        delta = attacked(args.attacked)
         score(x + delta, f"{args.attacked} ({args.budget} queries)")
         score(x + delta * (1 - region), "its region clean")
         contexts.append(("in its region", delta * (1 - region)))
@@ -96,7 +96,7 @@ def main() -> None:
         for name, signs in patterns(tuple(x.shape), torch.Generator().manual_seed(0)):
             score(x + outside + eps * signs * region, f"{where}: {name}")
     if args.white_box:
-        delta = attacked(args.white_box, args.iterations)
+        delta = attacked(args.white_box)
         score(x + delta, f"{args.white_box}, everywhere")
         score(x + delta * region, f"{args.white_box}, in the region only")
         score(x + delta * (1 - region), f"{args.white_box}, outside the region only")

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import torch
 
-from segtk.core import Dataset, Segmenter, load_dataset, load_segmenter
+from segtk.core import (
+    Attack,
+    Dataset,
+    Segmenter,
+    SegtkError,
+    build_attack,
+    load_dataset,
+    load_segmenter,
+)
 from segtk.jobs.batching import batch_tensors
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -30,3 +38,20 @@ def load_subset(args: argparse.Namespace) -> tuple[Segmenter, Dataset, torch.Ten
     data = full.subset(names=full.names[args.start :: args.step])
     images, labels = batch_tensors([data[i] for i in range(len(data))], model.device)
     return model, data, images, labels
+
+
+def build_spec(parser: argparse.ArgumentParser, spec: str, budget: int, eps: float, seed: int) -> Attack:
+    """The attack of an ATTACK[:key=value...] spec; a wrong name or key is a one-line usage error
+    (checked before the model loads, so a run does not fail after its first spec)."""
+    name, *extra = spec.split(":")
+    try:
+        return build_attack(name, budget=budget, eps=eps, seed=seed, extra=tuple(extra))
+    except SegtkError as error:
+        parser.error(f"{spec}: {error}")
+
+
+def class_index(parser: argparse.ArgumentParser, data: Dataset, name: str) -> int:
+    """The index of class `name` in `data`; an unknown name is a one-line usage error."""
+    if name not in data.classes:
+        parser.error(f"--cls {name!r} is not a class of this dataset; choose one of {', '.join(data.classes)}")
+    return data.classes.index(name)

@@ -127,6 +127,13 @@ def expand_cells(cells: torch.Tensor, size: int, height: int, width: int) -> tor
     return cells.repeat_interleave(size, dim=-2).repeat_interleave(size, dim=-1)[..., :height, :width]
 
 
+def diagonal_stripes(height: int, width: int, period: int) -> torch.Tensor:
+    """bool [2·period, H, W]: diagonal stripes `period` px wide (True: +ε) at each phase."""
+    diagonal = torch.arange(height).view(1, height, 1) + torch.arange(width).view(1, 1, width)
+    phases = torch.arange(2 * period).view(-1, 1, 1)
+    return ((diagonal + phases) // period) % 2 == 1
+
+
 class ColourBlocks(Attack[ColourBlocksParams]):
     """Coloured ±ε blocks; one query tries many, each judged by the labels inside it."""
 
@@ -135,9 +142,9 @@ class ColourBlocks(Attack[ColourBlocksParams]):
     anytime = True
 
     def attack(self, oracle: Oracle) -> None:
-        b = oracle.clean.shape[0]
+        b, _, h, w = oracle.clean.shape
         self._weights = [self._pixel_weights(oracle, i) for i in range(b)]
-        self._stripe_cache: dict[tuple[int, int], torch.Tensor] = {}  # by image size
+        self._stripes = diagonal_stripes(h, w, self.params.period).to(oracle.clean.device)
         states = [_State() for _ in range(b)]
         oracle.query(oracle.clean)
         t = 0
@@ -188,16 +195,7 @@ class ColourBlocks(Attack[ColourBlocksParams]):
         striped = chosen & (torch.rand(chosen.shape, generator=rng) < p.texture)
         phase = int(torch.randint(2 * p.period, (1,), generator=rng))
         cells = expand_cells(striped, size, h, w).to(signs.device)
-        return torch.where(cells, self._stripes(h, w, signs.device)[phase], signs)
-
-    def _stripes(self, h: int, w: int, device: torch.device) -> torch.Tensor:
-        """bool [2·period, H, W]: the stripes at each phase, made once per run."""
-        if (h, w) not in self._stripe_cache:
-            period = self.params.period
-            diagonal = torch.arange(h).view(1, h, 1) + torch.arange(w).view(1, 1, w)
-            phases = torch.arange(2 * period).view(-1, 1, 1)
-            self._stripe_cache[h, w] = (((diagonal + phases) // period) % 2 == 1).to(device)
-        return self._stripe_cache[h, w]
+        return torch.where(cells, self._stripes[phase], signs)
 
     def _learn(self, st: _State, oracle: Oracle, i: int, t: int, got: _Signs) -> None:
         """Fold one answer into image i's state."""
