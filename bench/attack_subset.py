@@ -1,12 +1,13 @@
 """Quick attack comparisons on a fixed CamVid val subset (the README's ablation rows).
 
-One run per attack spec at BUDGET, with the dataset mIoU read off at 10 / 50 / 200 queries
-(exact for `anytime` attacks; a budget-dependent one is run at BUDGET only). Every 13th val
-image by default; `--start 20 --step 10` picks nine outside the first 20 (the tuning images).
-Seed 0:
+One run per attack spec at BUDGET, with the dataset mIoU read off at 10 / 50 / 200 queries and
+BUDGET (exact for `anytime` attacks; a budget-dependent one is run at BUDGET only). Every 13th val
+image by default; `--start 20 --step 10` picks nine outside the first 20 (the tuning images),
+`--start 20 --step 1 --limit 20` the next 20 consecutive frames (less seed noise). Seed 0:
 
     OMP_NUM_THREADS=1 python bench/attack_subset.py 200 colour-stripes colour-stripes:explore=6 dla
     OMP_NUM_THREADS=1 python bench/attack_subset.py 200 colour-blocks --start 20 --step 10 --cls sky
+    OMP_NUM_THREADS=1 python bench/attack_subset.py 200 colour-blocks --start 20 --step 1 --limit 20
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def main() -> None:
     attacks = [build_spec(parser, spec, args.budget, 8, args.seed) for spec in args.specs]
     model, data, x, y = load_subset(args)
     cls = class_index(parser, data, args.cls) if args.cls else None
-    checkpoints = tuple(c for c in (10, 50, 200) if c <= args.budget) or (args.budget,)
+    checkpoints = tuple(sorted({c for c in (10, 50, 200) if c <= args.budget} | {args.budget}))
     for spec, attack in zip(args.specs, attacks):
         checkpoints_run = checkpoints if attack.anytime else (args.budget,)
         start = time.time()

@@ -22,12 +22,13 @@ SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
 def add_subset_options(parser: argparse.ArgumentParser, start: int, step: int) -> None:
-    """--model, --data, --start and --step (every STEP-th val image from START)."""
+    """--model, --data, --start, --step and --limit (every STEP-th val image from START, at most LIMIT)."""
     parser.add_argument("--model", default=f"espnet:camvid={SHARED}/models/espnet_camvid.safetensors")
     parser.add_argument("--data", default=f"camvid:{SHARED}/data/camvid")
     parser.add_argument("--start", type=int, default=start,
                         help="first val image used (20: keep the first 20, the confirmation set, out)")
     parser.add_argument("--step", type=int, default=step, help="use every STEP-th image")
+    parser.add_argument("--limit", type=int, help="use at most LIMIT of those images")
 
 
 def load_subset(args: argparse.Namespace) -> tuple[Segmenter, Dataset, torch.Tensor, torch.Tensor]:
@@ -35,7 +36,7 @@ def load_subset(args: argparse.Namespace) -> tuple[Segmenter, Dataset, torch.Ten
     torch.set_num_threads(1)
     model = load_segmenter(args.model)
     full = load_dataset(args.data)
-    data = full.subset(names=full.names[args.start :: args.step])
+    data = full.subset(names=full.names[args.start :: args.step][: args.limit])
     images, labels = batch_tensors([data[i] for i in range(len(data))], model.device)
     return model, data, images, labels
 
