@@ -474,7 +474,8 @@ class Drawing(Polite):
         self.rng = np.random.default_rng()
 
     def rewrite(self, sample, attribute, value, template):
-        return f"{template}, {self.rng.integers(100)}", "drawing"
+        # From 2**62 values: two draws alike would make the check below fail by another message.
+        return f"{template}, {self.rng.integers(1 << 62)}", "drawing"
 
 
 class EditsCaption(Polite):
