@@ -11,13 +11,17 @@ it:
    every `rounds` rounds up to `finest`, then staying there). A round is one *trial* query: the
    kept signs with a random `rate` share of the cells (`fine_rate` on the finest grid; at
    least one) given a new colour (a random non-empty set of their channels flipped). A flipped
-   cell whose class-balanced count of correctly labelled pixels dropped is credited. If some
+   cell whose class-balanced count of correctly labelled pixels dropped is credited; on the
+   finest grid only cells that still hold a correctly labelled pixel are flipped (`live`: a cell
+   with none cannot be credited, and its flip only blurs its neighbours' credit). If some
    but not all flipped cells are credited, one more query *verifies* that mix; the kept signs
    become the best of the kept, the trial and the mix, by the proxy (a strict drop), so the
    proxy of the kept signs only falls. On the finer grids (at least `texture_from` cells) a
-   `texture` share of the flipped cells becomes grey diagonal stripes `period` px wide (+ε
-   on every channel, then -ε) instead of a new colour: ESPNet CamVid's sky, which no uniform ±ε
-   colour moves, gives way to them.
+   `texture` share of the flipped cells becomes a grey texture (+ε on every channel here, -ε
+   there) instead of a new colour: a checkerboard of `period`-px squares with one pixel of
+   every square inverted (which one, and the polarity, drawn per trial; 2-px diagonal stripes
+   are four of these eight). ESPNet CamVid's sky, which no uniform ±ε colour moves, gives way
+   to them.
 
 Nothing depends on the budget, so the first b queries of a long run are the b-query run
 (`anytime`). Every value moves by exactly ±ε, like DLA and colour-stripes. Tuned on CamVid val
@@ -51,12 +55,14 @@ class ColourBlocksParams(AttackParams):
         cells that change each other's labels, so the credit is surer).
     verify: query the mix of credited cells before keeping it (false: keep it unqueried, its
         labels pieced together from the trial's and the kept ones).
-    texture: share of a trial's flipped cells set to grey diagonal stripes (+ε on every
-        channel, then -ε) instead of a new colour, on grids of `texture_from` cells or more
-        (0: never).
+    texture: share of a trial's flipped cells set to a grey texture (a checkerboard of
+        `period`-px squares with one pixel of each square inverted; +ε on every channel or -ε)
+        instead of a new colour, on grids of `texture_from` cells or more (0: never).
     texture_from: the coarsest grid (cells along the shorter side) that gets textures.
-    period: the stripes' width in pixels (2 matches a stride-2 first layer; 1 and 4 were
-        weaker on the tuning images).
+    period: the textures' square size in pixels (2 matches a stride-2 first layer; 1 and 4
+        were weaker on the tuning images).
+    live: on the finest grid flip only cells holding a pixel the kept signs leave correctly
+        labelled (false: any cell).
     """
 
     explore: int = 0
@@ -70,6 +76,7 @@ class ColourBlocksParams(AttackParams):
     texture: float = 0.4
     texture_from: int = 8
     period: int = 2
+    live: bool = True
 
     def validate(self) -> None:
         super().validate()
@@ -127,11 +134,18 @@ def expand_cells(cells: torch.Tensor, size: int, height: int, width: int) -> tor
     return cells.repeat_interleave(size, dim=-2).repeat_interleave(size, dim=-1)[..., :height, :width]
 
 
-def diagonal_stripes(height: int, width: int, period: int) -> torch.Tensor:
-    """bool [2·period, H, W]: diagonal stripes `period` px wide (True: +ε) at each phase."""
-    diagonal = torch.arange(height).view(1, height, 1) + torch.arange(width).view(1, 1, width)
-    phases = torch.arange(2 * period).view(-1, 1, 1)
-    return ((diagonal + phases) // period) % 2 == 1
+def block_textures(height: int, width: int, period: int) -> torch.Tensor:
+    """bool [2·period², H, W] (True: +ε): a checkerboard of `period`-px squares with the same
+    one pixel of every square inverted, for each pixel of the square, then the same inverted.
+    With period 2 the 2-px diagonal stripes are four of the eight (a stride-2 layer sees them
+    as its own checkerboard)."""
+    rows = torch.arange(height).view(height, 1)
+    cols = torch.arange(width).view(1, width)
+    checker = (rows // period + cols // period) % 2 == 1
+    pixel = (rows % period) * period + cols % period  # which pixel of its square
+    odd_one = torch.stack([pixel == k for k in range(period * period)])
+    textures = checker ^ odd_one
+    return torch.cat([textures, ~textures])
 
 
 class ColourBlocks(Attack[ColourBlocksParams]):
@@ -144,7 +158,7 @@ class ColourBlocks(Attack[ColourBlocksParams]):
     def attack(self, oracle: Oracle) -> None:
         b, _, h, w = oracle.clean.shape
         self._weights = [self._pixel_weights(oracle, i) for i in range(b)]
-        self._stripes = diagonal_stripes(h, w, self.params.period).to(oracle.clean.device)
+        self._textures = block_textures(h, w, self.params.period).to(oracle.clean.device)
         states = [_State() for _ in range(b)]
         oracle.query(oracle.clean)
         t = 0
@@ -175,6 +189,8 @@ class ColourBlocks(Attack[ColourBlocksParams]):
         rng = oracle.rngs[i]
         rate = p.fine_rate if self._cells(st) == p.finest else p.rate
         chosen = torch.rand(gh, gw, generator=rng) < rate
+        if p.live and self._cells(st) == p.finest:
+            chosen &= self._live_cells(st.kept, oracle, i, size)
         if not bool(chosen.any()):  # a trial that flips nothing would waste its query
             chosen.view(-1)[int(torch.randint(gh * gw, (1,), generator=rng))] = True
         colour = torch.randint(1, 2**CHANNELS, (gh, gw), generator=rng)  # a non-empty channel set
@@ -183,19 +199,26 @@ class ColourBlocks(Attack[ColourBlocksParams]):
         flip = expand_cells(st.trial.positive, size, h, w)
         signs = st.kept.positive ^ flip
         if p.texture > 0 and self._cells(st) >= p.texture_from:
-            signs = self._striped(signs, chosen, size, rng)
+            signs = self._textured(signs, chosen, size, rng)
         return signs
 
-    def _striped(self, signs: torch.Tensor, chosen: torch.Tensor, size: int,
-                 rng: torch.Generator) -> torch.Tensor:
-        """`signs` with a `texture` share of the chosen cells set to grey diagonal stripes
-        (+ε on every channel, then -ε; a random phase per trial) instead of a new colour."""
+    def _textured(self, signs: torch.Tensor, chosen: torch.Tensor, size: int,
+                  rng: torch.Generator) -> torch.Tensor:
+        """`signs` with a `texture` share of the chosen cells set to one grey texture (drawn
+        per trial from `block_textures`) instead of a new colour."""
         p = self.params
         _, h, w = signs.shape
-        striped = chosen & (torch.rand(chosen.shape, generator=rng) < p.texture)
-        phase = int(torch.randint(2 * p.period, (1,), generator=rng))
-        cells = expand_cells(striped, size, h, w).to(signs.device)
-        return torch.where(cells, self._stripes[phase], signs)
+        textured = chosen & (torch.rand(chosen.shape, generator=rng) < p.texture)
+        pick = int(torch.randint(len(self._textures), (1,), generator=rng))
+        cells = expand_cells(textured, size, h, w).to(signs.device)
+        return torch.where(cells, self._textures[pick], signs)
+
+    def _live_cells(self, kept: _Signs, oracle: Oracle, i: int, size: int) -> torch.Tensor:
+        """bool [gh,gw] (on the CPU, like the draws): cells holding a pixel `kept` labels
+        correctly; all cells if there is none."""
+        assert kept.labels is not None
+        live = cell_sums(self._correct(kept.labels, oracle, i, self._weights[i]), size) > 0
+        return live.cpu() if bool(live.any()) else torch.ones_like(live, device="cpu")
 
     def _learn(self, st: _State, oracle: Oracle, i: int, t: int, got: _Signs) -> None:
         """Fold one answer into image i's state."""

@@ -7,6 +7,7 @@ import torch
 from segtk.core import AttackResult, Segmenter
 from segtk.testing import AttackSuite, RecordingSegmenter, toy_batch
 from segtk_colour_blocks import ColourBlocks
+from segtk_colour_blocks.attack import block_textures
 
 
 class TestColourBlocks(AttackSuite):
@@ -32,7 +33,9 @@ class ChannelZeroSign(Segmenter):
 def local_run(budget: int, **params) -> AttackResult:
     images = torch.full((1, 3, 32, 32), 0.5)
     labels = torch.zeros(1, 32, 32, dtype=torch.long)
-    attack = ColourBlocks(budget=budget, eps=8, explore=0, cells=2, finest=8, rounds=2, **params)
+    # No textures: half of a textured cell stays above 0.5 here whatever is flipped later.
+    attack = ColourBlocks(budget=budget, eps=8, explore=0, cells=2, finest=8, rounds=2, texture=0,
+                          **params)
     return attack.run(ChannelZeroSign(), images, labels)
 
 
@@ -102,11 +105,14 @@ def trial_signs(texture: float) -> tuple[torch.Tensor, list[torch.Tensor]]:
     return start, trials
 
 
-def test_finer_grids_set_a_texture_share_of_the_flipped_cells_to_grey_stripes() -> None:
-    # With texture 1 every flipped cell becomes grey diagonal stripes 2 px wide whatever its
-    # colour was: +ε on every channel, then -ε, constant along each anti-diagonal.
+def test_finer_grids_set_a_texture_share_of_the_flipped_cells_to_grey_textures() -> None:
+    # With texture 1 every flipped cell becomes one grey texture whatever its colour was: a
+    # checkerboard of 2-px squares with the same pixel of every square inverted (or all of that
+    # inverted), +ε on every channel where True and -ε elsewhere.
     i, j = torch.meshgrid(torch.arange(8), torch.arange(8), indexing="ij")
-    patterns = [((i + j + phase) // 2) % 2 == 1 for phase in range(4)]
+    checker = (i // 2 + j // 2) % 2 == 1
+    odd = [checker ^ ((i % 2) * 2 + j % 2 == k) for k in range(4)]
+    patterns = odd + [~p for p in odd]
     start, trials = trial_signs(1.0)
     shares = []
     for signs in trials:
@@ -116,9 +122,39 @@ def test_finer_grids_set_a_texture_share_of_the_flipped_cells_to_grey_stripes() 
         assert shares[-1] > 0  # every trial flips something
         for k in range(16):
             if bool(flipped[k].any()):
-                assert all(any(torch.equal(cells[c, k], p) for p in patterns) for c in range(3))
+                assert any(torch.equal(cells[0, k], p) for p in patterns)
                 assert torch.equal(cells[0, k], cells[1, k]) and torch.equal(cells[0, k], cells[2, k])
     assert 0.2 < sum(shares) / len(shares) < 0.6  # only the chosen cells: fine_rate 0.4 of 16
+
+
+def test_textures_hold_the_diagonal_stripes() -> None:
+    # The 2-px diagonal stripes (the textures' first form) are four of the eight textures.
+    stripes = [((torch.arange(8).view(8, 1) + torch.arange(8) + phase) // 2) % 2 == 1 for phase in range(4)]
+    textures = block_textures(8, 8, 2)
+    assert textures.shape == (8, 8, 8)
+    assert all(any(torch.equal(s, t) for t in textures) for s in stripes)
+    assert len({tuple(t.flatten().tolist()) for t in textures}) == 8
+
+
+def finest_flips(live: bool) -> torch.Tensor:
+    """Which pixels the finest-grid trials changed (bool [H,W], any trial) when the left half's
+    labels are the constant prediction (correct) and the right half's are not (wrong)."""
+    images = torch.full((1, 3, 16, 16), 0.5)
+    labels = torch.zeros(1, 16, 16, dtype=torch.long)
+    labels[..., 8:] = 1
+    model = Constant()
+    ColourBlocks(budget=40, eps=8, cells=2, finest=4, rounds=3, rate=1.0, fine_rate=1.0,
+                 texture=0, live=live).run(model, images, labels)
+    start = model.seen[1]
+    return torch.stack([(x != start).any(dim=0) for x in model.seen[5:]]).any(dim=0)
+
+
+def test_the_finest_grid_flips_only_cells_that_still_hold_a_correct_pixel() -> None:
+    # A cell whose pixels are all wrong cannot be credited: its flip would only blur the credit
+    # of the cells around it.
+    changed = finest_flips(live=True)
+    assert bool(changed[:, :8].all()) and not bool(changed[:, 8:].any())
+    assert bool(finest_flips(live=False).all())
 
 
 def test_without_texture_the_finer_grids_keep_one_colour_per_cell() -> None:
