@@ -119,6 +119,7 @@ class _State:
     trial: _Signs | None = None  # queried, waiting for its mix to be verified
     mix: _Signs | None = None  # the kept signs plus the trial's credited cells: query next
     rounds: int = 0  # trial rounds so far
+    before: torch.Tensor | None = None  # the kept labels' correct count per cell of the trial's grid
 
 
 def cell_sums(values: torch.Tensor, size: int) -> torch.Tensor:
@@ -189,8 +190,10 @@ class ColourBlocks(Attack[ColourBlocksParams]):
         rng = oracle.rngs[i]
         rate = p.fine_rate if self._cells(st) == p.finest else p.rate
         chosen = torch.rand(gh, gw, generator=rng) < rate
-        if p.live and self._cells(st) == p.finest:
-            chosen &= self._live_cells(st.kept, oracle, i, size)
+        st.before = self._cell_counts(st.kept, oracle, i, size)  # the trial's credit reads it too
+        live = st.before > 0
+        if p.live and self._cells(st) == p.finest and bool(live.any()):
+            chosen &= live.cpu()
         if not bool(chosen.any()):  # a trial that flips nothing would waste its query
             chosen.view(-1)[int(torch.randint(gh * gw, (1,), generator=rng))] = True
         colour = torch.randint(1, 2**CHANNELS, (gh, gw), generator=rng)  # a non-empty channel set
@@ -213,12 +216,10 @@ class ColourBlocks(Attack[ColourBlocksParams]):
         cells = expand_cells(textured, size, h, w).to(signs.device)
         return torch.where(cells, self._textures[pick], signs)
 
-    def _live_cells(self, kept: _Signs, oracle: Oracle, i: int, size: int) -> torch.Tensor:
-        """bool [gh,gw] (on the CPU, like the draws): cells holding a pixel `kept` labels
-        correctly; all cells if there is none."""
-        assert kept.labels is not None
-        live = cell_sums(self._correct(kept.labels, oracle, i, self._weights[i]), size) > 0
-        return live.cpu() if bool(live.any()) else torch.ones_like(live, device="cpu")
+    def _cell_counts(self, signs: _Signs, oracle: Oracle, i: int, size: int) -> torch.Tensor:
+        """[gh,gw]: the class-balanced count of pixels `signs`' labels get right, per cell."""
+        assert signs.labels is not None
+        return cell_sums(self._correct(signs.labels, oracle, i, self._weights[i]), size)
 
     def _learn(self, st: _State, oracle: Oracle, i: int, t: int, got: _Signs) -> None:
         """Fold one answer into image i's state."""
@@ -228,8 +229,9 @@ class ColourBlocks(Attack[ColourBlocksParams]):
             if st.kept is None or got.score < st.kept.score:
                 st.kept = got
             return
-        kept, trial = st.kept, st.trial
-        assert trial is not None and kept.labels is not None and got.labels is not None
+        kept, trial, before = st.kept, st.trial, st.before
+        assert trial is not None and before is not None
+        assert kept.labels is not None and got.labels is not None
         if st.mix is not None:  # the verification: keep the best of kept, trial and mix
             st.kept = min((got, trial, kept), key=lambda s: s.score)
             st.trial, st.mix = None, None
@@ -238,9 +240,7 @@ class ColourBlocks(Attack[ColourBlocksParams]):
         st.rounds += 1
         flipped = trial.positive.any(dim=0)  # a trial's `positive` holds its flipped cells
         st.trial = None
-        weights = self._weights[i]
-        before = cell_sums(self._correct(kept.labels, oracle, i, weights), size)
-        after = cell_sums(self._correct(got.labels, oracle, i, weights), size)
+        after = self._cell_counts(got, oracle, i, size)
         credited = flipped & (after < before)
         if bool(credited.equal(flipped)) or not bool(credited.any()):
             if got.score < kept.score:
