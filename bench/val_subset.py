@@ -21,14 +21,21 @@ from segtk.jobs.batching import batch_tensors
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
+def positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (else a one-line usage error)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
 def add_subset_options(parser: argparse.ArgumentParser, start: int, step: int) -> None:
     """--model, --data, --start, --step and --limit (every STEP-th val image from START, at most LIMIT)."""
     parser.add_argument("--model", default=f"espnet:camvid={SHARED}/models/espnet_camvid.safetensors")
     parser.add_argument("--data", default=f"camvid:{SHARED}/data/camvid")
     parser.add_argument("--start", type=int, default=start,
                         help="first val image used (20: keep the first 20, the confirmation set, out)")
-    parser.add_argument("--step", type=int, default=step, help="use every STEP-th image")
-    parser.add_argument("--limit", type=int, help="use at most LIMIT of those images")
+    parser.add_argument("--step", type=positive, default=step, help="use every STEP-th image")
+    parser.add_argument("--limit", type=positive, help="use at most LIMIT of those images")
 
 
 def load_subset(args: argparse.Namespace) -> tuple[Segmenter, Dataset, torch.Tensor, torch.Tensor]:
