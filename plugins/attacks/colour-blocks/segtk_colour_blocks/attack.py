@@ -73,7 +73,7 @@ class ColourBlocksParams(AttackParams):
     rate: float = 0.9
     fine_rate: float = FINE_RATE
     verify: bool = True
-    texture: float = 0.4
+    texture: float = 0.25
     texture_from: int = 8
     period: int = 2
     live: bool = True
@@ -93,7 +93,7 @@ class ColourBlocksParams(AttackParams):
             raise SegtkError(f"rounds must be at least 1, got {self.rounds}", hint="e.g. --param rounds=4")
         if not 0 <= self.texture <= 1:
             raise SegtkError(f"texture must be in [0, 1], got {self.texture}",
-                             hint="e.g. --param texture=0.4 (0: uniform colours only)")
+                             hint="e.g. --param texture=0.25 (0: uniform colours only)")
         if self.texture_from < 1 or self.period < 1:
             raise SegtkError(f"texture_from and period must be at least 1, got "
                              f"texture_from={self.texture_from}, period={self.period}",
