@@ -25,7 +25,8 @@ def documented_defaults(text: str) -> dict[str, str]:
     found = {}
     for row in table[1].splitlines():
         key, default = (cell.strip() for cell in row.split("|")[1:3])
-        found[key.strip("`")] = re.match(r"`([^`]*)`", default)[1] if "`" in default else default
+        quoted = re.match(r"`([^`]*)`", default)
+        found[key.strip("`")] = quoted[1] if quoted else default
     return found
 
 
@@ -38,7 +39,9 @@ def as_written(value: Any) -> str:
 @pytest.mark.parametrize("readme", READMES, ids=lambda p: p.parent.name)
 def test_the_readme_parameter_table_states_the_code_defaults(readme: Path) -> None:
     text = readme.read_text()
-    name = re.search(r"— `([^`]+)`", text.splitlines()[0])[1]
+    heading = re.search(r"— `([^`]+)`", text.splitlines()[0])
+    assert heading, f"{readme}: the first line names no attack (— `name`)"
+    name = heading[1]
     fields = {f.name: f.default for f in dataclasses.fields(registry.attack(name).Params)}
     documented = documented_defaults(text)
     assert {"eps", "budget"} <= set(documented) <= set(fields), f"{readme}: documents parameters the attack lacks"

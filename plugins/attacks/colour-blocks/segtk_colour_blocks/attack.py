@@ -11,9 +11,12 @@ it:
    every `rounds` rounds up to `finest`, then staying there). A round is one *trial* query: the
    kept signs with a random `rate` share of the cells (`fine_rate` on the finest grid; at
    least one) given a new colour (a random non-empty set of their channels flipped). A flipped
-   cell whose class-balanced count of correctly labelled pixels dropped is credited; on the
+   cell whose value dropped is credited: the class-balanced count of its correctly labelled
+   pixels, less `wrong_weight`·TP_c/U_c² for each pixel it shows as a wrong class c (from the
+   kept labels: pushing pixels into a class the image still gets right, such as the sky,
+   lowers that class's IoU); on the
    finest grid only cells that still hold a correctly labelled pixel are flipped (`live`: a cell
-   with none cannot be credited, and its flip only blurs its neighbours' credit). If some
+   with none has little left to lose, and its flip blurs its neighbours' credit). If some
    but not all flipped cells are credited, one more query *verifies* that mix; the kept signs
    become the best of the kept, the trial and the mix, by the proxy (a strict drop), so the
    proxy of the kept signs only falls. On the finer grids (at least `texture_from` cells) a
@@ -63,6 +66,10 @@ class ColourBlocksParams(AttackParams):
         were weaker on the tuning images).
     live: on the finest grid flip only cells holding a pixel the kept signs leave correctly
         labelled (false: any cell).
+    wrong_weight: a cell's credit also counts the pixels it shows as a wrong class c, each as
+        this times TP_c / U_c² (what one more such pixel takes from c's per-image IoU, from the
+        kept labels): pushing pixels into a class the image still gets right, such as the sky,
+        is credited too (0: only the correctly labelled pixels count).
     """
 
     explore: int = 0
@@ -77,6 +84,7 @@ class ColourBlocksParams(AttackParams):
     texture_from: int = 8
     period: int = 2
     live: bool = True
+    wrong_weight: float = 1.0
 
     def validate(self) -> None:
         super().validate()
@@ -91,6 +99,9 @@ class ColourBlocksParams(AttackParams):
                              hint="e.g. --param cells=2 --param finest=16")
         if self.rounds < 1:
             raise SegtkError(f"rounds must be at least 1, got {self.rounds}", hint="e.g. --param rounds=4")
+        if self.wrong_weight < 0:
+            raise SegtkError(f"wrong_weight must be at least 0, got {self.wrong_weight}",
+                             hint="e.g. --param wrong_weight=1 (0: credit from correct pixels only)")
         if not 0 <= self.texture <= 1:
             raise SegtkError(f"texture must be in [0, 1], got {self.texture}",
                              hint="e.g. --param texture=0.25 (0: uniform colours only)")
@@ -119,7 +130,9 @@ class _State:
     trial: _Signs | None = None  # queried, waiting for its mix to be verified
     mix: _Signs | None = None  # the kept signs plus the trial's credited cells: query next
     rounds: int = 0  # trial rounds so far
-    before: torch.Tensor | None = None  # the kept labels' correct count per cell of the trial's grid
+    before: torch.Tensor | None = None  # the kept labels' value per cell of the trial's grid
+    values: torch.Tensor | None = None  # [(K+1)²]: a pixel's value per (true, shown) pair
+    scored: tuple[_Signs, int, torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # kept, size, values, before, live
 
 
 def cell_sums(values: torch.Tensor, size: int) -> torch.Tensor:
@@ -158,7 +171,7 @@ class ColourBlocks(Attack[ColourBlocksParams]):
 
     def attack(self, oracle: Oracle) -> None:
         b, _, h, w = oracle.clean.shape
-        self._weights = [self._pixel_weights(oracle, i) for i in range(b)]
+        self._rows = [self._truth_rows(oracle, i) for i in range(b)]
         self._textures = block_textures(h, w, self.params.period).to(oracle.clean.device)
         states = [_State() for _ in range(b)]
         oracle.query(oracle.clean)
@@ -190,8 +203,7 @@ class ColourBlocks(Attack[ColourBlocksParams]):
         rng = oracle.rngs[i]
         rate = p.fine_rate if self._cells(st) == p.finest else p.rate
         chosen = torch.rand(gh, gw, generator=rng) < rate
-        st.before = self._cell_counts(st.kept, oracle, i, size)  # the trial's credit reads it too
-        live = st.before > 0
+        st.values, st.before, live = self._score_kept(st, oracle, i, size)
         if p.live and self._cells(st) == p.finest and bool(live.any()):
             chosen &= live.cpu()
         if not bool(chosen.any()):  # a trial that flips nothing would waste its query
@@ -216,10 +228,44 @@ class ColourBlocks(Attack[ColourBlocksParams]):
         cells = expand_cells(textured, size, h, w).to(signs.device)
         return torch.where(cells, self._textures[pick], signs)
 
-    def _cell_counts(self, signs: _Signs, oracle: Oracle, i: int, size: int) -> torch.Tensor:
-        """[gh,gw]: the class-balanced count of pixels `signs`' labels get right, per cell."""
-        assert signs.labels is not None
-        return cell_sums(self._correct(signs.labels, oracle, i, self._weights[i]), size)
+    def _score_kept(self, st: _State, oracle: Oracle, i: int,
+                    size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The pair values of the kept labels, their value per cell and which cells hold a
+        correctly labelled pixel; the kept signs often survive a round, so kept for the next."""
+        if st.scored is not None and st.scored[0] is st.kept and st.scored[1] == size:
+            return st.scored[2:]
+        assert st.kept is not None and st.kept.labels is not None
+        k = oracle.proxy.num_classes
+        pairs = self._pairs(st.kept.labels, oracle, i)
+        values = self._pair_values(pairs, k)
+        correct = values.clamp(min=0)  # only a correct pixel is worth more than 0
+        scored = values, cell_sums(values[pairs], size), cell_sums(correct[pairs], size) > 0
+        st.scored = (st.kept, size, *scored)
+        return scored
+
+    def _truth_rows(self, oracle: Oracle, i: int) -> torch.Tensor:
+        """Per pixel, its true class times K+1 (ignored pixels: row K): adding a shown label (past
+        the classes: column K) gives the pixel's (true, shown) pair as one index."""
+        labels, k = oracle.labels[i], oracle.proxy.num_classes
+        return torch.where(labels == oracle.proxy.ignore_index, k, labels) * (k + 1)
+
+    def _pairs(self, labels: torch.Tensor, oracle: Oracle, i: int) -> torch.Tensor:
+        return self._rows[i] + labels.clamp(max=oracle.proxy.num_classes)
+
+    def _pair_values(self, pairs: torch.Tensor, k: int) -> torch.Tensor:
+        """[(K+1)²]: what a pixel adds to its cell's value, per (true, shown) pair of these labels.
+        Correctly shown class c: 1 / (pixels of c), a class-balanced count that tracks mIoU.
+        Wrongly shown as c: -wrong_weight · TP_c / U_c², the first-order drop of c's per-image
+        IoU. Ignored pixels and labels past the classes (a model's void): 0."""
+        counts = torch.bincount(pairs.flatten(), minlength=(k + 1) ** 2).view(k + 1, k + 1)
+        area = counts[:k].sum(dim=1)
+        values = torch.zeros(k + 1, k + 1, device=pairs.device)
+        if self.params.wrong_weight > 0:
+            tp = counts.diagonal()[:k].float()
+            union = (area + counts[:k, :k].sum(dim=0)) - tp
+            values[:k, :k] = -(self.params.wrong_weight * tp / union.clamp(min=1) ** 2)
+        values[:k, :k].diagonal().copy_(1.0 / area.clamp(min=1).float())
+        return values.flatten()
 
     def _learn(self, st: _State, oracle: Oracle, i: int, t: int, got: _Signs) -> None:
         """Fold one answer into image i's state."""
@@ -240,7 +286,8 @@ class ColourBlocks(Attack[ColourBlocksParams]):
         st.rounds += 1
         flipped = trial.positive.any(dim=0)  # a trial's `positive` holds its flipped cells
         st.trial = None
-        after = self._cell_counts(got, oracle, i, size)
+        assert st.values is not None
+        after = cell_sums(st.values[self._pairs(got.labels, oracle, i)], size)
         credited = flipped & (after < before)
         if bool(credited.equal(flipped)) or not bool(credited.any()):
             if got.score < kept.score:
@@ -262,18 +309,3 @@ class ColourBlocks(Attack[ColourBlocksParams]):
 
     def _cell_size(self, st: _State, h: int, w: int) -> int:
         return math.ceil(min(h, w) / self._cells(st))
-
-    @staticmethod
-    def _pixel_weights(oracle: Oracle, i: int) -> torch.Tensor:
-        """Per pixel, 1 / (pixels of its true class): a class-balanced count tracks mIoU."""
-        labels = oracle.labels[i]
-        k, ignore = oracle.proxy.num_classes, oracle.proxy.ignore_index
-        valid = labels != ignore
-        counts = torch.bincount(labels[valid].flatten(), minlength=k).float()
-        weights = torch.zeros_like(labels, dtype=torch.float)
-        weights[valid] = 1.0 / counts[labels[valid]]
-        return weights
-
-    @staticmethod
-    def _correct(labels: torch.Tensor, oracle: Oracle, i: int, weights: torch.Tensor) -> torch.Tensor:
-        return (labels == oracle.labels[i]).float() * weights
