@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from segtk.core import Attack, AttackParams, Oracle, SegtkError
+from segtk.core import Attack, AttackParams, LabelConfusion, Oracle, SegtkError
 from segtk_colour_stripes.attack import CHANNELS, stripe_count, stripe_lines
 from segtk_dla.attack import HORIZONTAL
 
@@ -130,9 +130,8 @@ class _State:
     trial: _Signs | None = None  # queried, waiting for its mix to be verified
     mix: _Signs | None = None  # the kept signs plus the trial's credited cells: query next
     rounds: int = 0  # trial rounds so far
-    before: torch.Tensor | None = None  # the kept labels' value per cell of the trial's grid
-    values: torch.Tensor | None = None  # [(K+1)²]: a pixel's value per (true, shown) pair
-    scored: tuple[_Signs, int, torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # kept, size, values, before, live
+    # the kept signs and grid size scored, with their pair values, value per cell and live cells
+    scored: tuple[_Signs, int, torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
 
 def cell_sums(values: torch.Tensor, size: int) -> torch.Tensor:
@@ -172,6 +171,8 @@ class ColourBlocks(Attack[ColourBlocksParams]):
     def attack(self, oracle: Oracle) -> None:
         b, _, h, w = oracle.clean.shape
         self._rows = [self._truth_rows(oracle, i) for i in range(b)]
+        k, ignore = oracle.proxy.num_classes, oracle.proxy.ignore_index
+        self._confusions = [LabelConfusion(oracle.labels[i : i + 1], k, ignore) for i in range(b)]
         self._textures = block_textures(h, w, self.params.period).to(oracle.clean.device)
         states = [_State() for _ in range(b)]
         oracle.query(oracle.clean)
@@ -203,7 +204,7 @@ class ColourBlocks(Attack[ColourBlocksParams]):
         rng = oracle.rngs[i]
         rate = p.fine_rate if self._cells(st) == p.finest else p.rate
         chosen = torch.rand(gh, gw, generator=rng) < rate
-        st.values, st.before, live = self._score_kept(st, oracle, i, size)
+        live = self._score_kept(st, oracle, i, size)[2]
         if p.live and self._cells(st) == p.finest and bool(live.any()):
             chosen &= live.cpu()
         if not bool(chosen.any()):  # a trial that flips nothing would waste its query
@@ -235,9 +236,8 @@ class ColourBlocks(Attack[ColourBlocksParams]):
         if st.scored is not None and st.scored[0] is st.kept and st.scored[1] == size:
             return st.scored[2:]
         assert st.kept is not None and st.kept.labels is not None
-        k = oracle.proxy.num_classes
         pairs = self._pairs(st.kept.labels, oracle, i)
-        values = self._pair_values(pairs, k)
+        values = self._pair_values(self._confusions[i](st.kept.labels[None])[0])
         correct = values.clamp(min=0)  # only a correct pixel is worth more than 0
         scored = values, cell_sums(values[pairs], size), cell_sums(correct[pairs], size) > 0
         st.scored = (st.kept, size, *scored)
@@ -252,17 +252,18 @@ class ColourBlocks(Attack[ColourBlocksParams]):
     def _pairs(self, labels: torch.Tensor, oracle: Oracle, i: int) -> torch.Tensor:
         return self._rows[i] + labels.clamp(max=oracle.proxy.num_classes)
 
-    def _pair_values(self, pairs: torch.Tensor, k: int) -> torch.Tensor:
-        """[(K+1)²]: what a pixel adds to its cell's value, per (true, shown) pair of these labels.
+    def _pair_values(self, conf: torch.Tensor) -> torch.Tensor:
+        """[(K+1)²]: what a pixel adds to its cell's value, per (true, shown) pair of the labels
+        whose confusion [K, K+1] is `conf`.
         Correctly shown class c: 1 / (pixels of c), a class-balanced count that tracks mIoU.
         Wrongly shown as c: -wrong_weight · TP_c / U_c², the first-order drop of c's per-image
         IoU. Ignored pixels and labels past the classes (a model's void): 0."""
-        counts = torch.bincount(pairs.flatten(), minlength=(k + 1) ** 2).view(k + 1, k + 1)
-        area = counts[:k].sum(dim=1)
-        values = torch.zeros(k + 1, k + 1, device=pairs.device)
+        k = conf.shape[0]
+        area = conf.sum(dim=1)
+        values = torch.zeros(k + 1, k + 1, device=conf.device)
         if self.params.wrong_weight > 0:
-            tp = counts.diagonal()[:k].float()
-            union = (area + counts[:k, :k].sum(dim=0)) - tp
+            tp = conf.diagonal().float()
+            union = (area + conf[:, :k].sum(dim=0)) - tp
             values[:k, :k] = -(self.params.wrong_weight * tp / union.clamp(min=1) ** 2)
         values[:k, :k].diagonal().copy_(1.0 / area.clamp(min=1).float())
         return values.flatten()
@@ -275,8 +276,8 @@ class ColourBlocks(Attack[ColourBlocksParams]):
             if st.kept is None or got.score < st.kept.score:
                 st.kept = got
             return
-        kept, trial, before = st.kept, st.trial, st.before
-        assert trial is not None and before is not None
+        kept, trial, scored = st.kept, st.trial, st.scored
+        assert trial is not None and scored is not None
         assert kept.labels is not None and got.labels is not None
         if st.mix is not None:  # the verification: keep the best of kept, trial and mix
             st.kept = min((got, trial, kept), key=lambda s: s.score)
@@ -286,8 +287,8 @@ class ColourBlocks(Attack[ColourBlocksParams]):
         st.rounds += 1
         flipped = trial.positive.any(dim=0)  # a trial's `positive` holds its flipped cells
         st.trial = None
-        assert st.values is not None
-        after = cell_sums(st.values[self._pairs(got.labels, oracle, i)], size)
+        _, _, values, before, _ = scored  # the kept signs' (the trial was built from them)
+        after = cell_sums(values[self._pairs(got.labels, oracle, i)], size)
         credited = flipped & (after < before)
         if bool(credited.equal(flipped)) or not bool(credited.any()):
             if got.score < kept.score:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from segtk.core import AttackResult, Segmenter, SegtkError
+from segtk.core import AttackResult, Segmenter, SegtkError, confusion
 from segtk.testing import AttackSuite, RecordingSegmenter, toy_batch
 from segtk_colour_blocks import ColourBlocks
 from segtk_colour_blocks.attack import block_textures, cell_sums
@@ -180,7 +180,7 @@ def pair_case(weight: float) -> tuple[ColourBlocks, Any, torch.Tensor]:
 
 def test_a_pixel_is_worth_its_class_share_if_right_and_costs_its_shown_class_iou_if_wrong() -> None:
     attack, oracle, kept = pair_case(2.0)
-    values = attack._pair_values(attack._pairs(kept, oracle, 0), 2).view(3, 3)
+    values = attack._pair_values(confusion(kept, oracle.labels[0], 2)[0]).view(3, 3)
     # class 0: 4 pixels, TP 2, union 4 + 3 shown - 2 = 5; class 1: 3 pixels, TP 1, union
     # 3 + 2 - 1 = 4; the ignored pixel (row 2) and the void label (column 2) count nowhere.
     expected = torch.tensor([[1 / 4, -2 * 1 / 16, 0], [-2 * 2 / 25, 1 / 3, 0], [0, 0, 0]])
@@ -191,7 +191,7 @@ def test_pushing_a_pixel_into_a_recognised_class_is_credited_only_with_a_wrong_w
     moved = torch.tensor([[0, 0, 1, 1], [1, 0, 1, 2]])  # a void pixel now shows class 1
     for weight, drops in ((1.0, True), (0.0, False)):
         attack, oracle, kept = pair_case(weight)
-        values = attack._pair_values(attack._pairs(kept, oracle, 0), 2)
+        values = attack._pair_values(confusion(kept, oracle.labels[0], 2)[0])
         before, after = (cell_sums(values[attack._pairs(labels, oracle, 0)], 1) for labels in (kept, moved))
         assert bool(after[0, 3] < before[0, 3]) is drops
         assert torch.equal(after.flatten()[:3], before.flatten()[:3])
