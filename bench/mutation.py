@@ -14,6 +14,7 @@ Tests that run segtk in a subprocess would not see the mutants, and tests that r
 tests only, so that every group fits this 2-core machine.
 
     python bench/mutation.py [--quick] [--rev REV] [--jobs N] [GROUP ...]
+    python bench/mutation.py --module core/_samples.py [--tests tests/test_samples.py ...]
 """
 
 from __future__ import annotations
@@ -124,6 +125,32 @@ GROUPS = {
             "test_zip_directories_are_bounded_before_parsing"))  # in-process: no server, no clock
         + ("plugins/models/http/tests/test_limits_exact.py",),
         what="the server's limits: sizes from headers, batch and request totals"),
+    "samples": Group(("segtk/core/_samples.py",),
+                     ("tests/test_samples.py", "tests/test_object_selection.py"),
+                     what="object selection for edits: masks, thin-mask threshold, tie-breaks"),
+    "editkit": Group(("segtk/core/_editkit.py",),
+                     ("tests/test_edit_editors.py", "tests/test_suites.py", "tests/test_samples.py",
+                      "plugins/editors/size/tests", "plugins/editors/position/tests",
+                      "plugins/editors/color/tests", "plugins/editors/material/tests"),
+                     what="the editing kit: object transforms, labels moved with the object"),
+    "bench-edits": Group(("segtk/benchmarks/edits.py",),
+                         ("tests/test_bench_edits.py", "tests/test_table_vi.py",
+                          "tests/test_run_records.py"),
+                         what="bench edits: subsets, groups and their mR"),
+    "augment": Group(("segtk/benchmarks/augment.py", "segtk/benchmarks/seeds.py"),
+                     ("tests/test_train.py", "tests/test_eval_seed.py", "tests/test_table_vi.py",
+                      "tests/test_bench_seeds.py"),
+                     what="bench augment and seed repeats: rows, resume, mean over seeds"),
+    "bench-shards": Group(
+        ("segtk/benchmarks/attacks.py",),
+        ("tests/test_bench_attacks.py", "tests/test_bench_attack_records.py",
+         "tests/test_bench_attack_specs.py", "tests/test_bench_aggregate.py"),
+        what="bench attacks as a whole: sharding, per-image seeds, resume"),
+    "jobs": Group(("segtk/jobs/edit.py", "segtk/jobs/edit_records.py", "segtk/jobs/predict.py",
+                   "segtk/jobs/train.py", "segtk/jobs/checkpoints.py"),
+                  ("tests/test_edit_job.py", "tests/test_train.py", "tests/test_run_records.py",
+                   "tests/test_train_pipeline.py", "tests/test_query_counter.py"),
+                  what="the edit, predict and train jobs: records, resume, checkpoints"),
 }
 QUICK = {  # the oracle's bounds and the query counter: a few minutes
     "oracle": Group(GROUPS["oracle"].paths, ORACLE_TESTS,
@@ -138,6 +165,34 @@ QUICK = {  # the oracle's bounds and the query counter: a few minutes
                                 "xǁQueryCounterǁpredict"),
                      what="the query counter (quick)"),
 }
+
+
+def module_name(paths: list[str]) -> str:
+    """An ad-hoc group's name: its modules' file names (`_samples`, `edits+augment`)."""
+    return "+".join(Path(p).stem for p in paths)
+
+
+def module_group(paths: list[str], tests: list[str]) -> Group:
+    """A group for any module of the checkout, run with `tests` or else with every test file that
+    names the module (its dotted path, or its file name for a plugin module)."""
+    staged = []
+    for path in paths:
+        path = path.removeprefix("./")
+        if not path.endswith(".py") or not (REPO / path).is_file():
+            raise ValueError(f"--module {path}: no such Python file in the checkout")
+        if path.startswith("plugins/") and not path.startswith(HTTP + "/"):
+            raise ValueError(f"--module {path}: only segtk's own modules and {HTTP} are staged")
+        staged.append(_staged_name(path))
+    if not tests:
+        names = [p.removesuffix(".py").replace("/", ".") for p in staged]
+        names += [Path(p).stem for p in staged if p.startswith("segtk_http/")]
+        files = _tracked(None, ["tests"]) + [f for f in _tracked(None, ["plugins"]) if "/tests/" in f]
+        tests = sorted(f for f in files if f.endswith(".py") and Path(f).name.startswith("test_")
+                       and any(re.search(rf"\b{re.escape(n)}\b", (REPO / f).read_text(errors="replace"))
+                               for n in names))
+        if not tests:
+            raise ValueError(f"no test file names {', '.join(names)}: give --tests")
+    return Group(tuple(staged), tuple(tests), what=f"{', '.join(paths)} (ad hoc)")
 
 
 def package_paths() -> list[str]:
@@ -340,8 +395,22 @@ def main() -> int:
     parser.add_argument("--report", action="store_true",
                         help="recount the groups already run in --out (after editing the "
                              "equivalents), without running mutmut again")
+    parser.add_argument("--module", action="append", default=[], metavar="PATH",
+                        help="mutate this module (e.g. core/_samples.py; repeatable) as one group "
+                             "named after it, with --tests or the test files that name it")
+    parser.add_argument("--tests", nargs="+", default=[], metavar="TEST",
+                        help="with --module: the tests to run (files, folders or node ids)")
     ARGS = parser.parse_args()
     groups = QUICK if ARGS.quick else GROUPS
+    if ARGS.module:
+        if ARGS.groups or ARGS.quick:
+            parser.error("--module makes its own group: give no GROUP and no --quick")
+        try:
+            groups = {module_name(ARGS.module): module_group(ARGS.module, ARGS.tests)}
+        except ValueError as exc:
+            parser.error(str(exc))
+    elif ARGS.tests:
+        parser.error("--tests goes with --module")
     unknown = [g for g in ARGS.groups if g not in groups]
     if unknown:
         parser.error(f"unknown group {unknown[0]!r}: choose from {', '.join(groups)}")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Mutation testing of the modules that carry segtk's guarantees, with mutmut (pinned in the
-# `test` extra of pyproject.toml; `pip install -e .[test]`).
+# Mutation testing of the modules that carry segtk's guarantees, with mutmut (pinned with pytest
+# in the `test` extra of pyproject.toml; `pip install -e .[test]`).
 #
 #   bench/mutation.sh                every group (oracle counter metrics quantise runs bench
 #                                    limits), each with only its fast tests: under an hour on
@@ -10,6 +10,9 @@
 #   bench/mutation.sh oracle runs    some groups
 #   bench/mutation.sh --rev HEAD     mutate a commit instead of the work tree
 #   bench/mutation.sh --report       recount the last run (e.g. after listing an equivalent)
+#   bench/mutation.sh --module core/_samples.py [--tests tests/test_samples.py]
+#                                    any module of the checkout, with the given tests or every
+#                                    test file that names it
 #
 # mutmut changes one small thing at a time (`<` for `<=`, a constant, a dropped argument) and
 # runs the tests that cover the changed function; a mutant no test notices "survives". The
