@@ -7,6 +7,8 @@ the labels' npy header (shape, dtype) is checked before anything is inflated. Co
 errors, timeouts, 408 and 5xx answers are retried `retries` times with exponential backoff
 (backoff, 2*backoff, 4*backoff, ...), so a call takes at most (retries+1) x timeout plus the
 backoff; anything else fails at once with a ModelError that names the URL and what went wrong.
+The token of a server started with `segtk serve --token` is read from $SEGTK_TOKEN (never from
+the spec, which runs record) and sent as `Authorization: Bearer TOKEN`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import http.client
 import io
 import json
+import os
 import socket
 import threading
 import time
@@ -35,6 +38,7 @@ ANSWER_OVERHEAD = 64 * 1024  # zip and npy headers of an answer, very generously
 INFO_LIMIT = 4 * 2**20  # GET /info and /stats answers (a class list)
 ERROR_LIMIT = 64 * 1024  # bytes read of an error answer: only its message is wanted
 RETRY_STATUS = frozenset({408, 500, 502, 503, 504})
+TOKEN_ENV = "SEGTK_TOKEN"
 
 
 class HttpSegmenter(Segmenter):
@@ -60,6 +64,7 @@ class HttpSegmenter(Segmenter):
         self.timeout, self.retries, self.backoff = float(timeout), int(retries), float(backoff)
         self.queries = 0
         self.requests = 0
+        self._token = os.environ.get(TOKEN_ENV) or None
         self._local = threading.local()
         self._count_lock = threading.Lock()
         self.info = self._info()
@@ -150,6 +155,8 @@ class HttpSegmenter(Segmenter):
         headers = {"Accept": NPZ if path == "/predict" else "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
         tries = self.retries + 1
         what = f"{method} {self.url}{path}"
         for attempt in range(tries):
@@ -175,6 +182,12 @@ class HttpSegmenter(Segmenter):
                     hint = ("the request is over the server's limits (see its /info); send "
                             "smaller batches (batch=N in the model spec) or raise the server's "
                             "limits (segtk serve --help)")
+                elif status == 401:
+                    hint = (f"the server needs its token: set {TOKEN_ENV} to the token it was "
+                            f"started with (segtk serve --token, or {TOKEN_ENV})")
+                elif status == 403:
+                    hint = ("the server does not serve the host name of this URL: use "
+                            "127.0.0.1 or localhost, or restart it with --allow-host NAME")
                 elif status == 408:
                     hint = ("the server's body deadline passed before the request arrived: "
                             "send smaller batches (batch=N) or raise segtk serve --body-timeout")

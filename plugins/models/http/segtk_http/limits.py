@@ -10,9 +10,9 @@ the model's forward pass may cost is sized in budget.py.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import io
+import re
 import struct
 import zipfile
 import zlib
@@ -48,6 +48,8 @@ class Limits:
     max_forward_pixels: int = 4096 * 4096  # one model forward pass: bigger requests are chunked
     max_buffered_bytes: int = 256 * MIB  # bodies being received at once, all requests together
     body_timeout: float = 30.0  # seconds to receive a whole body
+    max_connections: int = 1000  # open at once; `segtk serve` fits it to the open-file limit
+    header_timeout: float = 10.0  # seconds from a connection (or its last answer) to the headers
 
     def __post_init__(self) -> None:
         for flag, value in (("--max-batch", self.max_batch), ("--max-pixels", self.max_pixels),
@@ -55,7 +57,9 @@ class Limits:
                             ("--max-body-mb", self.max_body_bytes),
                             ("--forward-pixels", self.max_forward_pixels),
                             ("--body-buffer-mb", self.max_buffered_bytes),
-                            ("--body-timeout", self.body_timeout)):
+                            ("--body-timeout", self.body_timeout),
+                            ("--max-connections", self.max_connections),
+                            ("--header-timeout", self.header_timeout)):
             if value <= 0:
                 raise SegtkError(f"{flag} must be positive, got {value}", hint=f"raise {flag}")
         for small, flag, big, other in (
@@ -176,15 +180,81 @@ def check_range(images: np.ndarray) -> None:
 
 # --- JSON / PNG --------------------------------------------------------------------------------
 
+JSON_SHAPE = 'JSON body must be {"images": ["<base64 PNG>", ...]}'
+_JSON_HEAD = re.compile(rb'[ \t\r\n]*\{[ \t\r\n]*"images"[ \t\r\n]*:[ \t\r\n]*\[[ \t\r\n]*')
+_JSON_SPACE = re.compile(rb"[ \t\r\n]*")
+_JSON_COMMA = re.compile(rb",[ \t\r\n]*")
+_JSON_TAIL = re.compile(rb"\][ \t\r\n]*\}[ \t\r\n]*")
+
+
+def json_pngs(data: bytes, max_batch: int) -> list[bytes]:
+    """The PNGs of a JSON body `{"images": ["<base64 PNG>", ...]}`, read from its bytes.
+
+    No JSON document is built: parsing arbitrary JSON costs up to ~20x its size in Python
+    objects (millions of empty lists), recurses on nesting and converts numbers of any length,
+    so the body is matched against the one shape the protocol has instead. It costs at most
+    the decoded PNGs (3/4 of the body) and refuses (413) a string past `max_batch` at once.
+    """
+    head = _JSON_HEAD.match(data)
+    if head is None:
+        raise ProtocolError(f"{JSON_SHAPE}; it starts with {_excerpt(data, 0)}")
+    pos, pngs = head.end(), []
+    while data[pos:pos + 1] != b"]" or pngs:  # a string, then a comma and the next, or the end
+        if data[pos:pos + 1] != b'"':
+            raise ProtocolError("every entry of images must be a base64 PNG string; found "
+                                f"{_excerpt(data, pos)} at byte {pos}")
+        if len(pngs) == max_batch:
+            raise LimitError(f"more than {max_batch} images in one request, the server takes "
+                             f"at most {max_batch}; split the batch")
+        end = data.find(b'"', pos + 1)  # base64 has no quotes, and \" is no escape of it
+        if end < 0:
+            raise ProtocolError(f"image {len(pngs)} is not base64 (its string at byte {pos} "
+                                "does not end)")
+        pngs.append(_b64(_unescaped(data, pos + 1, end, len(pngs)), len(pngs)))
+        pos = _JSON_SPACE.match(data, end + 1).end()
+        comma = _JSON_COMMA.match(data, pos)
+        if comma is None:
+            break
+        pos = comma.end()
+    if data[pos:pos + 1] != b"]":
+        raise ProtocolError("every entry of images must be a base64 PNG string, with commas "
+                            f"between; found {_excerpt(data, pos)} at byte {pos}")
+    if _JSON_TAIL.fullmatch(data, pos) is None:
+        raise ProtocolError(f"{JSON_SHAPE} and nothing more; found {_excerpt(data, pos)} at "
+                            f"byte {pos}")
+    return pngs
+
+
+def _unescaped(data: bytes, start: int, end: int, index: int) -> memoryview:
+    """data[start:end] without a copy, or with the `\\/` escapes some JSON encoders write
+    replaced; any other escape cannot be base64."""
+    if data.find(b"\\", start, end) < 0:
+        return memoryview(data)[start:end]
+    text = data[start:end].replace(b"\\/", b"/")
+    if b"\\" in text:
+        raise ProtocolError(f"image {index} is not base64 (an escape other than \\/ in its "
+                            f"string at byte {start - 1})")
+    return memoryview(text)
+
+
+def _excerpt(data: bytes, pos: int, size: int = 24) -> str:
+    """A few bytes of a peer's body, quoted: never echo it unbounded."""
+    return repr(data[pos:pos + size]) + ("..." if len(data) > pos + size else "")
+
+
 def png_images(payload: object, limits: Limits) -> np.ndarray:
-    """{"images": [b64 PNG, ...]} -> float32 [N,3,H,W]; sizes are read from each IHDR first."""
+    """{"images": [b64 PNG, ...]} (already parsed) -> float32 [N,3,H,W]; see `decode_pngs`."""
     if not isinstance(payload, dict) or not isinstance(payload.get("images"), list):
-        raise ProtocolError('JSON body must be {"images": ["<base64 PNG>", ...]}')
+        raise ProtocolError(JSON_SHAPE)
     items = payload["images"]
     limits.check_count(len(items))
     if not all(isinstance(item, str) for item in items):
         raise ProtocolError("every entry of images must be a base64 PNG string")
-    pngs = [_b64(text, i) for i, text in enumerate(items)]
+    return decode_pngs([_b64(text, i) for i, text in enumerate(items)], limits)
+
+
+def decode_pngs(pngs: list[bytes], limits: Limits) -> np.ndarray:
+    """PNG files -> float32 [N,3,H,W]; sizes are read from each IHDR and checked first."""
     sizes = [png_size(data, i) for i, data in enumerate(pngs)]
     limits.check(sizes)
     for i, (h, w) in enumerate(sizes):
@@ -202,10 +272,13 @@ def png_images(payload: object, limits: Limits) -> np.ndarray:
     return out
 
 
-def _b64(text: str, index: int) -> bytes:
+def _b64(text: str | memoryview, index: int) -> bytes:
+    """Strict base64 (no other characters, no data after the padding); `text` is not copied."""
     try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError) as exc:
+        if isinstance(text, str):
+            text = memoryview(text.encode("ascii"))
+        return binascii.a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError, UnicodeEncodeError) as exc:
         raise ProtocolError(f"image {index} is not base64 ({exc})") from exc
 
 

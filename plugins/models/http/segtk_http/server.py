@@ -6,15 +6,15 @@ bounded: bodies are received concurrently, each within --body-timeout, all toget
 --body-buffer-mb, and counted as they stream, chunked or not; sizes are checked before decoding
 (limits.py); one request at a time is decoded, run and answered, and the model sees at most
 --forward-pixels at once, sized from --memory-mb (budget.py). A slow sender holds only its own
-bytes, never the model's turn.
+bytes, never the model's turn. Connections, Host names, the token and the log are guarded in
+guard.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
-import ipaddress
-import json
+import logging
 import socket
 import threading
 import time
@@ -25,7 +25,17 @@ import torch
 from PIL import Image
 
 from segtk.core import Segmenter, SegtkError, check_prediction
-from segtk_http.limits import MIB, Limits, npz_images, png_images
+from segtk_http.guard import (
+    Access,
+    AccessGate,
+    ConnectionGuard,
+    guarded,
+    guarded_protocol,
+    is_loopback,
+    log_cause,
+    log_once_per_cause,
+)
+from segtk_http.limits import MIB, Limits, decode_pngs, json_pngs, npz_images
 from segtk_http.protocol import (
     JSON,
     NPZ,
@@ -103,14 +113,16 @@ class ServedModel:
                 "formats": [NPZ, JSON], **self.stats()}
 
 
-def create_app(segmenter: Segmenter, limits: Limits | None = None):
+def create_app(segmenter: Segmenter, limits: Limits | None = None, access: Access | None = None):
     """The Starlette app serving `segmenter` (importable for embedding in another ASGI app).
 
     Bodies are received concurrently, outside the model's turn, within `body_timeout` and the
     shared `max_buffered_bytes`; decoding, the forward pass and encoding the answer take turns.
+    `access` (a token, the Host names served) is checked before a request is read.
     """
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
+    from starlette.middleware import Middleware
     from starlette.requests import ClientDisconnect, Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
@@ -158,6 +170,10 @@ def create_app(segmenter: Segmenter, limits: Limits | None = None):
                     images = await run_in_threadpool(decode, body, limits)
                 except ProtocolError as exc:
                     return error(exc.status, str(exc))
+                except Exception as exc:  # a malformed body no check foresaw: still a 400
+                    log_cause(logging.ERROR, f"decoding {kind or NPZ} raised "
+                              f"{type(exc).__name__}", exc=exc)
+                    return error(400, f"the body cannot be decoded ({type(exc).__name__}: {exc})")
                 finally:
                     body.close()
                     buffer.give(held)
@@ -165,6 +181,7 @@ def create_app(segmenter: Segmenter, limits: Limits | None = None):
                 try:
                     labels = await run_in_threadpool(served.predict, images)
                 except Exception as exc:  # the model's own failure: report it, keep serving
+                    log_cause(logging.ERROR, f"the model raised {type(exc).__name__}", exc=exc)
                     return error(500, f"the model raised {type(exc).__name__}: {exc}")
                 del images
                 if kind == JSON:
@@ -174,11 +191,14 @@ def create_app(segmenter: Segmenter, limits: Limits | None = None):
         finally:
             buffer.give(held)  # still held only if cancelled while waiting for the turn
 
+    def refused() -> None:
+        served.errors += 1
+
     app = Starlette(routes=[
         Route("/info", info, methods=["GET"]),
         Route("/stats", stats, methods=["GET"]),
         Route("/predict", predict, methods=["POST"]),
-    ])
+    ], middleware=[Middleware(AccessGate, access=access or Access(), refused=refused)])
     app.state.served = served
     return app
 
@@ -211,12 +231,13 @@ def json_answer(labels: np.ndarray) -> dict[str, Any]:
 
 
 def json_request(body: io.BytesIO, limits: Limits) -> np.ndarray:
-    try:
-        payload = json.loads(body.getvalue())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProtocolError(f"body is not JSON ({exc})") from exc
+    """Images of a JSON body: its PNGs are read from the body's bytes (no JSON document is
+    built, see `json_pngs`), which are let go before the PNGs are decoded."""
+    data = body.getvalue()  # the buffer itself, not a copy
+    pngs = json_pngs(data, limits.max_batch)
+    del data
     body.close()
-    return png_images(payload, limits)
+    return decode_pngs(pngs, limits)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -242,21 +263,17 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def bind_warning(host: str) -> str | None:
-    """One line to print when `host` is not a loopback address (the server has no auth)."""
-    try:
-        addresses = {ipaddress.ip_address(host.strip("[]"))}
-    except ValueError:  # a name: every address it resolves to must be loopback
-        try:
-            addresses = {ipaddress.ip_address(str(info[4][0]).split("%")[0])
-                         for info in socket.getaddrinfo(host, None)}
-        except (OSError, ValueError):
-            addresses = set()
-    if addresses and all(a.is_loopback for a in addresses):
+def bind_warning(host: str, token: bool = False) -> str | None:
+    """One line to print when `host` is not a loopback address."""
+    if is_loopback(host):
         return None
+    if token:
+        return (f"warning: serving on {host}, which is not a loopback address: clients need the "
+                "token, which travels unencrypted over plain HTTP; put a TLS proxy in front "
+                "unless the network is trusted")
     return (f"warning: serving on {host}, which is not a loopback address: anyone who can "
             "reach it can query the model (there is no authentication); use --host 127.0.0.1 "
-            "unless the network is trusted")
+            "or --token unless the network is trusted")
 
 
 def url_of(host: str, sock: socket.socket) -> str:
@@ -265,11 +282,14 @@ def url_of(host: str, sock: socket.socket) -> str:
 
 
 def serve(segmenter: Segmenter, sock: socket.socket, limits: Limits,
-          log_level: str = "warning") -> None:
+          log_level: str = "warning", access: Access | None = None) -> None:
     """Run uvicorn on an already listening socket (see `bind`) until interrupted."""
     import uvicorn
 
     Image.MAX_IMAGE_PIXELS = limits.max_pixels  # Pillow's own bomb guard agrees with ours
-    config = uvicorn.Config(create_app(segmenter, limits), log_level=log_level,
-                            access_log=log_level in ("debug", "info"))
-    uvicorn.Server(config).run(sockets=[sock])
+    guard = ConnectionGuard(limits.max_connections, limits.header_timeout)
+    config = uvicorn.Config(create_app(segmenter, limits, access), log_level=log_level,
+                            access_log=log_level in ("debug", "info"),
+                            http=guarded_protocol(guard), proxy_headers=False)
+    log_once_per_cause()
+    uvicorn.Server(config).run(sockets=[guarded(sock, guard)])

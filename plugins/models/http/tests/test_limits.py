@@ -18,6 +18,7 @@ import mmap
 import os
 import queue
 import re
+import resource
 import select
 import socket
 import struct
@@ -38,6 +39,7 @@ from PIL import Image
 
 from segtk.core import Segmenter, SegtkError
 from segtk_http.budget import forward_cost, plan_limits, reset_peak, rss_bytes
+from segtk_http.guard import Access
 from segtk_http.limits import Limits, npz_images, png_images
 from segtk_http.protocol import LimitError, ProtocolError, dump_npz, load_npz
 from segtk_http.server import ServedModel, bind, bind_warning
@@ -233,22 +235,31 @@ def test_bind_port_zero_and_non_loopback_warning() -> None:
 # --- the real server ---------------------------------------------------------------------------
 
 @contextmanager
-def serve_port0(*options: str, kill_above: int = int(1.5 * GIB)
+def serve_port0(*options: str, kill_above: int = int(1.5 * GIB), open_files: int | None = None,
+                env: dict[str, str] | None = None,
                 ) -> Iterator[tuple[int, subprocess.Popen, list[str]]]:
     """`segtk serve --port 0`; yields the port it printed; a watchdog kills it past
-    `kill_above` bytes (1.5 GiB), so a regression fails instead of eating the machine."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    `kill_above` bytes (1.5 GiB), so a regression fails instead of eating the machine.
+    `open_files`: the server's RLIMIT_NOFILE (soft and hard)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+
+    def limit_open_files() -> None:
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
     proc = subprocess.Popen(
         [sys.executable, "-c", "from segtk.cli import main; main()", "serve", "--model", "demo",
          "--host", "127.0.0.1", "--port", "0", *options],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=limit_open_files)
     lines: queue.Queue[str] = queue.Queue()
     log: list[str] = []
     output = proc.stdout
     assert output is not None
 
-    def read_lines() -> None:
+    def read_lines() -> None:  # the log is read live: tests look at what a request logged
         for line in output:
+            log.append(line)
             lines.put(line)
 
     reader = threading.Thread(target=read_lines, daemon=True)
@@ -272,7 +283,6 @@ def serve_port0(*options: str, kill_above: int = int(1.5 * GIB)
                 line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
             except queue.Empty:
                 pytest.fail(f"segtk serve printed no address within 90 s: {log}")
-            log.append(line)
             found = re.search(r"at http://127\.0\.0\.1:(\d+) ", line)
             if found:
                 port = int(found.group(1))
@@ -286,8 +296,6 @@ def serve_port0(*options: str, kill_above: int = int(1.5 * GIB)
         proc.kill()
         proc.wait(10)
         reader.join(5)
-        while not lines.empty():
-            log.append(lines.get())
 
 
 def status_kib(pid: int, field: str) -> int | None:
@@ -409,15 +417,19 @@ def test_serve_command_warns_off_loopback_and_checks_limits(monkeypatch) -> None
     from segtk.cli import cli, pm_commands
 
     pm_commands()
-    ran: list[tuple[int, Limits]] = []
+    ran: list[tuple[int, Limits, Access]] = []
     sock = bind("127.0.0.1", 0)
     monkeypatch.setattr(server, "bind", lambda host, port: sock)
-    monkeypatch.setattr(server, "serve", lambda model, s, limits, level: ran.append((s, limits)))
+    monkeypatch.setattr(server, "serve",
+                        lambda model, s, limits, level, access: ran.append((s, limits, access)))
+    monkeypatch.setenv("SEGTK_TOKEN", "from-the-environment")
     try:
         result = CliRunner().invoke(cli, ["serve", "--model", "demo", "--host", "0.0.0.0",
                                           "--port", "0", "--max-pixels", "1000",
                                           "--max-request-pixels", "5000", "--max-body-mb", "0.5",
-                                          "--body-buffer-mb", "2", "--body-timeout", "7"])
+                                          "--body-buffer-mb", "2", "--body-timeout", "7",
+                                          "--max-connections", "50", "--header-timeout", "3",
+                                          "--allow-host", "Models.Example:8000"])
         assert result.exit_code == 0, result.output
         lines = result.output.splitlines()
         assert lines[0].startswith("memory budget 2048 MiB: idle ")
@@ -425,13 +437,27 @@ def test_serve_command_warns_off_loopback_and_checks_limits(monkeypatch) -> None
         # assumed (test_forward_cost_is_measured_and_sizes_the_forward_pass measures it).
         assert re.search(r"\((measured|assumed, not measurable here)\): at most 5000 pixels "
                          r"per forward pass, 1000 per image$", lines[0]), lines[0]
-        assert lines[1].startswith("warning: serving on 0.0.0.0, which is not a loopback")
-        assert f"at http://0.0.0.0:{sock.getsockname()[1]} " in lines[2]
+        assert lines[1] == ("at most 50 connections at once, each sending its request headers "
+                            "within 3 s; every request needs the token")
+        assert lines[2].startswith("warning: serving on 0.0.0.0, which is not a loopback")
+        assert "token, which travels unencrypted" in lines[2]
+        assert f"at http://0.0.0.0:{sock.getsockname()[1]} " in lines[3]
         assert ran == [(sock, Limits(max_pixels=1000, max_request_pixels=5000,
                                      max_body_bytes=2**19, max_forward_pixels=5000,
-                                     max_buffered_bytes=2 * 2**20, body_timeout=7.0))]
+                                     max_buffered_bytes=2 * 2**20, body_timeout=7.0,
+                                     max_connections=50, header_timeout=3.0),
+                        Access(token="from-the-environment",
+                               hosts=frozenset({"localhost", "127.0.0.1", "[::1]", "0.0.0.0",
+                                                "models.example"})))]
     finally:
         sock.close()
+    monkeypatch.delenv("SEGTK_TOKEN")
+    spaced = CliRunner().invoke(cli, ["serve", "--token", "two words"])
+    assert spaced.exit_code == 1 and "--token (or SEGTK_TOKEN) must be printable ASCII" in \
+        spaced.output
+    many = CliRunner().invoke(cli, ["serve", "--max-connections", "10000000"])
+    assert many.exit_code == 1 and "--max-connections 10000000 does not fit the open-file " \
+        "limit" in many.output
     bad = CliRunner().invoke(cli, ["serve", "--max-pixels", "100", "--max-request-pixels", "10"])
     assert bad.exit_code == 1 and "--max-request-pixels 10 is below --max-pixels 100" in bad.output
     # The demo takes > 100 bytes a pixel: 16M pixels cannot fit what 1000 MiB over this
@@ -656,3 +682,193 @@ def test_forward_cost_is_measured_and_sizes_the_forward_pass() -> None:
     assert 0.9 * left / (1.25 * 480) < limits.max_forward_pixels < 1.1 * left / (1.25 * 380)
     fixed, _ = plan_limits(model, rss_bytes() + 600 * MIB, base, None, 1000)  # taken as given
     assert (fixed.max_forward_pixels, fixed.max_pixels) == (1000, 1000)
+
+
+# --- untrusted clients: connections, header deadline, logs, token, Host, hostile JSON ----------
+
+TOKEN = "test-token-0123456789"
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Iterator[tuple[int, subprocess.Popen, list[str], int]]:
+    """A server under a 256 open-file limit (hard and soft), a 2 s header deadline and a token;
+    yields its port, process, log and the connection cap it printed."""
+    with serve_port0("--header-timeout", "2", open_files=256,
+                     env={"SEGTK_TOKEN": TOKEN}) as (port, proc, log):
+        found = [re.search(r"^at most (\d+) connections at once", line) for line in log]
+        cap = next(int(m.group(1)) for m in found if m)
+        assert 32 <= cap < 256 - 32, log  # what 256 leaves beside the open files and a reserve
+        yield port, proc, log, cap
+
+
+def idle_sockets(port: int, count: int) -> list[socket.socket]:
+    """`count` connections that start a request and never finish its headers."""
+    socks = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sock.sendall(b"GET /info HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        socks.append(sock)
+    return socks
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server has closed `sock` (EOF or reset), without waiting."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def test_idle_connections_past_the_open_file_limit_do_not_lock_clients_out(guarded, monkeypatch
+                                                                          ) -> None:
+    """400 connections that never finish their headers, under a 256 open-file limit: a client
+    is served at once, the server never runs out of descriptors (no accept() tracebacks), and
+    every idle connection is closed by the 2 s header deadline."""
+    from segtk_http.client import HttpSegmenter
+
+    port, proc, log, cap = guarded
+    lines_before = len(log)
+    flood = idle_sockets(port, 400)
+    try:
+        monkeypatch.setenv("SEGTK_TOKEN", TOKEN)
+        start = time.monotonic()
+        model = HttpSegmenter(f"http://127.0.0.1:{port}", timeout=5, retries=0)
+        labels = model.predict(torch.rand(2, 3, 16, 16))
+        assert labels.shape == (2, 16, 16) and time.monotonic() - start < 3
+        model.close()
+        fds = len(os.listdir(f"/proc/{proc.pid}/fd"))
+        assert fds < 256, f"{fds} open files: the cap {cap} did not hold"
+        trickle = socket.create_connection(("127.0.0.1", port), timeout=10)
+        deadline = time.monotonic() + 6  # 2 s header deadline, with room for a loaded machine
+        while time.monotonic() < deadline and not all(map(closed_by_server, flood)):
+            try:
+                trickle.sendall(b"X")  # header bytes that keep coming do not extend the deadline
+            except OSError:
+                pass
+            time.sleep(0.2)
+        assert all(map(closed_by_server, flood)), "idle connections outlived the header deadline"
+        assert closed_by_server(trickle), "a trickled header outlived the header deadline"
+        assert len(os.listdir(f"/proc/{proc.pid}/fd")) < 32
+    finally:
+        for sock in flood:
+            sock.close()
+    new = "".join(log[lines_before:])
+    assert "out of system resource" not in new and "Traceback" not in new, new[:2000]
+    assert proc.poll() is None
+
+
+def test_when_every_connection_is_busy_a_new_one_gets_503_then_room_comes_back(guarded) -> None:
+    port, proc, log, cap = guarded
+    head = (b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"
+            b"Content-Type: application/x-npz\r\nContent-Length: 1000\r\n\r\n" % TOKEN.encode())
+    busy = []
+    try:
+        for _ in range(cap):  # each a request whose body is on its way: not idle, not evicted
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock.sendall(head)
+            busy.append(sock)
+        time.sleep(0.5)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as extra:
+            resp = http.client.HTTPResponse(extra)
+            resp.begin()
+            assert resp.status == 503 and resp.getheader("Retry-After") == "1"
+            assert "--max-connections" in json.loads(resp.read())["error"]
+    finally:
+        for sock in busy:
+            sock.close()
+    time.sleep(0.5)
+    status, _ = get(port, "/info", {"Authorization": f"Bearer {TOKEN}"})
+    assert status == 200
+    assert sum("every one of" in line for line in log) == 1, log  # logged once, not per refusal
+
+
+def get(port: int, path: str, headers: dict[str, str]) -> tuple[int, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        return resp.status, (json.loads(data) if data.startswith(b"{") else data, resp.headers)
+    finally:
+        conn.close()
+
+
+def test_each_cause_of_an_error_is_logged_once(guarded) -> None:
+    """40 garbled requests: uvicorn's warning for them is logged once, not once each."""
+    port, proc, log, _ = guarded
+    for _ in range(40):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+            assert sock.recv(100).startswith(b"HTTP/1.1 400")
+    time.sleep(0.3)
+    assert sum("Invalid HTTP request received" in line for line in log) == 1, log
+
+
+def test_a_token_is_required_and_compared(guarded, monkeypatch) -> None:
+    from segtk.core import ModelError
+    from segtk_http.client import HttpSegmenter
+
+    port, proc, log, _ = guarded
+    for headers, message in [({}, "needs a token"),
+                             ({"Authorization": "Bearer " + TOKEN[:-1]}, "wrong token"),
+                             ({"Authorization": "Bearer " + TOKEN + "x"}, "wrong token"),
+                             ({"Authorization": "Basic " + TOKEN}, "needs a token")]:
+        status, (answer, head) = get(port, "/info", headers)
+        assert status == 401 and message in answer["error"], (headers, answer)
+        assert head["WWW-Authenticate"] == "Bearer"
+    assert get(port, "/stats", {"Authorization": "Bearer " + TOKEN})[0] == 200
+    monkeypatch.delenv("SEGTK_TOKEN", raising=False)
+    with pytest.raises(ModelError, match="HTTP 401") as err:
+        HttpSegmenter(f"http://127.0.0.1:{port}", retries=0)
+    assert "SEGTK_TOKEN" in str(err.value.hint)
+    monkeypatch.setenv("SEGTK_TOKEN", TOKEN)
+    assert HttpSegmenter(f"http://127.0.0.1:{port}", retries=0).classes
+
+
+def test_a_loopback_server_serves_only_loopback_host_names(guarded) -> None:
+    """DNS rebinding: a page at http://attacker.example:PORT whose name now resolves to
+    127.0.0.1 sends Host: attacker.example:PORT; it gets 403, the loopback names get through."""
+    port, proc, log, _ = guarded
+    auth = {"Authorization": "Bearer " + TOKEN}
+    for host in ("attacker.example", f"attacker.example:{port}", "127.0.0.1.attacker.example",
+                 "localhost.attacker.example:80", ""):
+        status, (answer, _) = get(port, "/info", {**auth, "Host": host})
+        assert status == 403 and "--allow-host" in answer["error"], (host, answer)
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", "LOCALHOST", f"[::1]:{port}",
+                 "localhost:2222"):  # any port: an ssh tunnel forwards from another one
+        assert get(port, "/info", {**auth, "Host": host})[0] == 200, host
+
+
+def test_hostile_json_is_refused_before_it_is_parsed(budgeted) -> None:
+    """JSON that a parser turns into GBs of objects (95 MB of empty lists: ~2.5 GB as Python
+    lists; 13 M short strings), nesting 95 M deep, a 5,000-digit number and wrong types:
+    each a 400 or 413 with a short message, at once, with the server under its budget."""
+    port, proc, budget = budgeted
+    size = 95 * 10**6
+    png = b64(png_of_zeros(4, 4)).encode()
+    bodies = [
+        (b'{"images": [' + b"[]," * (size // 3) + b"[]]}", 400, "every entry of images must be"),
+        (b'{"images": [' + b'"AAAA",' * (size // 7) + b'"AAAA"]}', 413, "more than 64 images"),
+        (b"[" * size, 400, 'JSON body must be {"images"'),
+        (b'{"images": [' + b"7" * 5000 + b"]}", 400, "every entry of images must be"),
+        (b'{"images": 1' + b"0" * 5000 + b"}", 400, 'JSON body must be {"images"'),
+        (b'{"images": {"a": 1}}', 400, 'JSON body must be {"images"'),
+        (b'{"images": ["' + png + b'", null]}', 400, "every entry of images must be"),
+        (b'{"images": ["' + png + b'"], "more": 1}', 400, "and nothing more"),
+        (b'{"images": ["' + png[:-1] + b'"]}', 400, "image 0 is not base64"),
+        (b'{"images": ["' + png + b'\\u0041"]}', 400, "an escape other than"),
+        ("{\"images\": [\"\u00e9\"]}".encode(), 400, "image 0 is not base64"),
+        (b"\xff\xfe{\x00", 400, 'JSON body must be {"images"'),
+    ]
+    for body, status, message in bodies:
+        start = time.monotonic()
+        got, answer = request(port, body, "application/json")
+        assert (got, message) == (status, message) and message in answer["error"], \
+            (body[:40], got, answer)
+        assert len(answer["error"]) < 300 and time.monotonic() - start < 10, answer
+    assert peak_bytes(proc) < budget, f"peak RSS {peak_bytes(proc) // MIB} MiB"
+    slashes = json.dumps({"images": [b64(png_of_zeros(4, 4))]}).replace("/", "\\/").encode()
+    assert request(port, slashes, "application/json")[0] == 200  # PHP writes \/ by default

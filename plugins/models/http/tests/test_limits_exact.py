@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import struct
 import warnings
 import zipfile
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from segtk_http.limits import Limits, npz_images, png_images
+from segtk_http.limits import Limits, decode_pngs, json_pngs, npz_images, png_images
 from segtk_http.protocol import LimitError, ProtocolError
 
 DEFAULT = Limits()
@@ -179,3 +180,64 @@ def test_an_images_npy_shorter_than_its_zip_entry_declares_ends_early() -> None:
     struct.pack_into("<L", raw, raw.index(b"PK\x01\x02") + 24, len(whole))  # central directory
     assert refusal(lambda: npz_images(io.BytesIO(bytes(raw)), DEFAULT)) == \
         "images.npy ends early: 12 values declared"
+
+
+# --- JSON bodies, read from their bytes (no JSON document is built) ------------------------------
+
+def json_images(body: bytes, limits: Limits = DEFAULT) -> np.ndarray:
+    return decode_pngs(json_pngs(body, limits.max_batch), limits)
+
+
+def test_json_bodies_decode_as_the_parsed_payload_does() -> None:
+    g = np.random.default_rng(3)
+    pngs = [b64(png(g.integers(0, 256, (3, 5, 3), dtype=np.uint8))) for _ in range(3)]
+    expected = png_images({"images": pngs}, DEFAULT)
+    a, b, c = pngs
+    slashed = [p.replace("/", "\\/") for p in pngs]
+    for body in (json.dumps({"images": pngs}),
+                 f' \r\n\t{{ "images" :[\n"{a}" ,\n "{b}","{c}" ]\n}}\n ',
+                 json.dumps({"images": slashed}).replace("\\\\", "\\")):
+        assert np.array_equal(json_images(body.encode()), expected), body[:40]
+    assert json_images(b'{"images": []}').shape == (0, 3, 0, 0)
+    assert json_images(b'{"images":[ ]}').shape == (0, 3, 0, 0)
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (b"[]", 'JSON body must be {"images": ["<base64 PNG>", ...]}; it starts with b\'[]\''),
+    (b"", 'JSON body must be {"images": ["<base64 PNG>", ...]}; it starts with b\'\''),
+    (b'{"pictures": []}', 'JSON body must be {"images": ["<base64 PNG>", ...]}; it starts '
+                          'with b\'{"pictures": []}\''),
+    (b"[" * 100_000, 'JSON body must be {"images": ["<base64 PNG>", ...]}; it starts with '
+                     "b'[[[[[[[[[[[[[[[[[[[[[[[['..."),
+    (b'{"images": [' + b"9" * 5000 + b"]}", "every entry of images must be a base64 PNG "
+                                             "string; found b'999999999999999999999999'... at "
+                                             "byte 12"),
+    (b'{"images": [[]]}', "every entry of images must be a base64 PNG string; found b'[]]}' "
+                          "at byte 12"),
+    (b'{"images": ["AAAA" "AAAA"]}', "every entry of images must be a base64 PNG string, "
+                                     "with commas between; found b'\"AAAA\"]}' at byte 19"),
+    (b'{"images": ["AAAA",]}', "every entry of images must be a base64 PNG string; found "
+                               "b']}' at byte 19"),
+    (b'{"images": ["AAAA"], "x": 1}', 'JSON body must be {"images": ["<base64 PNG>", ...]} '
+                                      "and nothing more; found b'], \"x\": 1}' at byte 18"),
+    (b'{"images": ["AAAA"]}}', 'JSON body must be {"images": ["<base64 PNG>", ...]} and '
+                               "nothing more; found b']}}' at byte 18"),
+    (b'{"images": ["AAAA', "image 0 is not base64 (its string at byte 12 does not end)"),
+    (b'{"images": ["AA\\"AA"]}', "image 0 is not base64 (an escape other than \\/ in its "
+                                 "string at byte 12)"),
+    (b'{"images": ["\\u0041AAA"]}', "image 0 is not base64 (an escape other than \\/ in its "
+                                    "string at byte 12)"),
+])
+def test_malformed_json_bodies_are_refused_word_for_word(body: bytes, message: str) -> None:
+    assert refusal(lambda: json_pngs(body, 64)) == message
+
+
+def test_json_strings_are_strict_base64_and_counted_before_decoding() -> None:
+    for text in ("AAA", "AA=A", "AA AA", "\u00e9", "AA\\nA"):
+        body = f'{{"images": ["AAAA", "{text}"]}}'.encode()
+        assert refusal(lambda body=body: json_pngs(body, 64)).startswith("image 1 is not base64 (")
+    many = b'{"images": [' + b'"AAAA",' * 10**6 + b'"AAAA"]}'
+    assert refusal(lambda: json_pngs(many, 64), LimitError) == \
+        "more than 64 images in one request, the server takes at most 64; split the batch"
+    assert refusal(lambda: json_pngs(b'{"images": ["AAAA", "AAAA"]}', 1), LimitError).startswith(
+        "more than 1 images")
