@@ -54,6 +54,7 @@ from segtk.core import (
     backend_class,
     brief_spec,
     cached_segmenter,
+    check_prediction,
     confusion,
     iou_per_class,
     load_dataset,
@@ -137,7 +138,7 @@ def run_shard(shard: Shard) -> list[ScoreLine]:
     for batch in same_size_batches(data, range(len(data)), shard.batch_size):
         x, y = batch_tensors(batch, model.device)
         with torch.no_grad():
-            pred = model.predict(x).cpu()
+            pred = check_prediction(x, model.predict(x), model).cpu()
         y = y.cpu()
         for i, item in enumerate(batch):
             label = y[i]

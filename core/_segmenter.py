@@ -24,7 +24,8 @@ class Segmenter(ABC):
     Images are float32 RGB in [0,1], shape [B,3,H,W]; labels are int64 [B,H,W] at the input
     resolution. Preprocessing (normalisation, channel order, resizing) lives in the adapter.
     Predicted ids may reach `num_outputs - 1` > `len(classes) - 1` (e.g. a "void" channel):
-    metrics count such predictions as wrong.
+    metrics count such predictions as wrong. segtk checks every answer against this contract
+    (`check_prediction`, `check_gradient_logits`) and refuses one that breaks it.
     """
 
     name: str = "segmenter"
@@ -35,6 +36,13 @@ class Segmenter(ABC):
     @property
     def num_classes(self) -> int:
         return len(self.classes)
+
+    @property
+    def num_outputs(self) -> int:
+        """The model's outputs (channels of its logits): `predict` gives ids 0..num_outputs-1.
+        The classes, by default; an adapter whose model has outputs past them (a "void"
+        channel, counted as wrong) says how many."""
+        return self.num_classes
 
     def to_device(self, device: torch.device) -> None:
         """Move the model to `device` (`--device`, `device=`): every torch module and tensor
@@ -98,33 +106,65 @@ def labels_from_logits(logits: torch.Tensor) -> torch.Tensor:
     return logits.max(dim=1).indices  # first maximum on ties, like argmax, but faster on CPU
 
 
-def check_prediction(images: torch.Tensor, labels: torch.Tensor, model: str) -> torch.Tensor:
-    """Validate a model's answer: one int label map per image, at the image's size."""
+def check_prediction(images: torch.Tensor, labels: torch.Tensor,
+                     model: Segmenter | str) -> torch.Tensor:
+    """Validate the answer of `model` (the segmenter, or only its name): one integer label map
+    per image, at the image's size, and, given the segmenter, every id one of its outputs
+    (`Segmenter.num_outputs`, at least one per class). An answer that breaks the contract is
+    refused, never scored: float ids would be a guess at what the model meant, an id past its
+    outputs (or negative) a class it does not have. One min/max pass over the labels."""
+    name = model if isinstance(model, str) else model.name
     expected = (images.shape[0], images.shape[2], images.shape[3])
+    hint = "predict() must return int64 [B,H,W] at the input resolution"
     if not isinstance(labels, torch.Tensor) or tuple(labels.shape) != expected:
         got = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__
-        raise ModelError(
-            f"model {model} returned labels of shape {got}, expected {expected}",
-            hint="predict() must return int64 [B,H,W] at the input resolution",
-        )
-    if labels.is_floating_point():
-        if not torch.isfinite(labels).all():
-            raise ModelError(f"model {model} returned NaN labels")
-        labels = labels.round()
+        raise ModelError(f"model {name} returned labels of shape {got}, expected {expected}",
+                         hint=hint)
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ModelError(f"model {name} returned labels of type {labels.dtype}, not integer "
+                         "class ids", hint=hint)
+    if not isinstance(model, str) and labels.numel():
+        outputs = _outputs(model)
+        lo, hi = (int(v) for v in torch.aminmax(labels))
+        if lo < 0 or hi >= outputs:
+            raise ModelError(
+                f"model {name} returned class ids {lo}..{hi}, outside its {outputs} outputs "
+                f"(0..{outputs - 1})",
+                hint=f"{hint}; an adapter whose model has outputs past its classes (a void "
+                     "channel) says how many in Segmenter.num_outputs")
     return labels.long()
 
 
-def check_gradient_logits(images: torch.Tensor, logits: torch.Tensor, model: str) -> torch.Tensor:
-    """Validate `differentiable_logits`: [B,C,H,W] at the images' size, finite, and with a
-    graph back to the images (a detached answer would give a white-box attack no gradient)."""
+def _outputs(model: Segmenter) -> int:
+    """`model.num_outputs`, refused if fewer than its classes: a class it could never predict
+    would score IoU 0 instead of raising an error."""
+    outputs = model.num_outputs
+    if outputs < model.num_classes:
+        raise ModelError(f"model {model.name} has {outputs} outputs for {model.num_classes} "
+                         "classes", hint="a model needs one output per class: check its "
+                                         "classes= or the file it was loaded from")
+    return outputs
+
+
+def check_gradient_logits(images: torch.Tensor, logits: torch.Tensor,
+                          model: Segmenter | str) -> torch.Tensor:
+    """Validate the `differentiable_logits` of `model` (the segmenter, or only its name):
+    [B,C,H,W] at the images' size (C its `num_outputs`, given the segmenter), finite, and with
+    a graph back to the images (a detached answer would give a white-box attack no gradient)."""
     b, _, h, w = images.shape
+    outputs = None if isinstance(model, str) else _outputs(model)
+    name = model if isinstance(model, str) else model.name
+    c = "C" if outputs is None else outputs
     if not isinstance(logits, torch.Tensor) or logits.dim() != 4 or \
-            (logits.shape[0], *logits.shape[2:]) != (b, h, w):
+            (logits.shape[0], *logits.shape[2:]) != (b, h, w) or \
+            (outputs is not None and logits.shape[1] != outputs):
         got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
-        raise ModelError(f"model {model} returned logits of shape {got}, expected ({b}, C, {h}, {w})",
-                         hint="differentiable_logits() must return [B,C,H,W] at the input resolution")
+        raise ModelError(f"model {name} returned logits of shape {got}, expected ({b}, {c}, {h}, {w})",
+                         hint="differentiable_logits() must return [B,C,H,W] at the input "
+                              "resolution" + ("" if outputs is None else
+                                              ", one channel per output (Segmenter.num_outputs)"))
     if images.requires_grad and not logits.requires_grad:
-        raise ModelError(f"model {model} returned logits without a gradient path to the images",
+        raise ModelError(f"model {name} returned logits without a gradient path to the images",
                          hint="differentiable_logits() must not run under torch.no_grad, "
                               "inference_mode or detach()")
     labels_from_logits(logits.detach())  # refuses NaN and infinite scores
@@ -174,10 +214,7 @@ class QueryCounter:
     def predict(self, images: torch.Tensor, owners: torch.Tensor | None = None) -> torch.Tensor:
         """Predict `images`; row k is charged to source image `owners[k]` (default: k)."""
         self._charge(images, owners)
-        if images.shape[0] == 0:
-            return torch.empty(0, *images.shape[2:], dtype=torch.long)
-        return self._blamed(lambda: check_prediction(images, self.segmenter.predict(images),
-                                                     self.segmenter.name))
+        return self.evaluate(images)
 
     def evaluate(self, images: torch.Tensor) -> torch.Tensor:
         """The model's labels for `images`, charged to no one: an evaluation pass (the oracle
@@ -185,7 +222,7 @@ class QueryCounter:
         if images.shape[0] == 0:
             return torch.empty(0, *images.shape[2:], dtype=torch.long)
         return self._blamed(lambda: check_prediction(images, self.segmenter.predict(images),
-                                                     self.segmenter.name))
+                                                     self.segmenter))
 
     def gradient_logits(self, images: torch.Tensor, owners: torch.Tensor | None = None) -> torch.Tensor:
         """The segmenter's `differentiable_logits` of `images` (their graph kept), charged
@@ -193,7 +230,7 @@ class QueryCounter:
         through the model is one query of its budget."""
         self._charge(images, owners)
         return self._blamed(lambda: check_gradient_logits(
-            images, self.segmenter.differentiable_logits(images), self.segmenter.name))
+            images, self.segmenter.differentiable_logits(images), self.segmenter))
 
     def _charge(self, images: torch.Tensor, owners: torch.Tensor | None) -> None:
         """Charge each row to its source image, or refuse: past the deadline (TimeUp) or the

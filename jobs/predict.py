@@ -44,7 +44,7 @@ def predict_dataset(
     for batch in same_size_batches(dataset, range(len(dataset)), batch_size):
         x = to_tensor([it.image for it in batch]).to(segmenter.device)
         with naming(f"while predicting {batch[0].name}", ModelError, "the model"), torch.inference_mode():
-            pred = check_prediction(x, segmenter.predict(x), segmenter.name).cpu()
+            pred = check_prediction(x, segmenter.predict(x), segmenter).cpu()
         acc.add(pred, torch.from_numpy(np.stack([it.label for it in batch])))
         if out is not None:
             for item, labels in zip(batch, pred.numpy()):

@@ -30,7 +30,8 @@ class SegmenterSuite:
 
     # (height, width) of the test images: one even, one odd size by default.
     sizes: ClassVar[tuple[tuple[int, int], ...]] = ((24, 32), (17, 23))
-    # Highest predicted id + 1 allowed; default: the logits' channels, else len(classes).
+    # Highest predicted id + 1 allowed; default: the logits' channels, else the model's
+    # `num_outputs` (its classes unless it says otherwise).
     num_outputs: ClassVar[int | None] = None
 
     def make(self) -> Segmenter:
@@ -46,7 +47,7 @@ class SegmenterSuite:
             return self.num_outputs
         if model.has_logits:
             return int(model.logits(images[:1]).shape[1])
-        return model.num_classes
+        return model.num_outputs
 
     def test_declares_name_classes_and_ignore_index(self) -> None:
         model = self.make()

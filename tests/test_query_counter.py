@@ -75,7 +75,7 @@ def test_wrong_shape_and_nan_are_model_errors() -> None:
         counter.predict(torch.rand(1, 3, 8, 8))
     with pytest.raises(ModelError, match="NaN"):
         labels_from_logits(torch.tensor([[[[float("nan")]]]]))
-    with pytest.raises(ModelError, match="NaN labels"):
+    with pytest.raises(ModelError, match="labels of type torch.float32, not integer class ids"):
         check_prediction(torch.rand(1, 3, 1, 1), torch.tensor([[[float("nan")]]]), "m")
 
 
@@ -138,9 +138,90 @@ def test_a_wrong_answer_names_what_came_back_and_the_contract() -> None:
     assert err.value.hint == "predict() must return int64 [B,H,W] at the input resolution"
 
 
-def test_whole_float_labels_are_rounded_to_int64() -> None:
-    labels = check_prediction(torch.rand(1, 3, 1, 3), torch.tensor([[[0.0, 1.9999, 3.0]]]), "m")
+def test_integer_labels_of_any_width_are_int64() -> None:
+    labels = check_prediction(torch.rand(1, 3, 1, 3), torch.tensor([[[0, 2, 3]]], dtype=torch.uint8),
+                              "m")
     assert labels.dtype == torch.long and labels.tolist() == [[[0, 2, 3]]]
+
+
+# --- the model's answer is checked where every answer passes -----------------------------------
+
+
+class Answers(TinySegmenter):
+    """A 4-class model whose answer breaks the contract as `how` says (from its first call)."""
+
+    name = "liar"
+    how = ""
+
+    @property
+    def num_outputs(self) -> int:
+        return {"fewer-outputs": 3, "void": 5}.get(self.how, 4)
+
+    def predict(self, images: torch.Tensor) -> torch.Tensor:
+        labels = super().predict(images)
+        if self.how in ("too-high", "void"):
+            labels[:, 0, 0] = 4
+        if self.how == "negative":
+            labels[:, 0, 0] = -1
+        if self.how == "ignore":
+            labels[:, 0, 0] = self.ignore_index
+        if self.how == "float":
+            return labels.float()
+        return labels
+
+    def differentiable_logits(self, images: torch.Tensor) -> torch.Tensor:
+        logits = super().differentiable_logits(images)
+        return logits[:, :3] if self.how == "channels" else logits
+
+
+def liar(how: str) -> Answers:
+    model = Answers()
+    model.how = how
+    return model
+
+
+REFUSED = {
+    "too-high": "model liar returned class ids 0..4, outside its 4 outputs (0..3)",
+    "negative": "model liar returned class ids -1..3, outside its 4 outputs (0..3)",
+    "ignore": "model liar returned class ids 0..255, outside its 4 outputs (0..3)",
+    "float": "model liar returned labels of type torch.float32, not integer class ids",
+    "fewer-outputs": "model liar has 3 outputs for 4 classes",
+}
+
+
+@pytest.mark.parametrize("how", list(REFUSED))
+def test_an_answer_outside_the_contract_is_refused_wherever_it_is_scored(how, folder_dataset) -> None:
+    """The attack's queries and evaluation passes (QueryCounter), `segtk predict` and the
+    attack job's scoring: one line naming the model and what is wrong, nothing scored."""
+    from segtk.core import load_dataset
+    from segtk.jobs.attack import evaluate
+    from segtk.jobs.predict import predict_dataset
+    from segtk.testing import toy_batch
+
+    images, _ = toy_batch(2, 6, 7)
+    for ask in (lambda: QueryCounter(liar(how), 2, 2).predict(images),
+                lambda: QueryCounter(liar(how), 2, 2).evaluate(images),
+                lambda: evaluate(liar(how), images),
+                lambda: predict_dataset(liar(how), load_dataset(f"folder:{folder_dataset}"), None)):
+        with pytest.raises(ModelError) as err:
+            ask()
+        assert REFUSED[how] in err.value.message and "\n" not in err.value.message
+
+
+def test_ids_up_to_the_declared_outputs_are_answers() -> None:
+    """A "void" output past the classes (ESPNet's) is allowed where the model declares it."""
+    images = torch.rand(2, 3, 6, 7)
+    labels = QueryCounter(liar("void"), 2, 2).predict(images)
+    assert int(labels.max()) == 4
+
+
+def test_logits_with_other_channels_than_outputs_are_refused() -> None:
+    images = torch.rand(2, 3, 6, 7, requires_grad=True)
+    with pytest.raises(ModelError) as err:
+        QueryCounter(liar("channels"), 2, 2).gradient_logits(images)
+    assert err.value.message == "model liar returned logits of shape (2, 3, 6, 7), expected " \
+                                "(2, 4, 6, 7)"
+    assert QueryCounter(liar(""), 2, 2).gradient_logits(images).shape == (2, 4, 6, 7)
 
 
 def test_a_labels_only_segmenter_says_it_has_no_scores() -> None:

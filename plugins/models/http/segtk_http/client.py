@@ -71,6 +71,7 @@ class HttpSegmenter(Segmenter):
         self.remote_name = str(self.info.get("name", "?"))
         self.name = f"{self.remote_name}@{self.url}"
         self.classes = list(self.info["classes"])
+        self._outputs = _positive(self.info, "outputs")  # past the classes: e.g. a void channel
         self.ignore_index = int(self.info.get("ignore_index", 255))
         self.batch = batch or _positive(self.info, "max_batch") or 64
         # The server's size limits (segtk serve --max-pixels, ...); absent from other servers.
@@ -253,6 +254,11 @@ class HttpSegmenter(Segmenter):
         if self.max_body_bytes:  # float32 RGB plus the npz's headers
             fit = min(fit, (self.max_body_bytes - NPZ_OVERHEAD) // max(12 * pixels, 1))
         return max(fit, 1)
+
+    @property
+    def num_outputs(self) -> int:
+        """The served model's outputs, as its server says (the classes if it does not)."""
+        return self._outputs or self.num_classes
 
     def predict(self, images: torch.Tensor) -> torch.Tensor:
         array = np.ascontiguousarray(images.detach().to("cpu", torch.float32).numpy())

@@ -109,7 +109,8 @@ class ServedModel:
     def info(self) -> dict[str, Any]:
         m = self.segmenter
         return {"protocol": PROTOCOL, "name": m.name, "classes": list(m.classes),
-                "ignore_index": int(m.ignore_index), **self.limits.info(),
+                "outputs": int(m.num_outputs), "ignore_index": int(m.ignore_index),
+                **self.limits.info(),
                 "formats": [NPZ, JSON], **self.stats()}
 
 

@@ -36,10 +36,17 @@ from click.testing import CliRunner
 from PIL import Image
 
 from segtk.cli import cli, pm_commands
-from segtk.core import ModelError, Segmenter, build_attack, load_dataset, load_segmenter
+from segtk.core import (
+    ModelError,
+    QueryCounter,
+    Segmenter,
+    build_attack,
+    load_dataset,
+    load_segmenter,
+)
 from segtk.jobs.attack import attack_dataset, run_settings
 from segtk.storage.runs import RunDir
-from segtk.testing import SegmenterSuite
+from segtk.testing import SegmenterSuite, TinySegmenter
 from segtk_http.client import HttpSegmenter, parse
 from segtk_http.protocol import dump_npz, load_npz
 
@@ -437,6 +444,43 @@ def test_client_splits_batches_to_fit_the_servers_limits() -> None:
         with pytest.raises(ModelError, match="takes images of at most 100 pixels, these are 11x10") as err:
             model.predict(torch.rand(1, 3, 11, 10))
         assert "--max-pixels" in str(err.value.hint) and sent == []
+
+
+@pytest.mark.parametrize("outputs", [None, 3])
+def test_a_served_models_extra_output_is_an_answer_only_if_its_server_says_so(outputs) -> None:
+    """Ids past the classes (a "void" output) pass where /info's `outputs` counts them; any
+    other id is refused, naming the served model, before it is scored."""
+    def void(handler) -> None:
+        images = load_npz(handler.body, "images")
+        handler.reply(200, dump_npz(labels=np.full((images.shape[0], *images.shape[2:]), 2, np.uint8)),
+                      "application/x-npz")
+
+    def info(handler: Any) -> None:
+        extra = {} if outputs is None else {"outputs": outputs}
+        handler.reply(200, json.dumps({**json.loads(INFO), **extra}).encode())
+
+    with fake_server(void, info) as (url, _):
+        model = load_http(url)
+        counter = QueryCounter(model, 1, 1)
+        if outputs is None:
+            with pytest.raises(ModelError) as err:
+                counter.predict(torch.rand(1, 3, 2, 2))
+            assert err.value.message == f"model fake@{url} returned class ids 2..2, outside its " \
+                                        "2 outputs (0..1)"
+        else:
+            assert counter.predict(torch.rand(1, 3, 2, 2)).unique().tolist() == [2]
+
+
+def test_the_server_says_how_many_outputs_its_model_has() -> None:
+    from segtk_http.limits import Limits
+    from segtk_http.server import ServedModel
+
+    class Void(TinySegmenter):
+        @property
+        def num_outputs(self) -> int:
+            return 5
+
+    assert ServedModel(Void(), Limits()).info()["outputs"] == 5
 
 
 def test_json_label_pngs_round_trip_8_and_16_bit() -> None:

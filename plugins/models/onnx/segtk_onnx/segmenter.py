@@ -42,6 +42,7 @@ class OnnxSegmenter(Segmenter):
         self.prep = prep
         self.name = name
         self.classes = list(prep.classes)
+        self._outputs = 0  # channels of the last logits (0: none yet, or label maps)
         inp = session.get_inputs()[0]
         if len(inp.shape) != 4:
             raise ModelError(f"{name}: input {inp.name!r} has shape {inp.shape}, expected [B,3,H,W]")
@@ -75,7 +76,15 @@ class OnnxSegmenter(Segmenter):
         if out.shape[0] != b or out.dim() not in (3, 4):
             raise ModelError(f"{self.name} returned shape {tuple(out.shape)}, expected "
                              f"[{b},C,h,w] logits or [{b},h,w] labels")
+        if out.dim() == 4:
+            self._outputs = int(out.shape[1])
         return out
+
+    @property
+    def num_outputs(self) -> int:
+        """The channels of its last logits (a file may have outputs past its classes, e.g. a
+        void channel); the classes before the first, and for a graph that outputs labels."""
+        return self._outputs or self.num_classes
 
     def logits(self, images: torch.Tensor) -> torch.Tensor:
         out = self._raw(images)

@@ -27,6 +27,13 @@ class TorchScriptSegmenter(Segmenter):
         self.prep = prep
         self.name = name
         self.classes = list(prep.classes)
+        self._outputs = 0  # channels of the last logits (0: none yet)
+
+    @property
+    def num_outputs(self) -> int:
+        """The channels of its last logits (a file may have outputs past its classes, e.g. a
+        void channel); the classes before the first."""
+        return self._outputs or self.num_classes
 
     def logits(self, images: torch.Tensor) -> torch.Tensor:
         h, w = images.shape[-2:]
@@ -39,6 +46,7 @@ class TorchScriptSegmenter(Segmenter):
             out = out.get("out", next(iter(out.values())))
         if out.dim() != 4:
             raise ModelError(f"{self.name} returned shape {tuple(out.shape)}, expected [B,C,h,w]")
+        self._outputs = int(out.shape[1])
         if out.shape[-2:] != (h, w):
             out = torch.nn.functional.interpolate(out, size=(h, w), mode="bilinear", align_corners=False)
         return out
