@@ -14,6 +14,7 @@ from segtk.api.loading import (
     data_of,
     model_of,
     pairs_of,
+    pixel_limited,
     spec_of,
     specs_only,
     split_of,
@@ -56,6 +57,7 @@ BENCH_BUDGETS = "10,50,200"
 SCORES = "stored 8-bit images"  # what the bench table scores (runs before this scored floats)
 
 
+@pixel_limited
 def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", budget: int = 50,
            eps: float = 8.0, seed: int = 0, limit: int | None = None,
            params: Mapping[str, Any] | Iterable[str] | None = None,
@@ -63,7 +65,8 @@ def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", bud
            split: str | None = None, batch_size: int = 8, time_limit: float | None = None,
            save_images: bool = True, resume: bool = False, classes_from_data: bool = False,
            on_start: Callable[[int], None] | None = None,
-           on_image: Callable[[AttackRecord], None] | None = None) -> AttackRun:
+           on_image: Callable[[AttackRecord], None] | None = None,
+           max_pixels: int | None = None) -> AttackRun:
     """Run the attack plugin `attack` on every image of `data` against `model`; score the
     stored 8-bit adversarial images.
 
@@ -118,6 +121,7 @@ def _eps_values(eps: float | Sequence[float]) -> list[float]:
     return list(dict.fromkeys(values))
 
 
+@pixel_limited
 def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
                   attacks: str | Sequence[str] = BENCH_ATTACKS,
                   budgets: str | Sequence[int] = BENCH_BUDGETS, eps: float | Sequence[float] = 8.0,
@@ -129,7 +133,8 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
                   address: str | None = None, resume: bool = False, table_only: bool = False,
                   classes_from_data: bool = False,
                   on_start: Callable[[int, int], None] | None = None,
-                  on_records: Callable[[int], None] | None = None) -> Table:
+                  on_records: Callable[[int], None] | None = None,
+                  max_pixels: int | None = None) -> Table:
     """Attack specs × budgets (× ε × models) → dataset mIoU % of the stored 8-bit images, mean
     ± std over `repeats` (repeat r uses seed + r): `segtk bench attacks`.
 

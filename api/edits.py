@@ -8,7 +8,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from segtk.api.loading import comma_list, data_of, pairs_of, spec_of, specs_only, split_of
+from segtk.api.loading import (
+    comma_list,
+    data_of,
+    pairs_of,
+    pixel_limited,
+    spec_of,
+    specs_only,
+    split_of,
+)
 from segtk.api.results import Table
 from segtk.benchmarks.edit_quality import build_metrics, measure_quality, write_quality
 from segtk.benchmarks.edits import (
@@ -82,6 +90,7 @@ def with_device(params: dict[str, Any], cls: type | None, device: str | None,
     return {**params, key: device}
 
 
+@pixel_limited
 def edit(data: str | Dataset, editor: str, values: str | Sequence[str] | None = None,
          out: str | Path | None = None, device: str | None = None, *,
          backend: str = CLASSICAL, split: str | None = None,
@@ -98,7 +107,7 @@ def edit(data: str | Dataset, editor: str, values: str | Sequence[str] | None = 
          on_start: Callable[[int], None] | None = None,
          on_edit: Callable[[EditLine | SkipLine], None] | None = None,
          on_table: Callable[[Table], None] | None = None,
-         warn: Callable[[str], None] = _warn) -> Table:
+         warn: Callable[[str], None] = _warn, max_pixels: int | None = None) -> Table:
     """Edit an attribute of `data`'s labelled images with the editor plugin `editor` into an
     edited dataset in `out` (default runs/edit-EDITOR), as `segtk edit` does; read it back with
     `load_dataset("edited:OUT")`.
@@ -181,6 +190,7 @@ def selection_config(min_area: float, objects: str, things_only: bool) -> dict[s
     return config
 
 
+@pixel_limited
 def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
                 attributes: str | Sequence[str] = BENCH_ATTRIBUTES,
                 values: Mapping[str, Sequence[str]] | None = None,
@@ -199,7 +209,8 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
                 captioner_params: Mapping[str, Any] | Iterable[str] | None = None,
                 on_subset: Callable[[str, EditSummary], None] | None = None,
                 on_start: Callable[[int, int], None] | None = None,
-                on_records: Callable[[int], None] | None = None) -> Table:
+                on_records: Callable[[int], None] | None = None,
+                max_pixels: int | None = None) -> Table:
     """Edited subsets × models → mIoU per subset, RmIoU and mR (Gen4Seg Tab. II/III), as
     `segtk bench edits`: the subsets are built (or reused) in OUT/edits/SUBSET.
 

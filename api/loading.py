@@ -6,18 +6,43 @@ run.json (and `segtk ... --resume` can load it again).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar, cast
 
 import torch
 
-from segtk.core import Dataset, Segmenter, SegtkError, load_segmenter, parse_pairs, resolve_device
+from segtk.core import (
+    Dataset,
+    Segmenter,
+    SegtkError,
+    load_segmenter,
+    parse_pairs,
+    pixel_limit,
+    resolve_device,
+)
 from segtk.core import load_dataset as load_dataset_spec
 
 __all__ = ["load_model", "load_dataset", "model_of", "data_of", "spec_of", "split_of",
-           "pairs_of", "comma_list", "specs_only"]
+           "pairs_of", "comma_list", "specs_only", "pixel_limited"]
 
 SPEC, SPLIT = "segtk_spec", "segtk_split"  # attributes a loaded object keeps its origin in
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def pixel_limited(function: Callable[P, R]) -> Callable[P, R]:
+    """An API function that reads images under its keyword `max_pixels` (`--max-pixels`):
+    images and label maps with more pixels are refused from their headers, before decoding
+    (None: SEGTK_MAX_PIXELS, else core's DEFAULT_MAX_PIXELS)."""
+
+    @functools.wraps(function)
+    def limited(*args: P.args, **kwargs: P.kwargs) -> R:
+        # a keyword of `function`'s signature, so typed there; pixel_limit checks it anyway
+        with pixel_limit(cast("int | None", kwargs.get("max_pixels"))):
+            return function(*args, **kwargs)
+
+    return limited
 
 
 def load_model(spec: str, device: str | torch.device | None = "cpu") -> Segmenter:

@@ -6,16 +6,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from segtk.api.loading import data_of, model_of
+from segtk.api.loading import data_of, model_of, pixel_limited
 from segtk.core import Dataset, Segmenter
 from segtk.jobs.predict import predict_dataset
 from segtk.reports.writer import write_report
 
 
+@pixel_limited
 def predict(model: str | Segmenter, data: str | Dataset = "demo", out: str | Path | None = None,
             *, split: str | None = None, limit: int | None = None, batch_size: int = 8,
             device: str | None = None, classes_from_data: bool = False,
-            on_batch: Callable[[int], None] | None = None) -> dict[str, Any]:
+            on_batch: Callable[[int], None] | None = None,
+            max_pixels: int | None = None) -> dict[str, Any]:
     """Predict every image of `data` (batched) and score it: {"images", "miou", "pacc" (the
     dataset's, as fractions), "iou" (class name -> IoU)}, what `segtk predict --json` prints. With `out`, label PNGs and overlays are
     written there as `segtk predict --out` writes them. `model`, `data`, `device`: as
@@ -26,8 +28,10 @@ def predict(model: str | Segmenter, data: str | Dataset = "demo", out: str | Pat
                            classes_from_data=classes_from_data)
 
 
+@pixel_limited
 def report(run_dir: str | Path, data: str | None = None,
-           on_page: Callable[[Path], None] | None = None) -> Path:
+           on_page: Callable[[Path], None] | None = None, *,
+           max_pixels: int | None = None) -> Path:
     """Write RUN_DIR/report.html for a run folder of any segtk job (run.json says which) and
     return its path, as `segtk report` does. `data`: a dataset spec overriding the one in
     run.json (e.g. the data moved since the run). `on_page(run)` is called before each page is

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from segtk.api.loading import comma_list, specs_only
+from segtk.api.loading import comma_list, pixel_limited, specs_only
 from segtk.api.results import Table
 from segtk.benchmarks.augment import AugmentBench, eval_seed_for, run, write_outputs
 from segtk.core import CLASSICAL, SegtkError, preferred_split, resolve_device
@@ -75,13 +75,14 @@ def _scale(value: Scale) -> tuple[float, float] | None:
     return parse_scale(f"{value[0]!r},{value[1]!r}")
 
 
+@pixel_limited
 def train(model: str, data: str, out: str | Path, augment: str = "baseline", *,
           split: str | None = None, limit: int | None = None, epochs: int = 1,
           batch_size: int = 8, lr: float = 1e-4, weight_decay: float = 1e-4, seed: int = 0,
           size: Size = None, crop: Size = None, scale: Scale = None, flip: bool = False,
           schedule: str = CONSTANT, norm_eval: bool = False, classes_from_data: bool = False,
           device: str | None = "cpu", resume: bool = False,
-          on_step: StepHook | None = None) -> Table:
+          on_step: StepHook | None = None, max_pixels: int | None = None) -> Table:
     """Fine-tune the model spec `model` on `data` with one augmentation (augmenter spec
     NAME[:KEY=VALUE,...], baseline = none) into the run folder `out`, as `segtk train`:
     deterministic, a checkpoint per epoch, `resume=True` continues it (epochs may grow).
@@ -105,6 +106,7 @@ def train(model: str, data: str, out: str | Path, augment: str = "baseline", *,
     return Table(rows, out=Path(out), details={"spec": results[-1].spec if results else None})
 
 
+@pixel_limited
 def bench_augment(model: str, data: str, augments: str | Sequence[str] = BENCH_AUGMENTS,
                   out: str | Path = "runs/bench-augment", *, split: str | None = None,
                   limit: int | None = None, eval_data: str | None = None,
@@ -121,7 +123,8 @@ def bench_augment(model: str, data: str, augments: str | Sequence[str] = BENCH_A
                   on_train: Callable[[str, dict[str, Any]], None] | None = None,
                   on_step: StepHook | None = None,
                   on_scoring: Callable[[int], None] | None = None,
-                  on_records: Callable[[int], None] | None = None) -> Table:
+                  on_records: Callable[[int], None] | None = None,
+                  max_pixels: int | None = None) -> Table:
     """One model per augmentation from the same start → Gen4Seg Tab. IV, as `segtk bench
     augment`: edited evaluation subsets in OUT/edits, a training run per augmentation in
     OUT/train/LABEL, scores in OUT/results.jsonl.

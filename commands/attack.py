@@ -15,6 +15,7 @@ from segtk.commands.options import (
     device_option,
     eps_option,
     limit_option,
+    max_pixels_option,
     model_option,
     same_device,
     split_option,
@@ -57,6 +58,7 @@ def default_out(out: str | None, attack_name: str | None) -> str | None:
 @data_option
 @split_option
 @limit_option
+@max_pixels_option
 @classes_from_data_option
 @device_option
 @click.option("--budget", type=click.IntRange(min=1), default=50, show_default=True,

@@ -17,6 +17,7 @@ from segtk.commands.options import (
     data_option,
     device_option,
     limit_option,
+    max_pixels_option,
     same_device,
     shard_options,
     split_option,
@@ -73,6 +74,7 @@ def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[f
 @data_option
 @split_option
 @limit_option
+@max_pixels_option
 @classes_from_data_option
 @device_option
 @click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True)

@@ -17,6 +17,7 @@ from segtk.commands.options import (
     data_option,
     device_option,
     limit_option,
+    max_pixels_option,
     prompt_options,
     same_device,
     shard_options,
@@ -97,6 +98,7 @@ RECORDED = {
 @data_option
 @split_option
 @limit_option
+@max_pixels_option
 @classes_from_data_option
 @device_option
 @click.option("--attributes", default=BENCH_ATTRIBUTES,

@@ -19,6 +19,7 @@ from segtk.commands.options import (
     data_option,
     device_option,
     limit_option,
+    max_pixels_option,
     prompt_options,
     same_device,
     split_option,
@@ -78,6 +79,7 @@ def default_out(out: str | None, editor_name: str | None) -> str | None:
 @data_option
 @split_option
 @limit_option
+@max_pixels_option
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Output folder, an edited dataset [default: runs/edit-PLUGIN].")
 @click.option("--variants", type=click.IntRange(min=1), default=1, show_default=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from segtk.commands.console import err_console
-from segtk.core import DEVICE_OPTION, SegtkError, resolve_device
+from segtk.core import DEFAULT_MAX_PIXELS, DEVICE_OPTION, SegtkError, pixel_limit, resolve_device
 from segtk.jobs.edit import DEFAULT_PROMPT_WRITER
 
 DEMO_MODEL, DEMO_DATA = "demo", "demo"
@@ -18,6 +18,18 @@ split_option = click.option("--split", default=None, help="Dataset split (defaul
 limit_option = click.option("--limit", type=click.IntRange(min=1), default=None,
                             help="Use only the first N images.")
 device_option = click.option("--device", **DEVICE_OPTION)  # one definition: core's
+
+
+def _pixel_limit(ctx: click.Context, param: click.Parameter, value: int | None) -> None:
+    ctx.with_resource(pixel_limit(value))  # for the whole command, its worker processes too
+
+
+max_pixels_option = click.option(
+    "--max-pixels", type=click.IntRange(min=1), default=None, expose_value=False,
+    callback=_pixel_limit, metavar="PIXELS",
+    help=f"Refuse images and label maps of more pixels (width x height), from their headers, "
+         f"before decoding them [default: {DEFAULT_MAX_PIXELS} = {DEFAULT_MAX_PIXELS / 1e6:g} MP, "
+         f"or SEGTK_MAX_PIXELS]. Not a setting: a resume may change it.")
 
 
 def same_device(value: str | None) -> str:

@@ -13,6 +13,7 @@ from segtk.commands.options import (
     data_option,
     device_option,
     limit_option,
+    max_pixels_option,
     model_option,
     split_option,
 )
@@ -25,6 +26,7 @@ from segtk.core import load_dataset, load_segmenter
 @data_option
 @split_option
 @limit_option
+@max_pixels_option
 @classes_from_data_option
 @device_option
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Write labels/overlays here.")

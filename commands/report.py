@@ -8,6 +8,7 @@ import click
 
 from segtk import api
 from segtk.commands.console import console
+from segtk.commands.options import max_pixels_option
 
 
 @click.command()
@@ -15,6 +16,7 @@ from segtk.commands.console import console
 @click.option("--data", "data_spec", default=None, metavar="FORMAT:PATH",
               help="Dataset for clean images and labels, and a train run's validation data "
                    "[default: the one in RUN_DIR/run.json].")
+@max_pixels_option
 @click.option("--open", "open_", is_flag=True, help="Open the report in the default browser.")
 def report(run_dir: str, data_spec: str | None, open_: bool) -> None:
     """Write RUN_DIR/report.html for a run of segtk attack, bench attacks, edit, bench edits,

@@ -17,6 +17,7 @@ from segtk.commands.options import (
     csv_list,
     device_option,
     limit_option,
+    max_pixels_option,
     same_device,
 )
 from segtk.commands.resume import Recorded, joined, resumable, sized
@@ -58,6 +59,7 @@ def training_options(command):
                           "train): small batches of crops otherwise shift them."),
         classes_from_data_option,
         device_option,
+        max_pixels_option,
     ]):
         command = option(command)
     return command

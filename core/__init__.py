@@ -31,6 +31,7 @@ from segtk.core._augment import (
 from segtk.core._build import build, build_attack, build_augmenter, parse_augment
 from segtk.core._colour import oklab_to_linear, oklab_to_rgb, rgb_to_oklab
 from segtk.core._data import (
+    DEFAULT_MAX_PIXELS,
     TEMP_SUFFIX,
     Dataset,
     DatasetPlugin,
@@ -39,6 +40,7 @@ from segtk.core._data import (
     check_flat_split,
     default_palette,
     is_temp,
+    pixel_limit,
     read_image,
     read_label,
     to_tensor,
@@ -146,6 +148,7 @@ __all__ = [
     "Captioner",
     "ConfusionAccumulator",
     "DEFAULT_EXCLUDE",
+    "DEFAULT_MAX_PIXELS",
     "DEFAULT_MIN_AREA",
     "DEVICE_OPTION",
     "DataError",
@@ -228,6 +231,7 @@ __all__ = [
     "parse_pairs",
     "pixel_accuracy",
     "pixel_cross_entropy",
+    "pixel_limit",
     "preferred_split",
     "prepare_sample",
     "project",

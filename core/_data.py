@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,39 +17,149 @@ import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
-from segtk.core._errors import DataError, NoSplits
+from segtk.core._errors import DataError, ImageTooLarge, NoSplits
 from segtk.core._png import encode_png
 
+DEFAULT_MAX_PIXELS = 40_000_000
+MAX_PIXELS_ENV = "SEGTK_MAX_PIXELS"
+# Pillow's 16-bit grey modes; "I" (32-bit) holds 16-bit PNGs too, in Pillow before 11.
+GREY_16 = ("I;16", "I;16B", "I;16L", "I;16N")
+# Modes Pillow converts to RGB without losing what an image means (alpha is dropped).
+IMAGE_MODES = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr")
 
-def _open(path: Path) -> Image.Image:
+
+def max_pixels() -> int:
+    """The most pixels (width x height) an image or label map may have to be read: the
+    SEGTK_MAX_PIXELS environment variable, which `pixel_limit` (the CLI's --max-pixels, the
+    API's max_pixels=) sets, else DEFAULT_MAX_PIXELS. An environment variable, so the
+    worker processes a benchmark starts read images under the same limit."""
+    value = os.environ.get(MAX_PIXELS_ENV, "").strip()
+    if not value:
+        return DEFAULT_MAX_PIXELS
+    if not value.isdigit() or int(value) < 1:
+        raise DataError(f"{MAX_PIXELS_ENV}={value!r} is not a positive whole number of pixels",
+                        hint=f"unset it, or set e.g. {MAX_PIXELS_ENV}={DEFAULT_MAX_PIXELS}")
+    return int(value)
+
+
+@contextmanager
+def pixel_limit(limit: int | None) -> Iterator[None]:
+    """Read images of up to `limit` pixels inside the block, in this process and the worker
+    processes started inside it; None leaves the limit in force as it is."""
+    if limit is None:
+        yield
+        return
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise DataError(f"max_pixels={limit!r}: the limit is a whole number of pixels, at least 1")
+    before = os.environ.get(MAX_PIXELS_ENV)
+    os.environ[MAX_PIXELS_ENV] = str(limit)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(MAX_PIXELS_ENV, None)
+        else:
+            os.environ[MAX_PIXELS_ENV] = before
+
+
+def check_size(path: Path, width: int, height: int) -> None:
+    """Refuse an image over `max_pixels()` from its header's size, before it is decoded: one
+    8000x8000 photo takes a prediction past 13 GB and an attack past 20 GB."""
+    limit = max_pixels()
+    if width * height > limit:
+        raise ImageTooLarge(
+            f"{path}: {width}x{height} pixels ({width * height / 1e6:.1f} MP) is over the limit "
+            f"of {limit} pixels ({limit / 1e6:g} MP) for one image",
+            hint=f"pass --max-pixels {width * height} (Python: max_pixels=, or set "
+                 f"{MAX_PIXELS_ENV}) if the machine has the memory, or downscale the image",
+        )
+
+
+def _open(path: Path) -> tuple[Image.Image, str]:
+    """The image at `path`, its size checked from the header before it is decoded, and how the
+    file stores its pixels (`img.tile`'s raw mode, e.g. "RGB;16B" or "L;2", which decoding
+    forgets): Pillow keeps only the high byte of 16-bit colour and scales 1-4-bit grey up."""
     if not path.is_file():
         raise DataError(f"{path}: file not found", hint="check the dataset path and layout")
     try:
         img = Image.open(path)
+    except Image.DecompressionBombError as exc:  # Pillow's own limit, past ~179 MP
+        raise ImageTooLarge(f"{path}: too large for Pillow to decode ({exc})",
+                            hint="downscale the image") from exc
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise _unreadable(path, exc) from exc
+    try:
+        check_size(path, *img.size)
+        args = img.tile[0][3] if img.tile else img.mode  # TIFF's are (rawmode, ...)
+        rawmode = str(args[0] if isinstance(args, tuple) else args)
         img.load()
-        return img
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
-        raise DataError(
-            f"{path}: unreadable or corrupt image ({exc})",
-            hint="re-export it as PNG or JPEG, or remove it from the dataset",
-        ) from exc
+        return img, rawmode
+    except (OSError, SyntaxError, ValueError) as exc:
+        img.close()
+        raise _unreadable(path, exc) from exc
+    except BaseException:
+        img.close()
+        raise
+
+
+def _unreadable(path: Path, exc: BaseException) -> DataError:
+    return DataError(
+        f"{path}: unreadable or corrupt image ({exc})",
+        hint="re-export it as PNG or JPEG, or remove it from the dataset",
+    )
+
+
+def _mode_error(path: Path, img: Image.Image, rawmode: str, what: str, hint: str) -> DataError:
+    stored = f" (stored as {rawmode})" if rawmode != img.mode else ""
+    return DataError(f"{path}: {what} in mode {img.mode}{stored} is not read", hint=hint)
+
+
+def _is_grey_16(img: Image.Image, rawmode: str) -> bool:
+    return img.mode in GREY_16 or (img.mode == "I" and rawmode in GREY_16)
 
 
 def read_image(path: str | Path) -> np.ndarray:
-    """An RGB image as uint8 [H,W,3]."""
-    return np.asarray(_open(Path(path)).convert("RGB"), dtype=np.uint8).copy()
+    """An RGB image as uint8 [H,W,3].
+
+    Grey is replicated to R, G and B; palette images are expanded to their colours; alpha is
+    dropped (not composited: the colours are the image the model sees). 16-bit grey is scaled
+    by 255/65535 to the nearest 8-bit level; 16-bit colour keeps each value's high byte (Pillow
+    decodes it so: within one 8-bit step). Other modes (32-bit integer or float) are refused.
+    """
+    path = Path(path)
+    img, rawmode = _open(path)
+    if _is_grey_16(img, rawmode):
+        # v/65535 on the 0-255 scale is v/257; +128 rounds to the nearest level (257 is odd:
+        # never a tie). Pillow's own convert("RGB") clips at 255, reading it as all white.
+        grey = ((np.asarray(img).astype(np.uint32) + 128) // 257).astype(np.uint8)
+        return np.repeat(grey[..., None], 3, axis=2)
+    if img.mode not in IMAGE_MODES:
+        raise _mode_error(path, img, rawmode, "an image",
+                          "save it as an 8-bit RGB or grey image, or a 16-bit grey PNG")
+    if img.mode in ("P", "PA"):
+        img = img.convert("RGBA")  # the palette's colours; its transparency is dropped below
+    return np.asarray(img.convert("RGB"), dtype=np.uint8).copy()
 
 
 def read_label(path: str | Path, palette: dict[tuple[int, int, int], int] | None = None) -> np.ndarray:
     """A label map as int64 [H,W].
 
-    Palette (P) and grey PNGs hold class ids directly. RGB labels need `palette`, mapping
-    colours to ids; an RGB colour not in it is an error, never a silent class.
+    Palette (P) PNGs hold class ids as their indices, grey ones as their values (8 or 16 bits;
+    1 bit: ids 0 and 1); alpha is dropped. RGB labels need `palette`, mapping colours to ids
+    (without it, only a grey image stored as RGB is read); an RGB colour not in it is an error,
+    never a silent class. 16-bit colour and 2- or 4-bit grey label maps are refused: Pillow
+    does not decode their values as stored.
     """
     path = Path(path)
-    img = _open(path)
-    if img.mode in ("P", "L", "I", "I;16"):
+    img, rawmode = _open(path)
+    if img.mode in ("P", "PA") or (img.mode in ("L", "LA") and rawmode in ("L", "LA")):
+        ids = np.asarray(img, dtype=np.int64)
+        return (ids[..., 0] if ids.ndim == 3 else ids).copy()
+    if img.mode in ("1", "I") or _is_grey_16(img, rawmode):
         return np.asarray(img, dtype=np.int64).copy()
+    if img.mode not in ("RGB", "RGBA", "RGBX") or ";16" in rawmode:
+        raise _mode_error(path, img, rawmode, "a label map", "save class ids as an 8-bit grey "
+                          "or palette PNG (16-bit grey for more than 256 ids)")
     rgb = np.asarray(img.convert("RGB"), dtype=np.int64)
     if palette is None:
         if (rgb[..., 0] == rgb[..., 1]).all() and (rgb[..., 1] == rgb[..., 2]).all():

@@ -27,6 +27,12 @@ class NoSplits(DataError):
     commands whose default split is only a preference fall back to the whole dataset."""
 
 
+class ImageTooLarge(SegtkError):
+    """An image over the pixel limit (--max-pixels). Not a DataError: the limit is the run's,
+    not a fault of the data, so jobs that skip unreadable images stop on it instead of
+    recording a skip that a resume with a higher limit would keep."""
+
+
 class ModelError(SegtkError):
     """A segmenter that cannot be loaded or that misbehaved (raised, wrong shape, NaN)."""
 
