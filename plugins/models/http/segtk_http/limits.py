@@ -198,7 +198,8 @@ def json_pngs(data: bytes, max_batch: int) -> list[bytes]:
     head = _JSON_HEAD.match(data)
     if head is None:
         raise ProtocolError(f"{JSON_SHAPE}; it starts with {_excerpt(data, 0)}")
-    pos, pngs = head.end(), []
+    pos = head.end()
+    pngs: list[bytes] = []
     while data[pos:pos + 1] != b"]" or pngs:  # a string, then a comma and the next, or the end
         if data[pos:pos + 1] != b'"':
             raise ProtocolError("every entry of images must be a base64 PNG string; found "
@@ -211,7 +212,8 @@ def json_pngs(data: bytes, max_batch: int) -> list[bytes]:
             raise ProtocolError(f"image {len(pngs)} is not base64 (its string at byte {pos} "
                                 "does not end)")
         pngs.append(_b64(_unescaped(data, pos + 1, end, len(pngs)), len(pngs)))
-        pos = _JSON_SPACE.match(data, end + 1).end()
+        space = _JSON_SPACE.match(data, end + 1)  # always matches, maybe nothing
+        pos = space.end() if space else end + 1
         comma = _JSON_COMMA.match(data, pos)
         if comma is None:
             break
