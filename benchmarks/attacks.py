@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 import statistics
 from collections import defaultdict
@@ -425,10 +426,11 @@ def white_box_gaps(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _visibility(values: list[dict[str, float]]) -> dict[str, float]:
-    """Mean PSNR (finite values), SSIM, changed-pixel % and OKLab ΔE of the final images."""
+    """Mean PSNR (finite values: an unchanged image's is inf, None as results.jsonl stores
+    it), SSIM, changed-pixel % and OKLab ΔE of the final images."""
     if not values:
         return {}
-    finite = [v["psnr"] for v in values if v["psnr"] != float("inf")]
+    finite = [v["psnr"] for v in values if v["psnr"] is not None and math.isfinite(v["psnr"])]
     out = {
         "psnr": statistics.fmean(finite) if finite else float("inf"),
         "ssim": statistics.fmean(v["ssim"] for v in values),

@@ -31,15 +31,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import signal
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, cast
 
 import numpy as np
 import torch
 
-from segtk.core._errors import AttackError, SegtkError
+from segtk.core._errors import AttackError, SegtkError, failure
 from segtk.core._metrics import LabelConfusion, confusion
 from segtk.core._proxy import Proxy
 from segtk.core._segmenter import QueryCounter, Segmenter, TimeUp
@@ -176,8 +180,7 @@ class Oracle:
         b = clean.shape[0]
         self._lo, self._hi = box(self._clean, eps_unit)
         self._tolerant: tuple[torch.Tensor, torch.Tensor] | None = None
-        self._clean_version = clean._version
-        self._clean_in_box: bool | None = None  # every clean value in [0,1]? (on first need)
+        self._scratch = torch.empty(0)  # _within's buffer, grown to the largest batch checked
         self._verified = VerifiedImages(self._lo, self._hi, self._labels, self._ask)
         self._confusion = LabelConfusion(labels, proxy.num_classes, proxy.ignore_index)
         self._best_images = self._clean.clone()
@@ -275,10 +278,16 @@ class Oracle:
         if owners is None:
             owners = torch.arange(images.shape[0])
         owners = torch.as_tensor(owners, dtype=torch.long).reshape(-1)
-        self._check_bounds(images, owners)
         return self._ask(images, owners)
 
     def _ask(self, images: torch.Tensor, owners: torch.Tensor) -> Answer:
+        """`_answer` after checking every value of `images`: the one door of `query` and of
+        verified images, whose version counter a write through `.data` or `.numpy()` skips."""
+        self._check_bounds(images, owners)
+        return self._answer(images, owners)
+
+    def _answer(self, images: torch.Tensor, owners: torch.Tensor) -> Answer:
+        """Charge, ask the model, score and record; `images` must be in bounds."""
         labels = self._counter.predict(images, owners)
         conf = self._confusion(labels, owners)
         scores = self._proxy.score(conf)
@@ -332,30 +341,44 @@ class Oracle:
         for i, c in zip(images, candidates):  # project straight into the batch: one pass
             torch.clamp(c, self._lo[i], self._hi[i], out=batch[row : row + len(c)])
             row += len(c)
-        return list(self._ask(batch, owners).scores.split(sizes))  # in bounds by construction
+        # projected straight into a batch the attack never sees: in bounds by construction
+        return list(self._answer(batch, owners).scores.split(sizes))
 
     def _check_bounds(self, images: torch.Tensor, owners: torch.Tensor) -> None:
+        """Refuse `images` unless every value lies in its row's ε-box and [0,1] (with float32
+        slack), whatever path it came by: no version counter or earlier check is trusted. One
+        clamp and one comparison over the batch, each image's box a view when the rows are
+        consecutive images (as batches and pinned slices are), else row by row."""
         if images.numel() == 0:
             return
-        if images is self._given[0] and images._version == self._clean_version and \
-                owners.tolist() == list(range(self.batch_size)):  # the clean query: ball centres
-            if self._clean_in_box is None:
-                lo, hi = torch.aminmax(self._clean)  # NaN compares False: the full check names it
-                self._clean_in_box = bool(lo >= 0) and bool(hi <= 1)
-            if self._clean_in_box:
-                return
-        if self._tolerant is None:  # float32 rounding slack, allocated only if ever needed
+        if self._tolerant is None:  # float32 rounding slack, allocated on the first query
             self._tolerant = box(self._clean, self._eps_unit + EPS_TOLERANCE)
         lo, hi = self._tolerant
-        for row, owner in enumerate(owners.tolist()):
-            x = images[row]
-            if not torch.equal(torch.clamp(x, lo[owner], hi[owner]), x):  # NaN fails too
-                gap = (images - self._clean[owners]).abs().amax()
-                raise SegtkError(
-                    f"attack produced a candidate outside the ε-ball or [0,1] "
-                    f"(L∞ = {float(gap) * 255:.3f}/255, ε = {self._eps_unit * 255:.3f}/255)",
-                    hint="project candidates with segtk.core.project before querying",
-                )
+        rows = owners.tolist()
+        first, n = rows[0], len(rows)
+        if rows == list(range(first, first + n)):
+            ok = self._within(images, lo[first:first + n], hi[first:first + n])
+        else:
+            ok = all(self._within(images[r], lo[o], hi[o]) for r, o in enumerate(rows))
+        if not ok:
+            gap = (images - self._clean[owners]).abs().amax()
+            raise SegtkError(
+                f"attack produced a candidate outside the ε-ball or [0,1] "
+                f"(L∞ = {float(gap) * 255:.3f}/255, ε = {self._eps_unit * 255:.3f}/255)",
+                hint="project candidates with segtk.core.project before querying",
+            )
+
+    def _within(self, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> bool:
+        """lo <= x <= hi everywhere: x clamped into one reused buffer equals x (NaN equals
+        nothing). Compared by numpy on CPU: torch.equal costs 5x the clamp there."""
+        dtype = torch.result_type(x, lo)
+        if self._scratch.numel() < x.numel() or self._scratch.dtype != dtype:
+            self._scratch = torch.empty(x.numel(), dtype=dtype, device=lo.device)
+        clamped = torch.clamp(x, lo, hi, out=self._scratch[: x.numel()].view(x.shape))
+        if clamped.device.type == "cpu" and x.device.type == "cpu" and x.dtype == dtype \
+                and dtype in (torch.float32, torch.float64, torch.float16):
+            return bool(np.array_equal(clamped.numpy(), x.detach().numpy()))
+        return torch.equal(clamped, x)  # on a GPU, or a dtype numpy lacks (bfloat16)
 
     def _record(self, images, owners, labels, scores, conf) -> None:
         counts = self._counter.counts.tolist()
@@ -368,7 +391,7 @@ class Oracle:
         for row, (owner, score) in enumerate(zip(owner_list, scores.tolist())):
             seen[owner] = seen.get(owner, 0) + 1
             if not self._history[owner] and torch.equal(images[row], self._clean[owner]):
-                self._clean_labels[owner] = labels[row]
+                self._clean_labels[owner] = labels[row].clone()  # the attack gets `labels`
             query_no = counts[owner] - per_owner[owner] + seen[owner]
             if score < self._best[owner]:
                 self._best[owner] = score
@@ -431,7 +454,7 @@ class Oracle:
             return known
         if row is not None and labels is not None and conf is not None \
                 and torch.equal(row, self._iterates[owner]):
-            answer = (score, labels, conf)
+            answer = (score, labels.clone(), conf)  # the attack got `labels`: keep a copy
         else:
             found = self._counter.evaluate(self._iterates[owner][None])
             counted = self._confusion(found, torch.tensor([owner]))
@@ -579,22 +602,28 @@ class Attack(ABC, Generic[P]):
         )
         oracle = Oracle(counter, images, labels, proxy, p.eps_unit, seeds, checkpoints,
                         white_box=self.white_box, returns=p.returns or self.returns)
-        try:
-            self.attack(oracle)
-        except TimeUp:  # its time limit passed: the attack ends at that query
-            pass
-        except Exception as exc:
-            self._check_untouched(oracle, exc)
-            model = counter.failure
-            if model is None or not _caused_by(exc, model):
+        with user_interrupts() as interrupted:
+            try:
+                self.attack(oracle)
+            except TimeUp:  # its time limit passed: the attack ends at that query
+                pass
+            except Exception as exc:
+                self._check_untouched(oracle, exc)
+                model = counter.failure
+                if model is None or not _caused_by(exc, model):
+                    raise self.failed(exc) from exc
+                if exc is model:
+                    raise
+                raise model from model.__cause__  # wrapped by the attack: still the model's failure
+            except BaseException as exc:  # SystemExit, KeyboardInterrupt, ...: see user_interrupts
+                if isinstance(exc, KeyboardInterrupt) and interrupted():
+                    raise  # the user's Ctrl-C
+                self._check_untouched(oracle, exc)
                 raise self.failed(exc) from exc
-            if exc is model:
-                raise
-            raise model from model.__cause__  # wrapped by the attack: still the model's failure
         self._check_untouched(oracle)
         return oracle.result()
 
-    def _check_untouched(self, oracle: Oracle, cause: Exception | None = None) -> None:
+    def _check_untouched(self, oracle: Oracle, cause: BaseException | None = None) -> None:
         """Refuse the run of an attack that wrote to the oracle's tensors: its queries may have
         left the ε-ball and its scores may be of other images (the caller's are put back)."""
         written = oracle.overwritten()
@@ -605,13 +634,14 @@ class Attack(ABC, Generic[P]):
                               hint="an attack must only read the oracle's tensors: work on a "
                                    "copy (x = oracle.clean.clone())") from cause
 
-    def failed(self, exc: Exception) -> AttackError:
+    def failed(self, exc: BaseException) -> AttackError:
         """`exc`, raised by this attack's own code (or a rule of the oracle it broke), as an
-        AttackError naming the attack: a failure no fix of the model can mend."""
+        AttackError naming the attack: a failure no fix of the model can mend. A SystemExit or
+        KeyboardInterrupt of its own too: a plugin does not get to end segtk's run."""
         if isinstance(exc, SegtkError):
             what = f"failed: {exc.message}"
             return AttackError(f"attack {self.name!r} {what}", exc.hint, what)
-        what = f"raised {type(exc).__name__}: {exc}"
+        what = f"raised {failure(exc)}"
         return AttackError(f"attack {self.name!r} {what}", what=what)
 
 
@@ -623,6 +653,32 @@ def check_gradients(attack: type[Attack], segmenter: Segmenter) -> None:
             f"and model {segmenter.name!r} gives none",
             hint="use a decision-based attack (`segtk plugins` marks the white-box ones), or a "
                  "model adapter that implements Segmenter.differentiable_logits")
+
+
+@contextmanager
+def user_interrupts() -> Iterator[Callable[[], bool]]:
+    """Tells the user's Ctrl-C from a KeyboardInterrupt raised by plugin code: yields
+    `interrupted()`, whether a SIGINT arrived meanwhile. On the main thread, under Python's own
+    SIGINT handler, it wraps that handler to note the signal (then raises as before); elsewhere
+    a SIGINT raises nothing (other threads never receive it; an ignored or default signal does
+    not raise), so any KeyboardInterrupt is the plugin's."""
+    seen: list[bool] = []
+    previous = signal.getsignal(signal.SIGINT) \
+        if threading.current_thread() is threading.main_thread() else None
+    if not callable(previous):
+        yield lambda: False
+        return
+    chained = previous
+
+    def noted(signum: int, frame: FrameType | None) -> Any:
+        seen.append(True)
+        return chained(signum, frame)
+
+    signal.signal(signal.SIGINT, noted)
+    try:
+        yield lambda: bool(seen)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _caused_by(exc: BaseException, cause: BaseException) -> bool:

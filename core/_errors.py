@@ -63,6 +63,15 @@ class BudgetExceeded(SegtkError):
     """An attack asked for more model queries than its budget allows: a bug in that attack."""
 
 
+def failure(exc: BaseException) -> str:
+    """What a plugin raised, in one line ("SystemExit: 3 (...)", for `segtk plugins` and an
+    attack's failure)."""
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if isinstance(exc, SystemExit):
+        text += " (the plugin tried to end segtk)"
+    return text
+
+
 @contextmanager
 def naming(context: str, wrap: type[SegtkError], culprit: str, hint: str | None = None,
            passthrough: tuple[type[BaseException], ...] = ()) -> Iterator[None]:

@@ -13,6 +13,7 @@ from typing import Any
 import pluggy
 
 from segtk.core import _hookspecs as hookspecs
+from segtk.core._errors import failure
 
 GROUP = "segtk"
 BUILTIN = "segtk"  # the core distribution's own plugins (dataset readers) always load
@@ -42,14 +43,6 @@ def missing_module(exc: BaseException) -> str:
     except (ImportError, ValueError):
         found = False
     return "" if found else top
-
-
-def failure(exc: BaseException) -> str:
-    """What a plugin raised, in one line for `segtk plugins` ("SystemExit: 3 (...)")."""
-    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    if isinstance(exc, SystemExit):
-        text += " (the plugin tried to end segtk)"
-    return text
 
 
 def contained(exc: BaseException) -> bool:

@@ -52,7 +52,8 @@ class AttackRecord(Record):
     """One image of `segtk attack`: a line of OUT/results.jsonl. Scores are fractions in
     [0, 1] of the stored 8-bit image (`adv_*`) and the clean one; `queries` is what the attack
     spent (the clean query counts); `linf` the stored image's L∞ distance on the 0–255 scale;
-    `attack_proxy` the attack's own best score and `history` its best proxy after each query;
+    `attack_proxy` the attack's own best score (None if it made no query) and `history` its
+    best proxy after each query;
     the confusions are [true, predicted] pixel counts, which summaries add up."""
 
     KIND = "segtk attack record"
@@ -65,7 +66,7 @@ class AttackRecord(Record):
     adv_pacc: float
     queries: int
     linf: int
-    attack_proxy: float
+    attack_proxy: float | None  # None: the attack made no query, so it has no score
     history: list[float]
     clean_confusion: list[list[int]]
     adv_confusion: list[list[int]]
@@ -127,7 +128,7 @@ def run_settings(params: AttackParams) -> dict[str, Any]:
 
 
 def evaluate(segmenter: Segmenter, images: torch.Tensor) -> torch.Tensor:
-    return check_prediction(images, segmenter.predict(images), segmenter.name)
+    return check_prediction(images, segmenter.predict(images), segmenter)
 
 
 @dataclass
@@ -227,12 +228,16 @@ def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path | Non
             adv_pacc=_num(pixel_accuracy(adv_conf)),
             queries=int(result.queries[i]),
             linf=linf,
-            attack_proxy=float(result.scores[i]),
+            attack_proxy=_finite(float(result.scores[i])),
             history=[round(v, 6) for v in result.history[i]],
             clean_confusion=clean_conf.tolist(),
             adv_confusion=adv_conf.tolist(),
             stopped=result.stopped[i] or None,  # "time"
         )
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 def _num(value: torch.Tensor) -> float:

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar, Self
 
 from segtk.core import SegtkError
+from segtk.storage.runs import finite_json
 
 __all__ = ["Record"]
 
@@ -37,7 +38,8 @@ class Record(Mapping[str, Any]):
     extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object of the line, keys in field order, then `extra`."""
+        """The JSON object of the line, keys in field order, then `extra`: strict JSON, NaN and
+        ±inf (e.g. the PSNR of an unchanged image) as None, since other readers reject them."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             if f.name == "extra":
@@ -46,7 +48,7 @@ class Record(Mapping[str, Any]):
             if f.name in self.OMIT_DEFAULT and value == _default(f):
                 continue
             out[self.KEYS.get(f.name, f.name)] = value
-        return {**out, **self.extra}
+        return finite_json({**out, **self.extra})
 
     def __getitem__(self, key: str) -> Any:
         """`to_json()[key]` without building the whole line."""

@@ -4,6 +4,10 @@ clean images (or labels, or ε-box) is refused with one line, its results void."
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import time
 import types
 
 import pytest
@@ -158,3 +162,120 @@ def test_the_job_refuses_it_and_records_no_mutated_clean_score(tmp_path, install
                                "oracle.clean in place" in error[0]
     assert not read_results(tmp_path / "r" / "results.jsonl")  # nothing recorded
 
+
+
+# --- an attack that tries to end the run, or records nothing ------------------------------------
+
+
+class Exits(Attack):
+    """Queries its batch's clean images, then, from its `after`-th batch on, raises `raises`:
+    a plugin calling sys.exit, or raising KeyboardInterrupt, as if it were the user."""
+
+    name = "exits"
+    raises: BaseException = SystemExit(0)
+    after, batches = 0, 0
+
+    def attack(self, oracle) -> None:
+        oracle.query(oracle.clean)
+        type(self).batches += 1
+        if type(self).batches > self.after:
+            raise self.raises
+
+
+def exits(raises: BaseException, after: int = 0) -> type[Exits]:
+    return type("Exits", (Exits,), {"raises": raises, "after": after, "batches": 0})
+
+
+@pytest.mark.parametrize("raises,shown", [
+    (SystemExit(0), "SystemExit: 0 (the plugin tried to end segtk)"),
+    (SystemExit(), "SystemExit (the plugin tried to end segtk)"),
+    (KeyboardInterrupt(), "KeyboardInterrupt"),
+    (GeneratorExit("odd"), "GeneratorExit: odd"),
+])
+def test_an_attack_ending_the_process_is_the_attacks_failure(raises, shown) -> None:
+    images, labels = toy_batch(2)
+    given = images.clone()
+    with pytest.raises(AttackError) as err:
+        exits(raises)(budget=3).run(TinySegmenter(), images, labels)
+    assert err.value.message == f"attack 'exits' raised {shown}"
+    assert torch.equal(images, given)
+
+
+class Waits(Attack):
+    """Queries, then waits for the user's Ctrl-C (sent to the process here)."""
+
+    name = "waits"
+
+    def attack(self, oracle) -> None:
+        oracle.query(oracle.clean)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(10)  # the signal's handler raises KeyboardInterrupt here
+
+
+def test_the_users_ctrl_c_during_an_attack_is_still_an_interrupt() -> None:
+    before = signal.getsignal(signal.SIGINT)
+    images, labels = toy_batch(1)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        Waits(budget=3).run(TinySegmenter(), images, labels)
+    assert time.monotonic() - started < 5 and signal.getsignal(signal.SIGINT) is before
+
+
+@pytest.mark.parametrize("raises", [SystemExit(0), KeyboardInterrupt()])
+def test_segtk_attack_names_the_plugin_exits_1_and_keeps_the_records_so_far(
+        raises, installed, tmp_path) -> None:
+    installed(exits(raises, after=1))
+    out = CliRunner().invoke(cli, ["attack", "--plugin", "exits", "--budget", "3", "--limit", "3",
+                                   "--batch-size", "1", "--out", str(tmp_path / "r")])
+    assert out.exit_code == 1 and "Traceback" not in out.output
+    error = [line for line in out.output.splitlines() if line.startswith("Error:")]
+    assert len(error) == 1 and f"attack 'exits' from segtk-exits 6.6.6 raised " \
+                               f"{type(raises).__name__}" in error[0]
+    assert len(read_results(tmp_path / "r" / "results.jsonl")) == 1  # the first image's
+
+
+def test_segtk_bench_attacks_names_the_plugin_exits_1_and_keeps_the_records_so_far(
+        installed, tmp_path) -> None:
+    installed(exits(SystemExit(0)))
+    out = CliRunner().invoke(cli, ["bench", "attacks", "--attacks", "random,exits", "--budgets", "2",
+                                   "--repeats", "1", "--limit", "2", "--executor", "inline",
+                                   "--out", str(tmp_path / "b")])
+    assert out.exit_code == 1 and "Traceback" not in out.output
+    error = [line for line in out.output.splitlines() if line.startswith("Error:")]
+    assert len(error) == 1 and "attack 'exits' from segtk-exits 6.6.6 raised SystemExit: 0" in error[0]
+    kept = strict(tmp_path / "b" / "results.jsonl")
+    assert kept and {r["attack"] for r in kept} == {"random"}
+
+
+class Idle(Attack):
+    """Makes no query at all (a legal, if useless, attack)."""
+
+    name = "idle"
+
+    def attack(self, oracle) -> None:
+        pass
+
+
+def strict(path) -> list[dict]:
+    """The lines of a JSONL file, read as strict JSON (NaN and Infinity refused)."""
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{path}: {constant} is not JSON")
+    return [json.loads(line, parse_constant=refuse) for line in path.read_text().splitlines()]
+
+
+def test_an_attack_without_a_query_records_strict_json(installed, tmp_path) -> None:
+    installed(Idle)
+    out = CliRunner().invoke(cli, ["attack", "--plugin", "idle", "--budget", "3", "--limit", "1",
+                                   "--out", str(tmp_path / "r")])
+    assert out.exit_code == 0, out.output
+    (line,) = strict(tmp_path / "r" / "results.jsonl")
+    assert line["attack_proxy"] is None and line["queries"] == 0 and line["history"] == []
+    bench = CliRunner().invoke(cli, ["bench", "attacks", "--attacks", "idle", "--budgets", "2",
+                                     "--repeats", "1", "--limit", "1", "--executor", "inline",
+                                     "--out", str(tmp_path / "b")])
+    assert bench.exit_code == 0, bench.output
+    (record,) = strict(tmp_path / "b" / "results.jsonl")
+    assert record["visibility"]["psnr"] is None  # an unchanged image: inf, which JSON lacks
+    (row,) = [r for r in json.loads((tmp_path / "b" / "table.json").read_text())
+              if r["attack"] == "idle"]
+    assert row["psnr"] is None and row["changed_pct"] == 0

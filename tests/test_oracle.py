@@ -195,6 +195,71 @@ def test_a_write_to_the_pinned_batch_outside_the_oracle_is_refused() -> None:
     assert model.calls == 0
 
 
+def scribble(x: torch.Tensor, how: str, value: float) -> None:
+    """Write `value` into x[0, 3, 3] the ways no version counter sees (and one it does)."""
+    if how == "data":
+        x.data[0, 3, 3] = value
+    elif how == "numpy":
+        x.numpy()[0, 3, 3] = value
+    else:
+        x.detach()[0, 3, 3] = value  # shares the counter: refused by the version check
+
+
+def in_bounds(o: Oracle, model: RecordingSegmenter) -> bool:
+    seen = torch.stack(model.seen)
+    lo, hi = box(o.clean[:1], EPS + 1e-6)
+    return bool(((seen >= lo) & (seen <= hi)).all())
+
+
+@pytest.mark.parametrize("how", ["data", "numpy", "detach"])
+@pytest.mark.parametrize("kind", ["vertex", "project", "pinned", "flipped"])
+@pytest.mark.parametrize("value", [3.0, float("nan")])
+def test_a_verified_image_written_any_way_never_reaches_the_model_out_of_bounds(
+        how, kind, value) -> None:
+    """Writes through `.data` or `.numpy()` bypass the version counter: the oracle checks the
+    values of every batch it sends anyway, so the model sees only images inside the box (a
+    flip of a scribbled value is any bit pattern: refused, or inside the box by chance)."""
+    o, model = oracle()
+    v = o.verified.vertex(0, torch.ones(3, 1, 1, dtype=torch.bool)) if kind in ("vertex", "flipped") \
+        else o.verified.project(0, o.clean[0])
+    v = o.verified.pin(v) if kind == "pinned" else v
+    scribble(v.image, how, float(o.clean[0, 0, 3, 3]) + value * EPS)
+    try:
+        if kind == "flipped":
+            o.verified.flip(v, (slice(None), slice(3, 4)))
+        o.verified.score([v])
+    except SegtkError as exc:
+        assert "outside the ε-ball" in exc.message or "outside the oracle" in exc.message
+        assert model.calls == 0 and o._counter.counts.tolist() == [0, 0]
+    else:
+        assert kind == "flipped" and in_bounds(o, model)
+
+
+@pytest.mark.parametrize("how", ["data", "numpy"])
+def test_the_clean_images_written_unseen_are_not_queried_as_clean(how) -> None:
+    o, model = oracle()
+    scribble(o.clean[1], how, 1.0 - float(o.clean[1, 0, 3, 3]) + 0.5)  # far from the centre
+    with pytest.raises(SegtkError, match="outside the ε-ball"):
+        o.query(o.clean)
+    assert model.calls == 0
+
+
+def test_answers_edited_in_place_leave_what_the_oracle_recorded() -> None:
+    """The labels of an answer are the attack's to use; the clean labels and iterates the
+    oracle records are its own copies."""
+    images, labels = toy_batch(2, 6, 7)
+    truth = TinySegmenter().predict(images)
+    for returns in ("best", "iterate"):
+        o = Oracle(QueryCounter(TinySegmenter(), 4, 2), images, labels, Proxy(4), EPS, [0, 1],
+                   returns=returns)
+        o.query(images.clone()).labels.fill_(3)  # the clean images, then edited
+        o.verified.answer([o.verified.project(0, o.clean[0] + EPS)]).labels.fill_(3)
+        result = o.result()
+        assert result.clean_predictions is not None
+        assert torch.equal(result.clean_predictions, truth), returns
+        assert torch.equal(result.predictions[1], truth[1]), returns
+
+
 def test_verified_images_of_another_oracle_are_refused() -> None:
     o, model = oracle()
     other, _ = oracle()
