@@ -11,13 +11,13 @@ are; naming one in the text parameters is an error.
 from __future__ import annotations
 
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from segtk.core import _registry as registry
 from segtk.core._attack import Attack
 from segtk.core._augment import Augmenter
-from segtk.core._errors import PluginError
+from segtk.core._errors import PluginError, SegtkError
 from segtk.core._kinds import kind as kind_named
 from segtk.core._params import Declared, declared, parse_pairs, unknown_parameter
 
@@ -60,8 +60,27 @@ def build(kind: str, name: str, params: Mapping[str, Any] | None = None, **share
         values["options"] = rest
     try:
         return row.build(cls, values)
-    except (ValueError, TypeError) as exc:
-        raise PluginError(f"bad parameters for {label}: {exc}", hint=spec.takes(name)) from exc
+    except SegtkError:  # the plugin's own refusal of a value, with its hint
+        raise
+    except Exception as exc:
+        if isinstance(exc, TypeError) and _raised_by_the_call(exc, row.build):
+            raise PluginError(f"bad parameters for {label}: {exc}", hint=spec.takes(name)) from exc
+        source = registry.origin(kind, cls)
+        raise PluginError(
+            f"the constructor of {label} failed: {type(exc).__name__}: {exc}",
+            hint=f"{spec.takes(name)}; if these values are right, this is a bug in {label}"
+                 + (f" from {source}" if source else "") + ": report it to its authors "
+                 "(see `segtk plugins`)") from exc
+
+
+def _raised_by_the_call(exc: TypeError, construct: Callable[..., Any]) -> bool:
+    """Whether `exc` was raised calling the constructor (the values do not fit its signature:
+    a parameter problem), not by code inside it (the plugin's failure): its traceback ends in
+    the kind's `construct` function, without a frame of the plugin's own code."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code is getattr(construct, "__code__", None)
 
 
 def build_attack(name: str, extra: Iterable[str] = (), **shared: Any) -> Attack:

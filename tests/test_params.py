@@ -168,6 +168,22 @@ class ToyFilter(Filter):
         return FilterResult(True)
 
 
+class CrashingFilter(Filter):
+    """Its constructor fails in its own code whatever the values: not a parameter problem."""
+
+    name = "toy-crashing"
+
+    def __init__(self, how: str = "attribute") -> None:
+        if how == "attribute":
+            len(self.model)  # type: ignore[attr-defined]  # a bug: AttributeError
+        if how == "none":
+            len(None)  # type: ignore[arg-type]  # a bug: TypeError inside the constructor
+        raise RuntimeError("weights file vanished")
+
+    def apply(self, original, edited) -> FilterResult:
+        return FilterResult(True)
+
+
 class NotAFilter:
     name = "not-a-filter"
 
@@ -179,6 +195,7 @@ def toy_plugin() -> types.SimpleNamespace:
 
     def filters(register) -> None:
         register(ToyFilter)
+        register(CrashingFilter)
 
     return types.SimpleNamespace(
         register_attacks=hookimpl(lambda register: register(ToyAttack)),
@@ -249,8 +266,31 @@ def test_build_filter_reads_constructor_annotations(toys) -> None:
     assert build("filter", "toy-filter", {"alpha": "auto", "model": "none"}).alpha == "auto"
     with pytest.raises(PluginError, match="unknown parameter 'beta' for filter 'toy-filter'"):
         build("filter", "toy-filter", {"beta": "1"})
-    with pytest.raises(PluginError, match="bad parameters for filter 'toy-filter': alpha must be"):
+    with pytest.raises(PluginError, match="^the constructor of filter 'toy-filter' failed: "
+                                          "ValueError: alpha must be"):
         build("filter", "toy-filter", {"alpha": "bad"})
+
+
+@pytest.mark.parametrize("how,raised", [
+    ("attribute", "AttributeError: 'CrashingFilter' object has no attribute 'model'"),
+    ("none", "TypeError: object of type 'NoneType' has no len()"),
+    ("other", "RuntimeError: weights file vanished"),
+])
+def test_a_constructor_that_fails_is_named_not_called_bad_parameters(toys, how, raised) -> None:
+    """Only values the constructor cannot take are bad parameters; what its own code raises
+    is its failure, named with the exception (a TypeError inside it too)."""
+    with pytest.raises(PluginError) as err:
+        build("filter", "toy-crashing", {"how": how})
+    assert err.value.message == f"the constructor of filter 'toy-crashing' failed: {raised}"
+    assert err.value.hint.startswith("toy-crashing takes: how=attribute; if these values are right, "
+                                     "this is a bug in filter 'toy-crashing'")
+
+
+def test_values_the_constructor_cannot_take_are_bad_parameters(toys) -> None:
+    with pytest.raises(PluginError) as err:
+        build("filter", "toy-filter", {}, colour="red")  # a shared value it does not take
+    assert err.value.message.startswith("bad parameters for filter 'toy-filter': ")
+    assert "unexpected keyword argument 'colour'" in err.value.message
 
 
 # --- typed lookups ----------------------------------------------------------------------------
