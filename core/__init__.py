@@ -32,6 +32,7 @@ from segtk.core._build import build, build_attack, build_augmenter, parse_augmen
 from segtk.core._colour import oklab_to_linear, oklab_to_rgb, rgb_to_oklab
 from segtk.core._data import (
     DEFAULT_MAX_PIXELS,
+    MAX_PIXELS_ENV,
     TEMP_SUFFIX,
     Dataset,
     DatasetPlugin,
@@ -165,6 +166,7 @@ __all__ = [
     "GradientAttack",
     "Item",
     "LabelConfusion",
+    "MAX_PIXELS_ENV",
     "Metric",
     "MetricResult",
     "ModelError",

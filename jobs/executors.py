@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from segtk.core import PluginError, SegtkError
+from segtk.core import MAX_PIXELS_ENV, PluginError, SegtkError
 
 Task = Callable[[Any], Any]
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -112,6 +112,9 @@ class RayExecutor:
 
     def map(self, fn: Task, shards: Iterable[Any]) -> Iterator[Any]:
         remote = self.ray.remote(num_cpus=1)(_single_threaded)
+        limit = os.environ.get(MAX_PIXELS_ENV)
+        if limit:  # --max-pixels: Ray's workers, a joined cluster's too, lack our environment
+            remote = remote.options(runtime_env={"env_vars": {MAX_PIXELS_ENV: limit}})
         pending = [remote.remote(fn, s) for s in shards]
         while pending:
             done, pending = self.ray.wait(pending, num_returns=1)

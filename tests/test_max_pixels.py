@@ -163,6 +163,24 @@ def test_max_pixels_raises_the_limit_in_worker_processes_too(tmp_path: Path, job
     assert os.environ[ENV] == "100"  # the command's limit ends with it
 
 
+def test_ray_workers_read_under_the_runs_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster started (or joined) before the run has its own environment: here 100 pixels.
+    The run's limit goes with each task, so its workers read the second, larger image."""
+    ray = pytest.importorskip("ray")
+    data = small_dataset(tmp_path / "data")
+    write_png(data / "images" / "im1.png", np.zeros((32, 48, 3), np.uint8))  # 1536 pixels
+    write_png(data / "labels" / "im1.png", np.zeros((32, 48), np.uint8))
+    monkeypatch.setenv(ENV, "100")
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        monkeypatch.delenv(ENV)
+        table = segtk.bench_attacks("demo", f"folder:{data}", attacks="random", budgets=[2],
+                                    repeats=1, chunk=1, executor="ray", max_pixels=1536)
+    finally:
+        ray.shutdown()
+    assert table[0]["images"] == 2
+
+
 def test_the_python_api_takes_max_pixels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = f"folder:{small_dataset(tmp_path / 'data')}"
     with pytest.raises(ImageTooLarge, match=r"im0\.png: 24x16 pixels .* over the limit of 383 pixels"):
