@@ -19,7 +19,13 @@ The forward pass should be the only real cost of a query, so the oracle also off
 ways in with the same guarantee: `query_each` projects (one pass) instead of checking, and
 verified images (`oracle.verified`: `project`, `vertex`, `patch`, `flip`, `pin`, `score`; see
 segtk.core._verified) let an attack whose candidates differ from the last one in a few lines
-pay for those lines only.
+make them for those lines only. Whatever the way in, every value the model is sent has been
+checked or projected by the oracle just before: no version counter or earlier check is trusted
+with what reaches the model.
+
+A plugin's failures are its own: an exception, and also a SystemExit or KeyboardInterrupt it
+raises, ends its run as an AttackError naming it (a SIGINT from the user stays an interrupt,
+see `user_interrupts`); the answers it is given are its to edit, the oracle records copies.
 
 White-box attacks (`Attack.white_box = True`) get one more door, `Oracle.loss_and_grad`: the
 gradient of their loss of the model's logits, under the same checks, one query per candidate
@@ -361,7 +367,7 @@ class Oracle:
         else:
             ok = all(self._within(images[r], lo[o], hi[o]) for r, o in enumerate(rows))
         if not ok:
-            gap = (images - self._clean[owners]).abs().amax()
+            gap = (images.detach() - self._clean[owners]).abs().amax()
             raise SegtkError(
                 f"attack produced a candidate outside the ε-ball or [0,1] "
                 f"(L∞ = {float(gap) * 255:.3f}/255, ε = {self._eps_unit * 255:.3f}/255)",
@@ -371,13 +377,14 @@ class Oracle:
     def _within(self, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> bool:
         """lo <= x <= hi everywhere: x clamped into one reused buffer equals x (NaN equals
         nothing). Compared by numpy on CPU: torch.equal costs 5x the clamp there."""
+        x = x.detach()  # (a white-box attack's candidates may carry a graph)
         dtype = torch.result_type(x, lo)
         if self._scratch.numel() < x.numel() or self._scratch.dtype != dtype:
             self._scratch = torch.empty(x.numel(), dtype=dtype, device=lo.device)
         clamped = torch.clamp(x, lo, hi, out=self._scratch[: x.numel()].view(x.shape))
         if clamped.device.type == "cpu" and x.device.type == "cpu" and x.dtype == dtype \
                 and dtype in (torch.float32, torch.float64, torch.float16):
-            return bool(np.array_equal(clamped.numpy(), x.detach().numpy()))
+            return bool(np.array_equal(clamped.numpy(), x.numpy()))
         return torch.equal(clamped, x)  # on a GPU, or a dtype numpy lacks (bfloat16)
 
     def _record(self, images, owners, labels, scores, conf) -> None:
@@ -658,10 +665,11 @@ def check_gradients(attack: type[Attack], segmenter: Segmenter) -> None:
 @contextmanager
 def user_interrupts() -> Iterator[Callable[[], bool]]:
     """Tells the user's Ctrl-C from a KeyboardInterrupt raised by plugin code: yields
-    `interrupted()`, whether a SIGINT arrived meanwhile. On the main thread, under Python's own
-    SIGINT handler, it wraps that handler to note the signal (then raises as before); elsewhere
-    a SIGINT raises nothing (other threads never receive it; an ignored or default signal does
-    not raise), so any KeyboardInterrupt is the plugin's."""
+    `interrupted()`, whether a SIGINT arrived meanwhile. On the main thread, under a Python
+    SIGINT handler (Python's own raises KeyboardInterrupt), it wraps that handler to note the
+    signal, then calls it as before; elsewhere a SIGINT raises nothing (other threads never
+    receive it; an ignored or default signal does not raise), so any KeyboardInterrupt there
+    is the plugin's."""
     seen: list[bool] = []
     previous = signal.getsignal(signal.SIGINT) \
         if threading.current_thread() is threading.main_thread() else None

@@ -4,8 +4,10 @@
 whose candidates differ from the last one in a few lines (DLA's and colour-stripes' flips,
 colour-blocks' cells) should pay for those lines only, so each oracle has a `VerifiedImages`
 (`oracle.verified`) that makes images it knows are in bounds (`project`, `vertex`), changes them
-projecting only what it writes (`patch`, `flip`, `pin`) and queries them unchecked (`score`,
-`answer`) after PyTorch's version counter shows that nothing else wrote to them.
+projecting only what it writes (`patch`, `flip`, `pin`) and queries them (`score`, `answer`)
+after PyTorch's version counter shows that nothing else wrote to them. A write the counter
+cannot see (through `.data` or `.numpy()`) is still caught: the oracle checks the values of
+every batch it sends to the model, one clamp per batch.
 """
 
 from __future__ import annotations

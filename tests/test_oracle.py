@@ -244,6 +244,18 @@ def test_the_clean_images_written_unseen_are_not_queried_as_clean(how) -> None:
     assert model.calls == 0
 
 
+def test_candidates_carrying_a_graph_are_checked_like_any_other() -> None:
+    """A white-box attack may hand over the tensor it differentiates."""
+    images, labels = toy_batch(2, 6, 7)
+    o = Oracle(QueryCounter(TinySegmenter(), 4, 2), images, labels, Proxy(4), EPS, [0, 1],
+               white_box=True)
+    x = images.clone().requires_grad_(True)
+    assert o.loss_and_grad(x, lambda logits, _: logits.sum((1, 2, 3))).grad.shape == x.shape
+    assert o.query(x).scores.shape == (2,)
+    with pytest.raises(SegtkError, match="outside the ε-ball"):
+        o.query(x + 2 * EPS)
+
+
 def test_answers_edited_in_place_leave_what_the_oracle_recorded() -> None:
     """The labels of an answer are the attack's to use; the clean labels and iterates the
     oracle records are its own copies."""
