@@ -743,7 +743,7 @@ def test_idle_connections_past_the_open_file_limit_do_not_lock_clients_out(guard
         assert fds < 256, f"{fds} open files: the cap {cap} did not hold"
         trickle = socket.create_connection(("127.0.0.1", port), timeout=10)
         deadline = time.monotonic() + 6  # 2 s header deadline, with room for a loaded machine
-        while time.monotonic() < deadline and not all(map(closed_by_server, flood)):
+        while time.monotonic() < deadline and not all(map(closed_by_server, [*flood, trickle])):
             try:
                 trickle.sendall(b"X")  # header bytes that keep coming do not extend the deadline
             except OSError:
@@ -751,6 +751,7 @@ def test_idle_connections_past_the_open_file_limit_do_not_lock_clients_out(guard
             time.sleep(0.2)
         assert all(map(closed_by_server, flood)), "idle connections outlived the header deadline"
         assert closed_by_server(trickle), "a trickled header outlived the header deadline"
+        trickle.close()
         assert len(os.listdir(f"/proc/{proc.pid}/fd")) < 32
     finally:
         for sock in flood:
