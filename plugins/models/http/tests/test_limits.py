@@ -737,7 +737,7 @@ def test_idle_connections_past_the_open_file_limit_do_not_lock_clients_out(guard
         start = time.monotonic()
         model = HttpSegmenter(f"http://127.0.0.1:{port}", timeout=5, retries=0)
         labels = model.predict(torch.rand(2, 3, 16, 16))
-        assert labels.shape == (2, 16, 16) and time.monotonic() - start < 3
+        assert labels.shape == (2, 16, 16) and time.monotonic() - start < 5
         model.close()
         fds = len(os.listdir(f"/proc/{proc.pid}/fd"))
         assert fds < 256, f"{fds} open files: the cap {cap} did not hold"
@@ -771,7 +771,7 @@ def test_when_every_connection_is_busy_a_new_one_gets_503_then_room_comes_back(g
             sock = socket.create_connection(("127.0.0.1", port), timeout=10)
             sock.sendall(head)
             busy.append(sock)
-        time.sleep(0.5)
+        time.sleep(2)  # all accepted and their headers read, on a loaded machine too
         with socket.create_connection(("127.0.0.1", port), timeout=10) as extra:
             resp = http.client.HTTPResponse(extra)
             resp.begin()
@@ -783,7 +783,7 @@ def test_when_every_connection_is_busy_a_new_one_gets_503_then_room_comes_back(g
     time.sleep(0.5)
     status, _ = get(port, "/info", {"Authorization": f"Bearer {TOKEN}"})
     assert status == 200
-    assert sum("every one of" in line for line in log) == 1, log  # logged once, not per refusal
+    assert logged(log, "every one of") == 1, log  # logged once, not per refusal
 
 
 def get(port: int, path: str, headers: dict[str, str]) -> tuple[int, Any]:
@@ -804,8 +804,17 @@ def test_each_cause_of_an_error_is_logged_once(guarded) -> None:
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
             sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
             assert sock.recv(100).startswith(b"HTTP/1.1 400")
+    assert logged(log, "Invalid HTTP request received") == 1, log
+
+
+def logged(log: list[str], text: str, wait: float = 5.0) -> int:
+    """How many lines of the server's log hold `text`, once one has (the log is read from a
+    pipe by a thread: allow it `wait` seconds), and a moment more for any repeats."""
+    deadline = time.monotonic() + wait
+    while not any(text in line for line in log) and time.monotonic() < deadline:
+        time.sleep(0.05)
     time.sleep(0.3)
-    assert sum("Invalid HTTP request received" in line for line in log) == 1, log
+    return sum(text in line for line in log)
 
 
 def test_a_token_is_required_and_compared(guarded, monkeypatch) -> None:
