@@ -1,4 +1,4 @@
-"""segtk plugin: the Random attack of the DLA paper (Eq. 2)."""
+"""segtk plugin: the Random attack of the DLA paper (Eq. 2, or the authors' released walk)."""
 
 from segtk.core import Register, hookimpl
 from segtk_random.attack import RandomAttack, RandomParams
