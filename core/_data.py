@@ -22,7 +22,7 @@ from segtk.core._png import encode_png
 
 DEFAULT_MAX_PIXELS = 40_000_000
 MAX_PIXELS_ENV = "SEGTK_MAX_PIXELS"
-# Pillow's 16-bit grey modes; "I" (32-bit) holds 16-bit PNGs too, in Pillow before 11.
+# Pillow's 16-bit grey modes; older Pillows open 16-bit PNGs as "I" (32-bit), stored as "I;16B".
 GREY_16 = ("I;16", "I;16B", "I;16L", "I;16N")
 # Modes Pillow converts to RGB without losing what an image means (alpha is dropped).
 IMAGE_MODES = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr")
