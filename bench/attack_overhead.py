@@ -83,6 +83,10 @@ class TimedSegmenter(Segmenter):
         self.ignore_index, self.device = model.ignore_index, model.device
         self.seconds, self.images = 0.0, 0
 
+    @property
+    def num_outputs(self) -> int:
+        return self.model.num_outputs  # ESPNet's void output: ids up to 11 for 11 classes
+
     def predict(self, images: torch.Tensor) -> torch.Tensor:
         start = CLOCK()
         labels = self.model.predict(images)

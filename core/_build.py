@@ -17,7 +17,7 @@ from typing import Any
 from segtk.core import _registry as registry
 from segtk.core._attack import Attack
 from segtk.core._augment import Augmenter
-from segtk.core._errors import PluginError, SegtkError
+from segtk.core._errors import PluginError, SegtkError, failure
 from segtk.core._kinds import kind as kind_named
 from segtk.core._params import Declared, declared, parse_pairs, unknown_parameter
 
@@ -62,12 +62,12 @@ def build(kind: str, name: str, params: Mapping[str, Any] | None = None, **share
         return row.build(cls, values)
     except SegtkError:  # the plugin's own refusal of a value, with its hint
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # (a plugin does not get to end segtk either)
         if isinstance(exc, TypeError) and _raised_by_the_call(exc, row.build):
             raise PluginError(f"bad parameters for {label}: {exc}", hint=spec.takes(name)) from exc
         source = registry.origin(kind, cls)
         raise PluginError(
-            f"the constructor of {label} failed: {type(exc).__name__}: {exc}",
+            f"the constructor of {label} failed: {failure(exc)}",
             hint=f"{spec.takes(name)}; if these values are right, this is a bug in {label}"
                  + (f" from {source}" if source else "") + ": report it to its authors "
                  "(see `segtk plugins`)") from exc

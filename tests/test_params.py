@@ -178,6 +178,8 @@ class CrashingFilter(Filter):
             len(self.model)  # type: ignore[attr-defined]  # a bug: AttributeError
         if how == "none":
             len(None)  # type: ignore[arg-type]  # a bug: TypeError inside the constructor
+        if how == "exit":
+            raise SystemExit(3)
         raise RuntimeError("weights file vanished")
 
     def apply(self, original, edited) -> FilterResult:
@@ -275,6 +277,7 @@ def test_build_filter_reads_constructor_annotations(toys) -> None:
     ("attribute", "AttributeError: 'CrashingFilter' object has no attribute 'model'"),
     ("none", "TypeError: object of type 'NoneType' has no len()"),
     ("other", "RuntimeError: weights file vanished"),
+    ("exit", "SystemExit: 3 (the plugin tried to end segtk)"),
 ])
 def test_a_constructor_that_fails_is_named_not_called_bad_parameters(toys, how, raised) -> None:
     """Only values the constructor cannot take are bad parameters; what its own code raises
