@@ -1,5 +1,5 @@
 """Planted bugs: each audit's bug kept as a patch in tests/planted/, applied to a scratch copy of
-the checkout, must make the tests it names fail. So a guarantee never silently loses its test
+the checkout (segtk and every plugin imported from the copy), must make the tests it names fail. So a guarantee never silently loses its test
 again: drop or weaken the test and this fails. Slow (a scratch copy and a test run per patch), so
 opt-in: SEGTK_PLANTED=1 OMP_NUM_THREADS=1 python -m pytest tests/test_planted.py."""
 
@@ -63,11 +63,13 @@ def test_a_planted_bug_fails_its_tests(patch: Path, tmp_path: Path) -> None:
                              capture_output=True, text=True)
     assert applied.returncode == 0, f"{patch.name} no longer applies: refresh it\n{applied.stderr}"
     tests = header(patch)["Tests"].split()
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "OMP_NUM_THREADS": "1",
+    plugins = sorted(str(p.parent) for p in copy.glob("plugins/*/*/pyproject.toml"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *plugins]), "OMP_NUM_THREADS": "1",
            "PYTHONDONTWRITEBYTECODE": "1", "SEGTK_PLANTED": "0"}
-    where = subprocess.run([sys.executable, "-c", "import segtk; print(segtk.__file__)"], cwd=copy,
-                           env=env, capture_output=True, text=True).stdout
-    assert where.startswith(str(copy)), f"the scratch run imports segtk from {where}, not the copy"
+    where = subprocess.run([sys.executable, "-c", "import segtk, segtk_dla; print(segtk.__file__); "
+                            "print(segtk_dla.__file__)"], cwd=copy, env=env, capture_output=True,
+                           text=True).stdout.split()
+    assert all(w.startswith(str(tmp_path)) for w in where), f"the scratch run imports {where}, not the copy"
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
                          cwd=copy, env=env, capture_output=True, text=True, timeout=1500)
     assert run.returncode == 1, (f"{patch.name} ({header(patch)['What']}) passed {' '.join(tests)} "
