@@ -11,8 +11,9 @@ paper as written.)
 
 The paper's ablations are parameters whose defaults are the method above: `direction`
 (Table 3's exploration: iterative, horizontal, vertical, or random = the Random attack's
-noise), `calibration` (Table 3: flip, or random = the Random attack's update) and `values`
-(Table 1: discrete ±ε, or continuous values in [−ε, ε]).
+noise), `calibration` (Table 3: flip, or random = the Random attack's update), and segtk's own
+`values` ablation (discrete ±ε, or continuous values in [−ε, ε]; the paper's Table 1 compares
+Random, NES and Discrete search, whose Discrete column is `direction=random, exploration=1`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ class DLAParams(AttackParams):
     direction: exploration noise (Table 3): iterative (alternating horizontal and vertical
         stripes), horizontal, vertical, or random (the Random attack's noise, not stripes).
     calibration: flip (sign flips of blocks of lines) or random (the Random attack's update).
-    values: discrete (±ε, Eq. 3) or continuous (uniform in [−ε, ε]) exploration values (Table 1).
+    values: discrete (±ε, Eq. 3) or continuous (uniform in [−ε, ε]) exploration values (segtk's
+        ablation; the paper's Table 1 compares Random, NES and Discrete search instead).
     """
 
     exploration: float = 0.2
