@@ -4,6 +4,8 @@ the numbers segtk's earlier default (unit-sphere probes, μ = 25.5, lr = 5.1) ga
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -114,6 +116,6 @@ def test_default_differs_from_signhunter() -> None:
 
 
 @pytest.mark.parametrize("bad", [{"config": "madry"}, {"fd_eta": 0.0}, {"lr": -1.0}, {"q": 0}])
-def test_bad_settings_are_refused(bad: dict[str, object]) -> None:
+def test_bad_settings_are_refused(bad: dict[str, Any]) -> None:
     with pytest.raises(SegtkError):
         ZOSignSGDAttack(**bad)
