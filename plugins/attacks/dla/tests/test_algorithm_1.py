@@ -65,7 +65,8 @@ def algorithm_1(x: torch.Tensor, y: torch.Tensor, seed: int) -> tuple[list[torch
 
     queries = [x]
     l_min = loss(x)  # line 1
-    kept = best = None
+    kept: tuple[torch.Tensor, bool] | None = None
+    best: tuple[float, torch.Tensor, bool] | None = None
     for t in range(1, math.floor(0.2 * BUDGET) + 1):  # lines 4-9: T/5 exploration steps
         rows = t % 2 == 1
         signs = torch.randint(0, 2, (h if rows else w,), generator=rng).float() * 2 - 1
@@ -77,6 +78,7 @@ def algorithm_1(x: torch.Tensor, y: torch.Tensor, seed: int) -> tuple[list[torch
             best = (score, delta, rows)
         if score < l_min:
             l_min, kept = score, (delta, rows)
+    assert best is not None, "the budget leaves no exploration step"
     delta, rows = kept if kept is not None else best[1:]
     schedule = blocks(h if rows else w)
     accepted = rejected = ties = 0
