@@ -285,7 +285,7 @@ def test_a_constructor_that_fails_is_named_not_called_bad_parameters(toys, how, 
     with pytest.raises(PluginError) as err:
         build("filter", "toy-crashing", {"how": how})
     assert err.value.message == f"the constructor of filter 'toy-crashing' failed: {raised}"
-    assert err.value.hint.startswith("toy-crashing takes: how=attribute; if these values are right, "
+    assert str(err.value.hint).startswith("toy-crashing takes: how=attribute; if these values are right, "
                                      "this is a bug in filter 'toy-crashing'")
 
 
