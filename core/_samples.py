@@ -160,9 +160,7 @@ def largest_region(label: np.ndarray, class_ids: Sequence[int]) -> tuple[int, np
     for c in sorted(class_ids):
         if c not in present:
             continue
-        regions, n = label_regions(label == c)
-        if n == 0:
-            continue
+        regions, _ = label_regions(label == c)  # c is present: one region at least
         areas = np.bincount(regions.ravel())
         areas[0] = 0
         k = int(areas.argmax())
@@ -194,8 +192,8 @@ def pick_object(label: np.ndarray, classes: Sequence[str], class_ids: Sequence[i
     if objects == "largest":
         cls, mask = largest_region(label, class_ids)
         candidates = [] if mask is None else [(cls, mask)]
-    else:  # only instances of at least min_area can pass
-        ranked = ranked_instances(label, class_ids, int(np.ceil(min_area * label.size)))
+    else:  # only instances of at least min_area (as mask_problem reckons it) can pass
+        ranked = [i for i in ranked_instances(label, class_ids) if i.area / label.size >= min_area]
         candidates = [(i.class_id, i.mask()) for i in ranked]
         if not candidates:  # say why the largest one fails, as "largest" does
             cls, mask = largest_region(label, class_ids)

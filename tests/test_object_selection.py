@@ -98,6 +98,39 @@ def test_instances_are_ranked_by_area_then_class_then_position() -> None:
     assert [i.class_id for i in ranked_instances(tie, [CAR, PERSON])] == [CAR, PERSON]
 
 
+def test_instances_down_to_min_pixels_are_kept() -> None:
+    label = np.zeros((6, 6), np.int64)
+    label[0:2, 0:2] = CAR  # 4 px
+    label[4, 4] = PERSON  # a one-pixel instance
+    assert [(i.class_id, i.area) for i in ranked_instances(label, [CAR, PERSON])] == [
+        (CAR, 4), (PERSON, 1)]
+    assert [(i.class_id, i.area) for i in ranked_instances(label, [CAR, PERSON], min_pixels=4)] == [
+        (CAR, 4)]
+
+
+def test_ranked_takes_an_instance_covering_exactly_min_area() -> None:
+    """7 of 100 px is min_area 0.07 exactly, though 0.07 * 100 is a hair above 7 in floating
+    point: the instance is as usable for "ranked" as its mask is."""
+    label = np.full((10, 10), ROAD, np.int64)
+    label[0:5:2] = CAR  # three one-pixel-high stripes joined by a column: a ragged car
+    label[0:5, 0] = CAR
+    for row, col in [(6, 5), (7, 4), (7, 5), (7, 6), (8, 5), (7, 7), (7, 8)]:
+        label[row, col] = PERSON  # a plus (one interior pixel) and a tail: 7 px
+    image = np.zeros((10, 10, 3), np.uint8)
+    largest = skipped("s", image, label, CLASSES, min_area=0.07)
+    assert largest.reason == "bad-mask" and "car" in largest.detail
+    ranked = sampled("s", image, label, CLASSES, min_area=0.07, objects="ranked")
+    assert ranked.class_name == "person" and int(ranked.mask.sum()) == 7
+    assert skipped("s", image, label, CLASSES, min_area=0.08, objects="ranked") == largest
+
+
+def test_ranked_without_an_allowed_pixel_is_no_object() -> None:
+    image, label = scene()
+    for objects in ("largest", "ranked"):
+        none = skipped("s", image, label, CLASSES, objects=objects, only=["bus"])
+        assert none.reason == "no-object"
+
+
 def test_ranked_takes_the_next_instance_when_the_largest_mask_is_unusable() -> None:
     label = np.full((60, 60), ROAD, np.int64)
     label[1:59:2, 2:58] = CAR  # 29 one-pixel-high stripes joined by a column: 1 ragged car

@@ -16,6 +16,7 @@ from segtk.core._samples import (
     allowed_classes,
     label_regions,
     largest_region,
+    mask_problem,
     prepare_sample,
     scene_caption,
 )
@@ -98,6 +99,58 @@ def test_label_regions_equals_scipys_label_on_random_masks() -> None:
         assert n == count and np.array_equal(labels, expected)
 
 
+def test_label_regions_reads_a_0_255_mask_and_numbers_in_int32() -> None:
+    """A mask as a PNG stores it (0/255) has the regions of its bool mask; the numbers are int32
+    whether there are regions or not."""
+    mask = np.array([[1, 1, 0, 1],
+                     [0, 1, 0, 1],
+                     [1, 0, 0, 0]], bool)
+    labels, n = label_regions(mask)
+    png_labels, png_n = label_regions(mask.astype(np.uint8) * 255)
+    assert n == png_n == 3
+    assert labels.tolist() == png_labels.tolist() == [[1, 1, 0, 2], [0, 1, 0, 2], [3, 0, 0, 0]]
+    empty, _ = label_regions(np.zeros((2, 3), bool))
+    assert labels.dtype == png_labels.dtype == empty.dtype == np.int32
+
+
+def test_largest_region_ties_single_pixels_and_none() -> None:
+    label = np.zeros((6, 6), np.int64)  # class 0 (sky) is not asked for
+    label[0:2, 0:3] = PERSON  # 6 px, found first
+    label[3:5, 3:6] = CAR  # 6 px too: the lower class id wins the tie
+    cls, mask = largest_region(label, [PERSON, CAR])
+    assert cls == CAR and mask is not None and mask.tolist() == (label == CAR).tolist()
+    dot = np.zeros((4, 4), np.int64)
+    dot[2, 1] = TREE  # a region of one pixel is a region
+    cls, mask = largest_region(dot, [TREE])
+    assert cls == TREE and mask is not None and mask.tolist() == (dot == TREE).tolist()
+    assert largest_region(dot, [CAR, PERSON]) == (-1, None)  # no pixel of these classes
+
+
+def test_usable_mask_bounds_max_area_and_a_tenth_interior() -> None:
+    """A mask may cover up to max_area (inclusive) and needs at least a tenth of its pixels
+    interior (all four neighbours in the mask)."""
+    full = np.zeros((20, 20), bool)
+    full[:19] = True  # 380 of 400 px: exactly 95%
+    assert mask_problem(full, "car", 0.2, 0.95) is None
+    full[19, 0] = True
+    problem = mask_problem(full, "car", 0.2, 0.95)
+    assert problem is not None and problem.reason == "bad-mask"
+    blob = np.zeros((10, 10), bool)
+    blob[3:6, 3:6] = True  # 3x3: one interior pixel
+    blob[3, 6] = True  # 10 px, 1 interior: exactly a tenth
+    assert mask_problem(blob, "car", 0.05, 0.95) is None
+    blob[3, 7] = True  # 11 px, 1 interior: less than a tenth
+    problem = mask_problem(blob, "car", 0.05, 0.95)
+    assert problem is not None and problem.reason == "bad-mask" and "thin" in problem.detail
+    image, label = street(10, 10)
+    label[:] = ROAD
+    label[blob] = CAR
+    thin = prepare_sample("s", image, label, CLASSES, min_area=0.05)
+    assert isinstance(thin, Skip) and thin.reason == "bad-mask"
+    label[3, 7] = ROAD
+    assert sampled("s", image, label, CLASSES, min_area=0.05).class_name == "car"
+
+
 def test_exclusion_and_only() -> None:
     image, label = street()
     everything = sampled("s", image, label, CLASSES, exclude=())
@@ -132,6 +185,10 @@ def test_skips_with_reasons(case: str, reason: str) -> None:
     result = prepare_sample("s", image, label, CLASSES)
     assert isinstance(result, Skip) and result.reason == reason
     assert result.reason in SKIP_REASONS and result.detail
+    if case == "size":  # height and width against height and width
+        assert result.detail == "label (60, 79) does not match image (60, 80)"
+    elif case == "none":
+        assert result.detail == "no pixel of an allowed class"
 
 
 def test_min_area_is_configurable() -> None:
@@ -147,6 +204,37 @@ def test_image_level_sample_has_whole_mask_and_scene_caption() -> None:
     assert isinstance(sample, Sample) and sample.mask.all() and sample.class_name == ""
     assert sample.prompt == "a photo of a scene with road, sky and tree"
     assert scene_caption(np.full((2, 2), 255), CLASSES) == "a photo of a scene with things"
+
+
+def test_scene_caption_names_class_pixels_only() -> None:
+    label = np.full((4, 5), -1)  # most pixels: a negative value, not a class
+    label[0, :3] = 7  # not a class either (5 classes)
+    label[1, :2] = 5  # one past the last class
+    label[3, 0] = CAR
+    assert scene_caption(label, CLASSES) == "a photo of a scene with car"
+    label[2] = ROAD
+    assert scene_caption(label, CLASSES) == "a photo of a scene with road and car"
+    assert scene_caption(label, CLASSES, ignore_index=ROAD) == "a photo of a scene with car"
+    many = [f"c{i}" for i in range(300)]  # 255 is a class id here, but still ignore by default
+    label = np.full((3, 3), 255)
+    label[0, 0] = 1
+    assert scene_caption(label, many) == "a photo of a scene with c1"
+
+
+@pytest.mark.parametrize("level", ["object", "image"])
+def test_prepared_sample_carries_its_inputs_and_ignore_index(level: str) -> None:
+    image, label = street()
+    sample = sampled("s", image, label, CLASSES, level=level)
+    assert sample.name == "s" and sample.image is image and sample.classes == CLASSES
+    assert sample.label is label  # an int64 label is not copied
+    assert sample.mask.dtype == bool and sample.ignore_index == 255
+    png = sampled("p", image, label.astype(np.uint8), CLASSES, level=level, ignore_index=ROAD)
+    assert png.label.dtype == np.int64 and np.array_equal(png.label, label)
+    assert png.name == "p" and png.ignore_index == ROAD
+    if level == "image":  # the ignore class is not named: sky 1599, car 1220, tree 156 px
+        assert png.prompt == "a photo of a scene with sky, car and tree"
+    else:
+        assert png.class_name == "car" and png.mask.sum() == 1200
 
 
 class Templated(Editor):
