@@ -168,6 +168,17 @@ def resumed_params(ctx: click.Context, params: dict[str, Any], config: Mapping[s
     return out
 
 
+def no_run(folder: str | Path, flag: str) -> SegtkError:
+    """`--resume` (or `--table-only`) on a folder holding no run: refused rather than starting
+    a new run there (a mistyped --out would silently start the default one)."""
+    if flag != "resume":
+        return SegtkError(f"{folder} holds no run to read: it has no {layout.RUN}",
+                          hint="check --out (the folder the run writes to)")
+    return SegtkError(f"{folder} holds no run to resume: it has no {layout.RUN}",
+                      hint="check --out (the folder the run was started with), or leave out "
+                           "--resume to start a new run there")
+
+
 def resumable(kind: str, settings: Mapping[str, Recorded],
               out: Callable[[dict[str, Any]], str | None] = lambda p: p["out"], *,
               flags: Sequence[str] = ("resume",), may_change: Sequence[str] = (),
@@ -181,17 +192,18 @@ def resumable(kind: str, settings: Mapping[str, Recorded],
         @functools.wraps(command)
         def run(**params: Any) -> Any:
             ctx = click.get_current_context()
-            folder = out(params) if any(params.get(f) for f in flags) else None
+            flag = next((f for f in flags if params.get(f)), None)
+            folder = out(params) if flag else None
             record = load_run_file(Path(folder) / layout.RUN) if folder else None
+            if flag and folder and record is None:
+                raise no_run(folder, flag)
             if folder and record is not None and record.get("kind", kind) == kind:  # another kind: RunDir says so
                 params = resumed_params(ctx, params, record.get("config", {}), settings, folder,
                                         may_change)
             for name in required:
                 if params.get(name) is None:
                     param = next(p for p in ctx.command.params if p.name == name)
-                    why = f"{Path(folder) / layout.RUN} does not exist to read it from" \
-                        if folder and record is None else None
-                    raise click.MissingParameter(why, ctx=ctx, param=param)
+                    raise click.MissingParameter(ctx=ctx, param=param)
             return command(**params)
 
         return run

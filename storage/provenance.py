@@ -13,7 +13,7 @@ import json
 import os
 import platform
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import torch
@@ -93,6 +93,34 @@ def spec_file_hashes(specs: Iterable[str]) -> dict[str, str]:
             if digest is not None:
                 out[str(path)] = digest
     return out
+
+
+def weights_change(recorded: Mapping[str, str], specs: Iterable[str]) -> str | None:
+    """How the model files `specs` name now differ from `recorded` (a run.json's `weights`), in
+    words, or None: a file whose sha256 changed, or a spec file (`RUN/model.spec`) that points
+    to other weights than it did (its own text may change: the weights it names count). A
+    recorded file that is gone is left to the model's loader, which names it."""
+    then = {os.path.realpath(p): (p, digest) for p, digest in recorded.items()}
+    specs = list(dict.fromkeys(specs))
+    named = {os.path.realpath(p) for spec in specs for p in spec_files(spec)}
+    for spec in specs:
+        weights = [p for p in spec_files(spec) if not is_spec_file(str(p))]
+        for path in weights:
+            old, now = then.get(os.path.realpath(path)), file_sha256(path)
+            if old is not None and now is not None and now != old[1]:
+                return f"{path} has sha256 {short(now)} now, {short(old[1])} in run.json"
+        new = [p for p in weights if os.path.realpath(p) not in then]
+        if new and is_spec_file(spec) and os.path.realpath(spec) in then:
+            before = [f"{p} (sha256 {short(d)})" for key, (p, d) in then.items()
+                      if key not in named and not p.endswith(".spec")]
+            return (f"{spec} points to {new[0]} (sha256 {short(file_sha256(new[0]))}) now, "
+                    f"to {before[0] if before else 'other weights'} in run.json")
+    return None
+
+
+def short(digest: str | None) -> str:
+    """A sha256 as people compare it: its first 12 hex digits."""
+    return (digest or "unreadable")[:12]
 
 
 def file_sha256(path: Path) -> str | None:

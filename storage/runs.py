@@ -29,7 +29,7 @@ import numpy as np
 from segtk.core import SegtkError, atomic_write_bytes, is_temp
 from segtk.storage import layout
 from segtk.storage.os_errors import os_error
-from segtk.storage.provenance import git_commit, spec_file_hashes, versions
+from segtk.storage.provenance import git_commit, spec_file_hashes, versions, weights_change
 
 __all__ = ["Records", "RunDir", "RunLock", "append_line",
            "read_results", "load_run_file", "run_record", "command_of", "make_run_dir",
@@ -117,6 +117,8 @@ class RunDir:
                     hint=f"resume with the settings {layout.RUN} records (segtk's --resume reads the "
                          "options you leave out from it), or choose another --out",
                 )
+            if old is not None and resume and not read_only:  # before run.json is rewritten
+                check_weights(self.path, old, config)
             if not read_only:
                 remove_temp_files(self.path)
                 self.write_run_file()
@@ -349,13 +351,32 @@ def command_of(kind: str) -> str:
     return kind.replace("-", " ")
 
 
+def model_specs(config: dict[str, Any]) -> list[str]:
+    """The model specs a run's config names (`model`, `models`): the files run.json hashes."""
+    specs = [config["model"]] if isinstance(config.get("model"), str) else []
+    return specs + [m for m in config.get("models") or [] if isinstance(m, str)]
+
+
 def run_record(config: dict[str, Any], kind: str) -> dict[str, Any]:
     """What run.json says: the command, its kind, versions, git commit, model files' sha256
     and config."""
-    specs = [config["model"]] if isinstance(config.get("model"), str) else []
-    specs += [m for m in config.get("models") or [] if isinstance(m, str)]
     return {"command": " ".join(sys.argv), "kind": kind, "versions": versions(),
-            "git_commit": git_commit(), "weights": spec_file_hashes(specs), "config": config}
+            "git_commit": git_commit(), "weights": spec_file_hashes(model_specs(config)),
+            "config": config}
+
+
+def check_weights(path: Path, old: dict[str, Any], config: dict[str, Any]) -> None:
+    """Refuse to resume a run whose model files changed since its run.json hashed them (the
+    weights retrained at the same path, a `model.spec` now pointing to a later epoch): its
+    records would mix two models. A run.json without hashes (older runs) is taken as it is."""
+    recorded = old.get("weights")
+    if not isinstance(recorded, dict) or not recorded:
+        return
+    change = weights_change({str(k): str(v) for k, v in recorded.items()}, model_specs(config))
+    if change:
+        raise SegtkError(f"{path} was made with other weights: {change}",
+                         hint="restore the weights the run was made with to resume it, or "
+                              "start a new run with another --out")
 
 
 def write_run_file(path: Path, record: dict[str, Any]) -> None:

@@ -95,7 +95,7 @@ def test_bench_resume_adds_an_attack_and_table_only_runs_nothing(tmp_path, folde
     assert shown.exit_code == 0 and "signhunter" in shown.output
     assert (out / "results.jsonl").read_text().splitlines() == lines  # nothing was run
     empty = invoke(*args[:-1], str(tmp_path / "none"), "--attacks", "random", "--table-only")
-    assert empty.exit_code == 1 and "holds no benchmark records" in empty.output
+    assert empty.exit_code == 1 and "holds no run to read" in empty.output
 
 
 @pytest.fixture

@@ -97,9 +97,10 @@ def test_attack_refuses_another_value_naming_both(tmp_path) -> None:
 
 def test_resume_without_run_json_or_plugin_says_so(tmp_path) -> None:
     missing = segtk("attack", "--out", str(tmp_path / "none"), "--resume")
-    assert missing.exit_code == 2
-    assert "Missing option '--plugin'" in missing.output
-    assert f"{tmp_path / 'none' / layout.RUN} does not exist" in missing.output
+    one_line_refusal(missing, f"{tmp_path / 'none'} holds no run to resume: it has no {layout.RUN}")
+    assert not (tmp_path / "none").exists()  # nothing started there
+    nowhere = segtk("attack", "--resume")  # no --out, no --plugin: no folder to read it from
+    assert nowhere.exit_code == 2 and "Missing option '--plugin'" in nowhere.output
     plain = segtk("attack")
     assert plain.exit_code == 2 and "Missing option '--plugin'." in plain.output
 
