@@ -48,7 +48,7 @@ from segtk.core import (
 from segtk.jobs.attack import AttackRecord, attack_dataset, run_settings
 from segtk.jobs.executors import make_executor
 from segtk.storage import layout
-from segtk.storage.runs import RunDir
+from segtk.storage.runs import RunDir, load_run_file
 
 __all__ = ["attack", "bench_attacks", "BENCH_ATTACKS", "BENCH_BUDGETS", "SCORES"]
 
@@ -145,8 +145,9 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
     `details["curves"]` (the proxy per query, per model and attack) and `details["gaps"]` (each
     decision-based attack's distance to the best white-box one). `out`: the run folder, written
     as the CLI writes it (table.csv, table.json, curves, contact sheet; resumable); None keeps
-    the records in memory and writes nothing. `table_only`: run nothing, tabulate what `out`
-    holds. `device`: where every shard's model and tensors live (cpu, cuda, cuda:N, auto).
+    the records in memory and writes nothing. `table_only`: run nothing, write nothing,
+    tabulate what `out` holds. `device`: where every shard's model and tensors live (cpu,
+    cuda, cuda:N, auto).
     `on_start(shards, images)` and `on_records(n)` follow the progress.
     """
     model_list = specs_only(models, data, "bench_attacks")
@@ -180,17 +181,37 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
         return Table(result.rows, details=_details(result))
     if table_only and not (Path(out) / layout.RESULTS).is_file():
         raise SegtkError(f"{out} holds no benchmark records", hint="run it first, without --table-only")
-    # Records are keyed per spec, ε and image; table_only may watch a bench still running.
+    # Records are keyed per spec, ε and image (so --limit may change, the images it keeps may
+    # not); table_only may watch a bench still running.
+    if resume or table_only:
+        check_same_images(Path(out), dataset.names)
     with RunDir(out, config, resume or table_only,
-                may_differ=("attacks", "eps", "limit", *(("device",) if table_only else ())),
+                may_differ=("attacks", "eps", "limit", "images",
+                            *(("device",) if table_only else ())),
                 read_only=table_only, kind="bench-attacks") as run:
         result = _run_bench(run, shards, on_start, on_records, classes_from_data,
                             None if table_only
                             else make_executor(executor, workers, address, where))
+        if table_only:  # a look at what OUT holds writes nothing (another process may be writing)
+            return Table(result.rows, out=Path(out), details={**_details(result), "sheet": None})
         files = write_outputs(result, Path(out))
     every = list(dict.fromkeys(r["attack"] for r in result.rows if r["attack"] != "clean"))
     sheet = write_contact_sheet(Path(out), dataset, every, max(budget_list), max(sweep))
     return Table(result.rows, out=Path(out), files=files, details={**_details(result), "sheet": sheet})
+
+
+def check_same_images(out: Path, images: Sequence[str]) -> None:
+    """Refuse to resume a bench whose data lists other images than its run.json (the data
+    changed on disk): a --limit may take fewer or more of them, never others."""
+    recorded = ((load_run_file(out / layout.RUN) or {}).get("config") or {}).get("images")
+    if not isinstance(recorded, list):
+        return
+    for i, (then, now) in enumerate(zip(recorded, images)):
+        if then != now:
+            raise SegtkError(f"{out} holds a run on other images: image {i + 1} is {then!r} in "
+                             f"{layout.RUN}, {now!r} in the data now",
+                             hint="resume with the data the run was made with, or choose "
+                                  "another --out")
 
 
 def _run_bench(run: RunDir | MemoryRun, shards: list[Shard],

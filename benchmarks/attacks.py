@@ -351,7 +351,8 @@ def aggregate(records: Iterable[BenchAttackRecord], shards: list[Shard]) -> Benc
         images[s.model].update(s.images)
     for rec in records:
         eps = rec.eps if rec.eps is not None else sweep[0] if len(sweep) == 1 else None
-        if eps is None or (rec.model, rec.attack, eps, rec.run_budget) not in wanted:
+        if eps is None or (rec.model, rec.attack, eps, rec.run_budget) not in wanted \
+                or rec.image not in images[rec.model]:  # an image past a --limit lowered on resume
             continue
         run = (rec.model, rec.attack, eps)
         clean[rec.model][rec.image] = torch.tensor(rec.clean_confusion)

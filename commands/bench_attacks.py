@@ -88,11 +88,12 @@ def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[f
 @click.option("--out", type=click.Path(file_okay=False), default="runs/bench-attacks", show_default=True)
 @click.option("--resume", is_flag=True,
               help="Keep finished shards in OUT and run the rest; the options left out are read "
-                   f"from OUT/{layout.RUN}, and --attacks and --eps may add specs and ε values.")
+                   f"from OUT/{layout.RUN}, --attacks and --eps may add specs and ε values, and "
+                   "--limit may take more or fewer images.")
 @click.option("--table-only", is_flag=True,
-              help="Run nothing: print and write the table of the complete repeats OUT holds "
-                   "(e.g. while another process is still running it); the options left out "
-                   f"are read from OUT/{layout.RUN}.")
+              help="Run nothing and write nothing: print the table of the complete repeats "
+                   "OUT holds (e.g. while another process is still running it); the options "
+                   f"left out are read from OUT/{layout.RUN}, and --limit may differ.")
 @quiet_option
 @click.option("--report", "write_html", is_flag=True, help=f"Also write OUT/{layout.REPORT} (see `segtk report`).")
 @resumable("bench-attacks", RECORDED, flags=("resume", "table_only"),
@@ -117,6 +118,10 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_fr
       segtk bench attacks --attacks dla,colour-stripes --out runs/b --table-only
     """
 
+    if table_only and write_html:
+        raise SegtkError("--table-only writes nothing, so it does not write the report",
+                         hint=f"leave out --report; `segtk report {out}` writes the page of "
+                              "what OUT holds")
     with JobProgress() as bar:
         result = api.bench_attacks(
             list(models_), data_spec, attacks, budgets, eps, repeats, seed, limit, out, device,

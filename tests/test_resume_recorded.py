@@ -50,6 +50,13 @@ def interrupted(whole: Path, keep: int) -> Path:
     return cut
 
 
+def snapshot(out: Path) -> dict[str, tuple[bytes, int, int]]:
+    """Every file of a run folder by relative path (the lock file aside): its bytes, inode and
+    mtime, so rewriting a file with the same bytes shows too."""
+    return {p.relative_to(out).as_posix(): (p.read_bytes(), p.stat().st_ino, p.stat().st_mtime_ns)
+            for p in sorted(out.rglob("*")) if p.is_file() and p.name != layout.LOCK}
+
+
 def config(out: Path) -> dict:
     return json.loads((out / layout.RUN).read_text())["config"]
 
@@ -114,10 +121,11 @@ def test_bench_attacks_resumes_and_shows_its_table_with_only_out(tmp_path) -> No
     whole = tmp_path / "whole"
     ok(*BENCH, "--out", str(whole))
     cut = interrupted(whole, keep=1)  # random's first repeat
-    ok("bench", "attacks", "--out", str(cut), "--table-only")  # the README's line
-    rows = json.loads((cut / "table.json").read_text())  # the table of what OUT holds
-    assert {(r["attack"], r.get("repeats")) for r in rows} == {("clean", 1), ("random", 1)}
-    assert len((cut / layout.RESULTS).read_bytes().splitlines()) == 1  # nothing was run
+    before = snapshot(cut)
+    shown = ok("bench", "attacks", "--out", str(cut), "--table-only")  # the README's line
+    assert "(1 of 2 repeats" in shown.output  # the table of what OUT holds
+    assert "dla:exploration" not in shown.output
+    assert snapshot(cut) == before  # nothing was run, nothing written
     ok("bench", "attacks", "--out", str(cut), "--resume")  # the README's line
     records = read_results(cut / layout.RESULTS, key="key")
     assert records == read_results(whole / layout.RESULTS, key="key")
@@ -126,6 +134,42 @@ def test_bench_attacks_resumes_and_shows_its_table_with_only_out(tmp_path) -> No
     assert (cut / "table.json").read_text() == table
     shown = ok("bench", "attacks", "--out", str(cut), "--table-only")
     assert (cut / "table.json").read_text() == table and "repeats finished" not in shown.output
+
+
+SMALL = ["bench", "attacks", "--attacks", "random", "--budgets", "2", "--repeats", "1",
+         "--executor", "inline"]
+
+
+def test_bench_attacks_resume_may_change_the_limit(tmp_path) -> None:
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    ok(*SMALL, "--limit", "2", "--out", str(whole))
+    ok(*SMALL, "--limit", "1", "--out", str(cut))
+    one = (cut / "table.json").read_text()
+    ok("bench", "attacks", "--out", str(cut), "--resume", "--limit", "2")  # as the docs allow
+    assert read_results(cut / layout.RESULTS, key="key") == read_results(whole / layout.RESULTS, key="key")
+    assert (cut / "table.json").read_text() == (whole / "table.json").read_text()
+    before = snapshot(cut)
+    shown = ok("bench", "attacks", "--out", str(cut), "--table-only", "--limit", "1")
+    assert snapshot(cut) == before and "random" in shown.output
+    ok("bench", "attacks", "--out", str(cut), "--resume", "--limit", "1")  # fewer: its table
+    assert (cut / "table.json").read_text() == one and config(cut)["limit"] == 1
+    assert read_results(cut / layout.RESULTS, key="key") == read_results(whole / layout.RESULTS, key="key")
+    record = json.loads((cut / layout.RUN).read_text())  # the data changed on disk since
+    record["config"]["images"] = ["another"]
+    (cut / layout.RUN).write_text(json.dumps(record))
+    one_line_refusal(segtk("bench", "attacks", "--out", str(cut), "--resume", "--limit", "2"),
+                     "holds a run on other images", "'another'")
+
+
+def test_bench_attacks_table_only_writes_nothing(tmp_path) -> None:
+    out = tmp_path / "b"
+    ok(*SMALL, "--limit", "1", "--out", str(out))
+    before = snapshot(out)
+    shown = ok("bench", "attacks", "--out", str(out), "--table-only")
+    assert snapshot(out) == before and "wrote" not in shown.output
+    one_line_refusal(segtk("bench", "attacks", "--out", str(out), "--table-only", "--report"),
+                     "--table-only writes nothing")
+    assert snapshot(out) == before
 
 
 def test_bench_attacks_refuses_another_value_but_takes_more_attacks(tmp_path) -> None:
