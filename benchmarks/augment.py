@@ -42,10 +42,9 @@ from segtk.compat import check_models
 from segtk.core import SegtkError, atomic_write_bytes, load_dataset, parse_augment
 from segtk.imaging import save_figure
 from segtk.jobs.executors import make_executor
-from segtk.jobs.train import StepHook, TrainConfig, read_spec, train
+from segtk.jobs.train import StepHook, TrainConfig, last_epoch_spec, train
 from segtk.storage.layout import (
     MIOU_CHART,
-    MODEL_SPEC,
     RESULTS,
     RUN,
     TABLE_CSV,
@@ -155,14 +154,14 @@ def run(bench: AugmentBench, out: str | Path, resume: bool = False,
     scored = subsets + every_image(subsets, eval_data, bench.eval_split, bench.eval_limit)
     specs = {START: training.model}
     for folder in trained_earlier(out, labels, training.epochs):  # the table covers them too
-        specs[folder.name] = read_spec(folder)
+        specs[folder.name] = last_epoch_spec(folder)
     for augment, label in zip(bench.augments, labels):
         folder = out / TRAIN / label
         if on_train:
             on_train(label, {"augment": augment, "out": str(folder)})
         train(bench.train_config(augment), folder, resume=(folder / RUN).exists(),
               on_step=on_step)
-        specs[label] = read_spec(folder)
+        specs[label] = last_epoch_spec(folder)
     shards = plan(list(specs.values()), scored, chunk=8, batch_size=4, device=training.device)
     if on_scoring:
         on_scoring(sum(len(s.images) for s in shards))
@@ -187,13 +186,13 @@ def every_image(subsets: Sequence[Subset], data: str, split: str | None,
 
 def trained_earlier(out: Path, labels: Sequence[str], epochs: int) -> list[Path]:
     """OUT/train/LABEL folders an earlier invocation trained to the end (a --resume may add
-    augmentations and leave the earlier ones out of --augment) that `labels` do not list."""
+    augmentations and leave the earlier ones out of --augment) that `labels` do not list: those
+    recording every epoch (their model.spec may not be written yet, see `last_epoch_spec`)."""
     root = out / TRAIN
     if not root.is_dir():
         return []
     return [folder for folder in sorted(root.iterdir())
-            if folder.name not in labels and (folder / MODEL_SPEC).is_file()
-            and len(read_results(folder / RESULTS, key="key")) >= epochs]
+            if folder.name not in labels and len(read_results(folder / RESULTS, key="key")) >= epochs]
 
 
 def tabulate(table: dict[str, Any], specs: dict[str, str], subsets: list[str]) -> dict[str, Any]:

@@ -510,3 +510,16 @@ def read_spec(out: str | Path) -> str:
         raise SegtkError(f"{path}: not found", hint="the training run has not finished an epoch")
     return read_spec_file(path)
 
+
+def last_epoch_spec(out: str | Path) -> str:
+    """The `--model` spec of a training run's last recorded epoch, read from its results.jsonl:
+    what model.spec says once the run's last write has landed. A kill between an epoch's
+    record and the model.spec write leaves the file an epoch behind; the record is the truth,
+    so a benchmark scores what an uninterrupted run scores."""
+    out = Path(out)
+    lines = EpochLine.keyed(read_results(out / RESULTS, key="key"), out / RESULTS)
+    if not lines:
+        raise SegtkError(f"{out / RESULTS} records no epoch",
+                         hint="the training run has not finished an epoch")
+    last = max(lines.values(), key=lambda line: int(line.epoch))
+    return resolve_spec(last.spec, out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -184,6 +185,30 @@ def test_bench_augment_after_that_kill_equals_an_uninterrupted_run(tmp_path, mon
             augment_bench.run(bench, tmp_path / "cut")
     resumed = augment_bench.run(bench, tmp_path / "cut", resume=True)
     assert augment_bench.table_rows(resumed) == augment_bench.table_rows(full)
+
+
+@pytest.mark.parametrize("epochs", [1, 2])
+def test_a_killed_row_left_out_of_a_resume_is_scored_at_its_last_epoch(
+        tmp_path, monkeypatch, epochs) -> None:
+    # Killed after the last epoch's record, before model.spec; resumed with another --augment
+    # that leaves the row out: the bench reads that row from its records, not model.spec.
+    bench = AugmentBench(config("demo", augment="baseline", limit=4, epochs=epochs),
+                         ("baseline",), ("weather",), eval_split=None, eval_limit=2,
+                         values={"weather": ["fog"]})
+    full = augment_bench.run(bench, tmp_path / "full")
+    with monkeypatch.context() as patch:
+        kill_before_spec_of(patch, epochs)
+        with pytest.raises(KeyboardInterrupt):
+            augment_bench.run(bench, tmp_path / "cut")
+    spec_file = tmp_path / "cut" / "train" / "baseline" / "model.spec"
+    assert not spec_file.exists() if epochs == 1 else "epoch-0001" in spec_file.read_text()
+    resumed = augment_bench.run(replace(bench, augments=("cutout",)), tmp_path / "cut",
+                                resume=True)
+
+    def baseline(result: dict) -> list:
+        return next(row for row in augment_bench.table_rows(result) if row[0] == "baseline")
+
+    assert baseline(resumed) == baseline(full)
 
 
 def test_a_copied_run_folder_loads_its_own_weights(random_demo, tmp_path) -> None:
