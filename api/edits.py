@@ -256,11 +256,6 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
                        if i.partition("=")[0].endswith(".device")}
         filter_param_items += [f"{n}.device={where}" for n in filter_list if n not in set_by_user
                                and "device" in declared(registry.plugin_class("filter", n)).params]
-    subsets = build_subsets(data, split, limit, attrs, out_dir, backend, value_map, filter_list,
-                            filter_param_items, seed, editor_params, on_subset, pick,
-                            object_centric, writer, prompts, min_area, objects, things_only,
-                            captioner_obj, captions)
-    shards = plan(model_list, subsets, chunk, batch_size, where)
     config = {"models": model_list, "data": data, "split": split, "limit": limit,
               **({"device": where} if device is not None else {}),  # None: as runs before it
               "attributes": attrs, "backend": backend, "values": value_map,
@@ -274,8 +269,14 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
     # params are recorded (when given) for --resume to read; each subset's own run.json checks
     # them, so they may differ here (runs made before they were recorded hold none)
     # the quality metrics are measured afresh on every run: a resumed run may add or drop them
+    # run.json is written before the subsets are built: a run killed there can be resumed
     with RunDir(out_dir, config, resume, may_differ=("params", "quality", "metric_params"),
                 kind="bench-edits") as run:
+        subsets = build_subsets(data, split, limit, attrs, out_dir, backend, value_map,
+                                filter_list, filter_param_items, seed, editor_params, on_subset,
+                                pick, object_centric, writer, prompts, min_area, objects,
+                                things_only, captioner_obj, captions)
+        shards = plan(model_list, subsets, chunk, batch_size, where)
         if on_start:
             on_start(len(shards), sum(len(s.images) for s in shards))
         run_bench(shards, run, make_executor(executor, workers, address, where), on_records,
