@@ -16,6 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PLANTED = REPO / "tests" / "planted"
 PATCHES = sorted(PLANTED.glob("*.patch"))
+DOCS = (REPO / "docs" / "reliability.md").read_text()
 
 
 def header(patch: Path) -> dict[str, str]:
@@ -37,6 +38,7 @@ def test_every_patch_says_what_it_breaks_and_which_tests_catch_it() -> None:
         assert {"What", "Promise", "Tests"} <= set(fields), f"{patch.name}: header incomplete"
         for test in fields["Tests"].split():
             assert (REPO / test.split("::")[0]).is_file(), f"{patch.name} names a missing test {test}"
+        assert f"| `{patch.stem}`: " in DOCS, f"docs/reliability.md's planted table lacks {patch.stem}"
 
 
 def scratch_copy(root: Path) -> Path:
