@@ -15,8 +15,11 @@ from __future__ import annotations
 import sys
 
 import torch
-from transformers import (MobileNetV2Config, MobileNetV2ForSemanticSegmentation,
-                          MobileNetV2ImageProcessor)
+from transformers import (
+    MobileNetV2Config,
+    MobileNetV2ForSemanticSegmentation,
+    MobileNetV2ImageProcessor,
+)
 
 CAMVID = ["sky", "building", "pole", "road", "pavement", "tree", "signsymbol", "fence", "car",
           "pedestrian", "bicyclist"]
