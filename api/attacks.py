@@ -66,7 +66,7 @@ def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", bud
            save_images: bool = True, resume: bool = False, classes_from_data: bool = False,
            on_start: Callable[[int], None] | None = None,
            on_image: Callable[[AttackRecord], None] | None = None,
-           max_pixels: int | None = None) -> AttackRun:
+           max_pixels: int | None = None, reference: str = "labels") -> AttackRun:
     """Run the attack plugin `attack` on every image of `data` against `model`; score the
     stored 8-bit adversarial images.
 
@@ -78,14 +78,17 @@ def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", bud
     `device`: cpu, cuda, cuda:N or auto (CUDA when present) for the model and every tensor of
     the job; None: cpu for a spec, where a loaded model is for a loaded one (given, a loaded
     model is moved there). `on_start(images)` and `on_image(record)` follow the progress
-    (the CLI's progress bar).
+    (the CLI's progress bar). `reference`: what the attack's proxy scores each query against,
+    "labels" (the ground truth) or "prediction" (the model's labels for the clean image: no
+    ground truth needed, so `data` may be a folder without labels; images without labels are
+    then scored against their clean prediction, and each record says which).
     """
     attack_obj = build("attack", attack, pairs_of(params, "--param"), budget=budget, eps=eps,
-                       seed=seed, time_limit=time_limit)
+                       seed=seed, time_limit=time_limit, reference=reference)
     if out is None and resume:
         raise SegtkError("resume=True needs the run folder to resume", hint="pass out=FOLDER")
     segmenter = model_of(model, device)
-    dataset = data_of(data, split, limit)
+    dataset = data_of(data, split, limit, unlabelled=reference == "prediction")
     check_compatible(segmenter, dataset, classes_from_data)  # before the run writes anything
     check_gradients(type(attack_obj), segmenter)  # a white-box attack needs a model's gradients
     config = {"attack": attack, **run_settings(attack_obj.params), "model": spec_of(segmenter),
@@ -134,7 +137,7 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
                   classes_from_data: bool = False,
                   on_start: Callable[[int, int], None] | None = None,
                   on_records: Callable[[int], None] | None = None,
-                  max_pixels: int | None = None) -> Table:
+                  max_pixels: int | None = None, reference: str = "labels") -> Table:
     """Attack specs × budgets (× ε × models) → dataset mIoU % of the stored 8-bit images, mean
     ± std over `repeats` (repeat r uses seed + r): `segtk bench attacks`.
 
@@ -147,13 +150,16 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
     as the CLI writes it (table.csv, table.json, curves, contact sheet; resumable); None keeps
     the records in memory and writes nothing. `table_only`: run nothing, write nothing,
     tabulate what `out` holds. `device`: where every shard's model and tensors live (cpu,
-    cuda, cuda:N, auto).
+    cuda, cuda:N, auto). `reference="prediction"` makes every spec label-free (adds
+    `reference=prediction` to it, so its rows say so; a spec may also set it itself): its
+    queries are scored against the clean image's predicted labels, and `data` may be a folder
+    without labels (its images are then scored against their clean prediction).
     `on_start(shards, images)` and `on_records(n)` follow the progress.
     """
     model_list = specs_only(models, data, "bench_attacks")
     if not model_list:
         raise SegtkError("models names no model", hint="e.g. models=['demo']")
-    labels = list(dict.fromkeys(parse_spec(s).label for s in comma_list(attacks)))
+    labels = list(dict.fromkeys(with_reference(s, reference) for s in comma_list(attacks)))
     budget_list = [int(b) for b in comma_list(budgets)]
     sweep = _eps_values(eps)
     for label in labels:  # a bad spec, value or ε fails before any work
@@ -163,7 +169,8 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
         raise SegtkError("resume and table_only need the run folder", hint="pass out=FOLDER")
     # a table of what OUT holds runs nothing: it needs no device (and may be read elsewhere)
     where = str(device or "cpu") if table_only else str(resolve_device(device))
-    dataset = load_dataset(data, split, limit)
+    label_free = all(parse_spec(label).params.get("reference") == "prediction" for label in labels)
+    dataset = load_dataset(data, split, limit, unlabelled=label_free)
     if not table_only:  # before run.json is written
         check_models(model_list, dataset, classes_from_data, where)
         check_white_box(model_list, labels, where)  # a white-box spec on a model without gradients
@@ -174,6 +181,7 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
               "split": split, "images": dataset.names, "repeats": repeats, "eps": sweep,
               "seed": seed, "limit": limit, "scores": SCORES, "device": where,
               **({"time_limit": time_limit} if time_limit is not None else {}),
+              **({"reference": reference} if reference != "labels" else {}),  # older runs lack it
               **({"classes_from_data": True} if classes_from_data else {})}  # older runs lack it
     if out is None:
         result = _run_bench(MemoryRun(), shards, on_start, on_records, classes_from_data,
@@ -198,6 +206,24 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
     every = list(dict.fromkeys(r["attack"] for r in result.rows if r["attack"] != "clean"))
     sheet = write_contact_sheet(Path(out), dataset, every, max(budget_list), max(sweep))
     return Table(result.rows, out=Path(out), files=files, details={**_details(result), "sheet": sheet})
+
+
+def with_reference(spec: str, reference: str) -> str:
+    """The canonical label of the attack spec `spec` run with the bench's `reference` (see
+    bench_attacks): as it is for labels (a spec may set reference=prediction itself, to table
+    both), else with reference=prediction added unless the spec sets it."""
+    parsed = parse_spec(spec)
+    if reference not in ("labels", "prediction"):
+        raise SegtkError(f"unknown reference={reference!r}",
+                         hint="use labels (the ground truth) or prediction")
+    if reference == "labels" or "reference" in parsed.params:
+        if parsed.params.get("reference", reference) != reference and reference != "labels":
+            raise SegtkError(f"attack spec {spec!r} sets reference={parsed.params['reference']}, "
+                             f"the bench reference={reference}",
+                             hint="leave reference out of the spec, or the bench option")
+        return parsed.label
+    joined = ";".join([*(f"{k}={v}" for k, v in parsed.params.items()), f"reference={reference}"])
+    return parse_spec(f"{parsed.name}:{joined}").label
 
 
 def check_same_images(out: Path, images: Sequence[str]) -> None:

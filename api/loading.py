@@ -19,6 +19,7 @@ from segtk.core import (
     load_segmenter,
     parse_pairs,
     pixel_limit,
+    require_labels,
     resolve_device,
 )
 from segtk.core import load_dataset as load_dataset_spec
@@ -54,11 +55,14 @@ def load_model(spec: str, device: str | torch.device | None = "cpu") -> Segmente
     return model
 
 
-def load_dataset(spec: str, split: str | None = None, limit: int | None = None) -> Dataset:
+def load_dataset(spec: str, split: str | None = None, limit: int | None = None, *,
+                 unlabelled: bool = False) -> Dataset:
     """The dataset a `--data` spec names (see `segtk datasets`), e.g. "demo" or
     "camvid:../shared/data/camvid". Iterating it yields items with `.name`, `.image` (uint8
-    [H,W,3]) and `.label` (int64 [H,W], 255 = ignore), each read when it is reached."""
-    data = load_dataset_spec(spec, split, limit)
+    [H,W,3]) and `.label` (int64 [H,W], 255 = ignore), each read when it is reached.
+    `unlabelled=True` also loads a folder without labels/ (every label 255), which only
+    `segtk.attack` and `segtk.bench_attacks` with reference="prediction" accept."""
+    data = load_dataset_spec(spec, split, limit, unlabelled)
     setattr(data, SPEC, spec)
     setattr(data, SPLIT, split)
     return data
@@ -89,10 +93,14 @@ def model_of(model: str | Segmenter, device: str | torch.device | None = None) -
     return model
 
 
-def data_of(data: str | Dataset, split: str | None, limit: int | None) -> Dataset:
-    """A spec loaded (its split and limit applied), or a loaded dataset cut to `limit`."""
+def data_of(data: str | Dataset, split: str | None, limit: int | None,
+            unlabelled: bool = False) -> Dataset:
+    """A spec loaded (its split and limit applied), or a loaded dataset cut to `limit`;
+    `unlabelled`: a dataset without ground truth is welcome (see load_dataset)."""
     if isinstance(data, str):
-        return load_dataset(data, split, limit)
+        return load_dataset(data, split, limit, unlabelled=unlabelled)
+    if not unlabelled:
+        require_labels(data)
     if not isinstance(data, Dataset):
         raise SegtkError(f"data must be a spec (str) or a segtk Dataset, not {type(data).__name__}",
                          hint="e.g. segtk.load_dataset('demo')")

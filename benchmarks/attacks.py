@@ -42,6 +42,7 @@ from segtk.benchmarks.visibility import visibility
 from segtk.compat import check_compatible
 from segtk.core import (
     Attack,
+    Dataset,
     PluginError,
     SegtkError,
     atomic_write_bytes,
@@ -61,7 +62,7 @@ from segtk.core import (
     write_png,
 )
 from segtk.imaging import amplify, save_figure
-from segtk.jobs.attack import evaluate, image_seed, quantise, run_attack
+from segtk.jobs.attack import evaluate, image_seed, quantise, run_attack, scoring_labels
 from segtk.jobs.batching import batch_tensors, same_size_batches
 from segtk.storage import layout
 from segtk.storage.records import Record
@@ -81,7 +82,7 @@ class BenchAttackRecord(Record):
 
     KIND = "segtk bench attacks record"
     # Fields added after runs were made: a line without them is an older run's.
-    OMIT_DEFAULT = ("eps", "visibility", "stopped", "white_box")
+    OMIT_DEFAULT = ("eps", "visibility", "stopped", "white_box", "scored_against")
 
     key: str
     model: str
@@ -97,6 +98,7 @@ class BenchAttackRecord(Record):
     visibility: dict[str, float] | None = None  # None: recorded before visibility was measured
     stopped: str | None = None  # "time": a time limit stopped the attack
     white_box: bool = False
+    scored_against: str = "labels"  # "prediction": no labels, scored against the clean one
 
 
 def bench_records(lines: Iterable[Mapping[str, Any]], source: Path | None) -> list[BenchAttackRecord]:
@@ -184,9 +186,10 @@ class Shard:
 def run_shard(shard: Shard) -> list[BenchAttackRecord]:
     """Attack one chunk of images; one record per image (runs in a worker)."""
     model = cached_segmenter(shard.model, shard.device)
-    data = load_dataset(shard.data, shard.split).subset(names=shard.images)
     attack = build_spec(shard.attack, budget=shard.budget, eps=shard.eps, seed=shard.seed + shard.repeat,
                         time_limit=shard.time_limit)
+    reference = attack.params.reference
+    data = _load(shard.data, shard.split, reference == "prediction").subset(names=shard.images)
     k, ignore = len(data.classes), data.ignore_index
     records = []
     for batch in same_size_batches(data, range(len(data)), shard.batch_size):
@@ -201,6 +204,7 @@ def run_shard(shard: Shard) -> list[BenchAttackRecord]:
         stored = {b: quantise(result.checkpoint_images[b], clean_u8, shard.eps) for b in shard.checkpoints}
         decided = {b: evaluate(model, to_tensor(list(s)).to(model.device)).cpu() for b, s in stored.items()}
         final = stored[shard.budget]
+        truth, against = scoring_labels(y.cpu(), clean, k, ignore, reference)
         for i, item in enumerate(batch):
             if shard.sheet_dir and shard.repeat == 0:
                 write_png(sheet_path(shard.sheet_dir, shard.attack, shard.eps, shard.budget, item.name),
@@ -210,16 +214,22 @@ def run_shard(shard: Shard) -> list[BenchAttackRecord]:
                 model=shard.model, attack=shard.attack, eps=shard.eps,
                 repeat=shard.repeat, run_budget=shard.budget, image=item.name,
                 queries=int(result.queries[i]),
-                clean_confusion=confusion(clean[i], y[i].cpu(), k, ignore)[0].tolist(),
+                clean_confusion=confusion(clean[i], truth[i], k, ignore)[0].tolist(),
                 # of the stored 8-bit image at each budget
-                confusions={str(b): confusion(d[i], y[i].cpu(), k, ignore)[0].tolist()
+                confusions={str(b): confusion(d[i], truth[i], k, ignore)[0].tolist()
                             for b, d in decided.items()},
                 history=[round(v, 6) for v in result.history[i]],  # proxy of float candidates
                 visibility=visibility(item.image, final[i]),
                 stopped=result.stopped[i] or None,
                 white_box=bool(attack.white_box),
+                scored_against=against[i],
             ))
     return records
+
+
+def _load(data: str, split: str | None, unlabelled: bool) -> Dataset:
+    """`load_dataset`, taking a dataset without labels only for label-free attacks."""
+    return load_dataset(data, split, unlabelled=True) if unlabelled else load_dataset(data, split)
 
 
 def plan(models: list[str], data: str, split: str | None, attacks: list[str], budgets: list[int],
@@ -302,8 +312,10 @@ def run_bench(shards: list[Shard], run: Records, executor, on_records: Callable[
         on_records(sum(s.key(img) in done for s in shards for img in s.images))
     for model, data, split, device in dict.fromkeys((s.model, s.data, s.split, s.device)
                                                     for s in todo):
-        check_compatible(cached_segmenter(model, device), load_dataset(data, split).subset(limit=1),
-                         classes_from_data)
+        label_free = all(parse_spec(s.attack).params.get("reference") == "prediction"
+                         for s in todo if s.data == data)
+        check_compatible(cached_segmenter(model, device),
+                         _load(data, split, label_free).subset(limit=1), classes_from_data)
     for device in dict.fromkeys(s.device for s in todo):
         check_white_box([s.model for s in todo], [s.attack for s in todo], device)
     for records in executor.map(run_shard, todo):
@@ -345,6 +357,7 @@ def aggregate(records: Iterable[BenchAttackRecord], shards: list[Shard]) -> Benc
     max_budget: dict[tuple[str, str, float], int] = {}
     images: dict[str, set[str]] = defaultdict(set)
     white_box: set[tuple[str, str, float]] = set()
+    scored: dict[str, set[str]] = defaultdict(set)  # model -> what its images were scored against
     for s in shards:
         run = (s.model, s.attack, s.eps)
         max_budget[run] = max(s.budget, max_budget.get(run, 0))
@@ -356,6 +369,7 @@ def aggregate(records: Iterable[BenchAttackRecord], shards: list[Shard]) -> Benc
             continue
         run = (rec.model, rec.attack, eps)
         clean[rec.model][rec.image] = torch.tensor(rec.clean_confusion)
+        scored[rec.model].add(rec.scored_against)
         if rec.white_box:
             white_box.add(run)
         for budget, conf in rec.confusions.items():
@@ -369,6 +383,7 @@ def aggregate(records: Iterable[BenchAttackRecord], shards: list[Shard]) -> Benc
     models = list(dict.fromkeys(s.model for s in shards))
     attacks = list(dict.fromkeys(s.attack for s in shards))
     for model in models:
+        first = len(result.rows)
         total = sum(clean[model].values())
         if isinstance(total, torch.Tensor):
             result.rows.append(_row(model, "clean", None, 0, [total], len(clean[model])))
@@ -389,6 +404,9 @@ def aggregate(records: Iterable[BenchAttackRecord], shards: list[Shard]) -> Benc
                 if histories[run]:
                     label = curve_label(name, eps, sweep) + (" (white-box)" if run in white_box else "")
                     result.curves.setdefault(model, {})[label] = _mean_curve(histories[run])
+        if scored[model] - {"labels"}:  # images without labels: scored against the prediction
+            for row in result.rows[first:]:
+                row["scored_against"] = "+".join(sorted(scored[model]))
     return result
 
 

@@ -33,6 +33,14 @@ time_limit_option = click.option(  # segtk attack and segtk bench attacks
          "stopped: time. Results then depend on the machine's speed and load, so they are not "
          f"reproducible. Recorded in {layout.RUN} (--resume reads it from there) [default: none].")
 
+reference_option = click.option(  # segtk attack and segtk bench attacks
+    "--reference", type=click.Choice(["labels", "prediction"]), default=None,
+    help="What the attack's proxy scores each query against: labels (the ground truth) or "
+         "prediction (the model's labels for the clean image, from its clean query: a "
+         "label-free attack, for images without labels too; those are scored against their "
+         "clean prediction, and each record says so). Decision-based attacks only. Recorded "
+         f"in {layout.RUN} (--resume reads it from there) [default: labels].")
+
 # Where run.json records each option (see commands.resume); --limit may change on resume.
 RECORDED = {
     "attack_name": Recorded("attack"), "model_spec": Recorded("model"),
@@ -40,7 +48,9 @@ RECORDED = {
     "classes_from_data": Recorded("classes_from_data", absent=False),
     "budget": Recorded("params.budget"), "eps": Recorded("params.eps"),
     "seed": Recorded("params.seed"), "time_limit": Recorded("time_limit", absent=None),
-    "extra": Recorded("params", lambda p: pairs({k: v for k, v in p.items() if k not in SHARED}),
+    "reference": Recorded("params.reference", absent="labels"),
+    "extra": Recorded("params", lambda p: pairs({k: v for k, v in p.items()
+                                                 if k not in (*SHARED, "reference")}),
                       same=None),
     "device": Recorded("device", same=same_device, absent="cpu"),
 }
@@ -66,6 +76,7 @@ def default_out(out: str | None, attack_name: str | None) -> str | None:
 @eps_option
 @click.option("--seed", type=int, default=0, show_default=True)
 @time_limit_option
+@reference_option
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True,
               help="Images attacked together (one model call per step).")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
@@ -82,7 +93,8 @@ def default_out(out: str | None, attack_name: str | None) -> str | None:
 @resumable("attack", RECORDED, lambda p: default_out(p["out"], p["attack_name"]),
            may_change=("limit",), required=("attack_name",))
 def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, device, budget,
-           eps, seed, batch_size, out, resume, save_images, extra, write_html, time_limit) -> None:
+           eps, seed, batch_size, out, resume, save_images, extra, write_html, time_limit,
+           reference) -> None:
     """Run an attack (decision-based, or a white-box reference) over a dataset; report the mIoU drop.
 
     \b
@@ -92,6 +104,7 @@ def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, 
                    --data camvid:../shared/data/camvid --limit 10 --budget 50 --out runs/dla
       segtk attack --plugin dla --out runs/dla --resume
       segtk attack --plugin square --budget 1000 --time-limit 60
+      segtk attack --plugin dla --data folder:my_images --reference prediction
     """
 
     out_dir = default_out(out, attack_name)
@@ -106,7 +119,7 @@ def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, 
             model_spec, data_spec, attack_name, budget, eps, seed, limit,
             parse_pairs(extra, "--param"), out, device, split=split, batch_size=batch_size,
             time_limit=time_limit, save_images=save_images, resume=resume,
-            classes_from_data=classes_from_data, on_image=tick,
+            classes_from_data=classes_from_data, on_image=tick, reference=reference or "labels",
             on_start=lambda n: bar.start(f"{attack_name} ε={eps:g} budget={budget}", n))
     t = summary.summary
     console.print(table(f"{attack_name} on {model_spec} / {data_spec} ({t['images']} images)",
@@ -117,6 +130,9 @@ def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, 
         ["mean queries", "", t["mean_queries"]],
         ["max L∞ (0–255)", "", t["max_linf"]],
     ]))
+    if any(r.scored_against == "prediction" for r in summary.records):
+        console.print("mIoU of the images without labels is against their clean prediction "
+                      "(their records say scored_against: prediction).", soft_wrap=True)
     result_line(f"results: {out / layout.RESULTS}")
     if write_html:
         result_line(f"report: {write_report(out)}")

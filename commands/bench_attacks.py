@@ -8,7 +8,7 @@ import click
 from segtk import api
 from segtk.api.attacks import BENCH_ATTACKS, BENCH_BUDGETS
 from segtk.benchmarks.attacks import SPEC_SYNTAX, white_box_gaps
-from segtk.commands.attack import time_limit_option
+from segtk.commands.attack import reference_option, time_limit_option
 from segtk.commands.console import JobProgress, console, quiet_option, result_line, table
 from segtk.commands.options import (
     DEMO_MODEL,
@@ -43,6 +43,7 @@ RECORDED = {
     "classes_from_data": Recorded("classes_from_data", absent=False),
     "repeats": Recorded("repeats"), "eps": Recorded("eps", _eps_list), "seed": Recorded("seed"),
     "time_limit": Recorded("time_limit", absent=None),
+    "reference": Recorded("reference", absent="labels"),
     "device": Recorded("device", same=same_device, absent="cpu"),
 }
 
@@ -83,6 +84,7 @@ def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[f
                    "(4,8,16) sweeps it: one table per ε.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Repeat r uses seed + r.")
 @time_limit_option
+@reference_option
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True)
 @shard_options
 @click.option("--out", type=click.Path(file_okay=False), default="runs/bench-attacks", show_default=True)
@@ -100,7 +102,7 @@ def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[f
            may_change=("attacks", "eps", "limit"))
 def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_from_data, device,
                   repeats, eps, seed, batch_size, chunk, executor, workers, address, out, resume,
-                  table_only, write_html, time_limit) -> None:
+                  table_only, write_html, time_limit, reference) -> None:
     """Attack specs × budgets → dataset mIoU of the stored 8-bit images (mean ± std over
     repeats), CSV/JSON and proxy curves.
 
@@ -116,6 +118,7 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_fr
       segtk bench attacks --attacks 'dla,dla:direction=horizontal,dla:calibration=random'
       segtk bench attacks --attacks dla --eps 4,8,16
       segtk bench attacks --attacks dla,colour-stripes --out runs/b --table-only
+      segtk bench attacks --attacks dla,signhunter --reference prediction
     """
 
     if table_only and write_html:
@@ -128,13 +131,17 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_fr
             split=split, time_limit=time_limit, batch_size=batch_size, chunk=chunk,
             executor=executor, workers=workers, address=address, resume=resume,
             table_only=table_only, classes_from_data=classes_from_data,
-            on_start=lambda shards, total: bar.start(f"{shards} shards", total),
+            reference=reference or "labels", on_start=lambda shards, total: bar.start(f"{shards} shards", total),
             on_records=bar.advance)
     budget_list = sorted({int(b) for b in csv_list(budgets)})
     _print_tables(result, list(dict.fromkeys(models_)), eps, budget_list, repeats)
     console.print("Table: the stored 8-bit images at each budget; "
                   f"{layout.CURVES_PNG}/{layout.CURVES_JSON}: the oracle's proxy of the float "
                   "candidates.", soft_wrap=True)
+    if any(row.get("scored_against") for row in result):
+        console.print("mIoU of the images without labels is against their clean prediction "
+                      "(scored_against in table.json): 100% clean, the agreement kept under "
+                      "attack.", soft_wrap=True)
     for path in result.files:
         result_line(f"wrote {path}")
     sheet = result.details["sheet"]

@@ -17,6 +17,7 @@ from segtk.core._attack import (
     Oracle,
     box,
     check_gradients,
+    check_reference,
     project,
     uniform_noise,
 )
@@ -122,6 +123,7 @@ from segtk.core._segmenter import (
     labels_from_logits,
 )
 from segtk.core._specs import (
+    UNLABELLED,
     brief_spec,
     cached_segmenter,
     is_spec_file,
@@ -130,6 +132,7 @@ from segtk.core._specs import (
     preferred_split,
     read_spec_file,
     relative_spec,
+    require_labels,
     resolve_spec,
     saved_spec,
     split_spec,
@@ -138,6 +141,7 @@ from segtk.core._verified import Verified, VerifiedImages
 from segtk.core._whitebox import GradientAttack, PGDParams, pixel_cross_entropy
 
 __all__ = [
+    "UNLABELLED",
     "Attack",
     "AttackError",
     "AttackParams",
@@ -208,6 +212,8 @@ __all__ = [
     "cached_segmenter",
     "check_flat_split",
     "check_gradients",
+    "check_reference",
+    "require_labels",
     "check_prediction",
     "colourise",
     "confusion",

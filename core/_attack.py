@@ -61,6 +61,10 @@ EPS_TOLERANCE = 1e-6
 # What an attack's result is at each budget (see the module docstring).
 RETURNS = ("best", "iterate")
 
+# What the proxy scores each query against: the ground truth, or the clean image's predicted
+# labels (a label-free attack: all an attacker of a deployed model has).
+REFERENCES = ("labels", "prediction")
+
 
 @dataclass
 class AttackParams:
@@ -76,6 +80,9 @@ class AttackParams:
         candidate it queried) or iterate (the point its optimisation reached, as
         gradient-estimation references return it); none means the attack's own choice
         (`Attack.returns`, iterate for nes, zo-signsgd and bandits, best for the rest).
+    reference: what the proxy scores each query against: labels (the ground truth) or
+        prediction (the model's labels for the clean image, the answer to the image's clean
+        query: a label-free attack, which needs no ground truth).
     """
 
     eps: float = 8.0
@@ -84,6 +91,7 @@ class AttackParams:
     proxy: str = "miou"
     time_limit: float | None = None
     returns: str | None = None
+    reference: str = "labels"
 
     def validate(self) -> None:
         if not 0 < self.eps <= 255:
@@ -97,6 +105,10 @@ class AttackParams:
             raise SegtkError(f"unknown proxy {self.proxy!r}", hint="use miou or pacc")
         if self.returns is not None and self.returns not in RETURNS:
             raise SegtkError(f"unknown returns={self.returns!r}", hint="use best or iterate")
+        if self.reference not in REFERENCES:
+            raise SegtkError(f"unknown reference={self.reference!r}",
+                             hint="use labels (the ground truth) or prediction (the clean "
+                                  "image's predicted labels)")
 
     @property
     def eps_unit(self) -> float:
@@ -171,9 +183,12 @@ class Oracle:
         checkpoints: tuple[int, ...] = (),
         white_box: bool = False,
         returns: str = "best",
+        reference: str = "labels",
     ) -> None:
         if returns not in RETURNS:
             raise SegtkError(f"unknown returns={returns!r}", hint="use best or iterate")
+        if reference not in REFERENCES:
+            raise SegtkError(f"unknown reference={reference!r}", hint="use labels or prediction")
         self._counter = counter
         self._white_box = white_box
         self._returns = returns
@@ -204,6 +219,9 @@ class Oracle:
         self._snapshots = {c: torch.zeros(b, k, k + 1, dtype=torch.long) for c in self._checkpoints}
         # the best image at each checkpoint: what a run with that budget would store
         self._snapshot_images = {c: torch.empty_like(clean) for c in self._checkpoints}
+        # reference="prediction": whether each image's reference (its clean prediction) is
+        # known yet; None: the labels given are the reference
+        self._referenced: list[bool] | None = [False] * b if reference == "prediction" else None
 
     @property
     def clean(self) -> torch.Tensor:
@@ -213,8 +231,15 @@ class Oracle:
 
     @property
     def labels(self) -> torch.Tensor:
-        """The ground-truth labels [B,H,W] the proxy scores against: the caller's, read-only."""
+        """The labels [B,H,W] the proxy scores against: the caller's, read-only. The ground
+        truth, or with reference="prediction" each image's clean prediction, known from the
+        image's first query on (ignore_index everywhere before it)."""
         return self._given[1]
+
+    @property
+    def reference(self) -> str:
+        """What the proxy scores against: "labels" (ground truth) or "prediction"."""
+        return "labels" if self._referenced is None else "prediction"
 
     @property
     def eps_unit(self) -> float:
@@ -294,11 +319,47 @@ class Oracle:
 
     def _answer(self, images: torch.Tensor, owners: torch.Tensor) -> Answer:
         """Charge, ask the model, score and record; `images` must be in bounds."""
+        self._query_clean(self._unreferenced([(o, images[r]) for r, o in enumerate(owners.tolist())]))
         labels = self._counter.predict(images, owners)
+        if self._referenced is not None:
+            self._learn_reference(owners, labels)
         conf = self._confusion(labels, owners)
         scores = self._proxy.score(conf)
         self._record(images, owners, labels, scores, conf)
         return Answer(scores, labels)
+
+    def _unreferenced(self, rows: list[tuple[int, torch.Tensor]]) -> list[int]:
+        """With reference="prediction", the images among the (owner, image) `rows` whose
+        reference is unknown and whose first row is not their clean image. The reference is
+        the answer to an image's clean query; every built-in attack's first query of an image
+        is that, so it costs them nothing, and the oracle queries it first for any other."""
+        if self._referenced is None:
+            return []
+        first: dict[int, torch.Tensor] = {}
+        for owner, image in rows:
+            if not self._referenced[owner]:
+                first.setdefault(owner, image)
+        return [o for o, image in first.items() if not torch.equal(image, self._clean[o])]
+
+    def _query_clean(self, owners: list[int]) -> None:
+        """Query the clean images of `owners` (counted and recorded like an attack's query):
+        their reference, before the queries an attack asked for."""
+        if owners:
+            self._answer(self._clean[owners], torch.tensor(owners, dtype=torch.long))
+
+    def _learn_reference(self, owners: torch.Tensor, labels: torch.Tensor) -> None:
+        """Take each new image's reference from the answer to its first row (its clean
+        query, see `_unreferenced`): the labels the proxy scores its every query against."""
+        assert self._referenced is not None
+        k, ignore = self._proxy.num_classes, self._proxy.ignore_index
+        for row, owner in enumerate(owners.tolist()):
+            if self._referenced[owner]:
+                continue
+            self._referenced[owner] = True
+            self._labels[owner] = labels[row]
+            self._given[1][owner] = labels[row]  # what `labels` shows the attack
+            self._confusion.base[owner] = LabelConfusion(labels[row][None], k, ignore).base[0]
+
 
     def loss_and_grad(self, images: torch.Tensor, loss: LossFn,
                       owners: torch.Tensor | None = None) -> Gradient:
@@ -338,6 +399,10 @@ class Oracle:
         remaining budget (a step that no longer fits is truncated, never over-spent). Returns
         each image's scores, in order.
         """
+        # an image's reference query first, so that the cut below counts it
+        self._query_clean(self._unreferenced(
+            [(i, torch.clamp(c[0], self._lo[i], self._hi[i])) for i, c in zip(images, candidates)
+             if len(c)]))
         remaining = self.remaining().tolist()
         candidates = [c[: remaining[i]] for i, c in zip(images, candidates)]
         sizes = [len(c) for c in candidates]
@@ -435,6 +500,10 @@ class Oracle:
         self._check_bounds(images, owners)
         if self._returns != "iterate" or images.shape[0] == 0:
             return
+        if self._referenced is not None and not all(self._referenced[o] for o in owners.tolist()):
+            raise SegtkError("set_iterate was given an iterate of an image not queried yet: "
+                             "with reference=prediction it has nothing to be scored against",
+                             hint="query the clean image first (its answer is the reference)")
         if len(set(owners.tolist())) != len(owners):
             raise SegtkError("set_iterate was given two iterates of one image",
                              hint="declare one iterate per source image")
@@ -570,6 +639,7 @@ class Attack(ABC, Generic[P]):
             raise SegtkError(f"attack {self.name!r} cannot return its iterate: it declares none "
                              "(Oracle.set_iterate), so its result is its best candidate",
                              hint="leave returns out, or set returns=best")
+        check_reference(type(self), params.reference)
         self.params: P = params
 
     @classmethod
@@ -585,7 +655,7 @@ class Attack(ABC, Generic[P]):
         self,
         segmenter: Segmenter,
         images: torch.Tensor,
-        labels: torch.Tensor,
+        labels: torch.Tensor | None,
         seeds: list[int] | None = None,
         checkpoints: tuple[int, ...] = (),
         num_classes: int | None = None,
@@ -595,20 +665,26 @@ class Attack(ABC, Generic[P]):
 
         The proxy scores against the labels' classes (default: the segmenter's). With
         `params.time_limit`, the attack ends at its first query past that many seconds; the
-        result's `stopped` names the images it cut short.
+        result's `stopped` names the images it cut short. With `params.reference` "prediction"
+        `labels` are not used (None will do): each query is scored against the clean image's
+        predicted labels, and the attack never sees the ground truth.
         """
         p = self.params
         check_gradients(type(self), segmenter)
+        check_reference(type(self), p.reference)
+        ignore = ignore_index if ignore_index is not None else segmenter.ignore_index
+        if p.reference == "prediction":  # filled in by each image's clean query
+            labels = torch.full((images.shape[0], *images.shape[2:]), ignore, dtype=torch.long,
+                                device=images.device)
+        assert labels is not None, "reference=labels scores against labels: pass them"
         b = images.shape[0]
         seeds = seeds if seeds is not None else [p.seed * 1_000_003 + i for i in range(b)]
         counter = QueryCounter(segmenter, p.budget, b, p.time_limit)
-        proxy = Proxy(
-            num_classes if num_classes is not None else segmenter.num_classes,
-            ignore_index if ignore_index is not None else segmenter.ignore_index,
-            p.proxy,
-        )
+        proxy = Proxy(num_classes if num_classes is not None else segmenter.num_classes,
+                      ignore, p.proxy)
         oracle = Oracle(counter, images, labels, proxy, p.eps_unit, seeds, checkpoints,
-                        white_box=self.white_box, returns=p.returns or self.returns)
+                        white_box=self.white_box, returns=p.returns or self.returns,
+                        reference=p.reference)
         with user_interrupts() as interrupted:
             try:
                 self.attack(oracle)
@@ -660,6 +736,14 @@ def check_gradients(attack: type[Attack], segmenter: Segmenter) -> None:
             f"and model {segmenter.name!r} gives none",
             hint="use a decision-based attack (`segtk plugins` marks the white-box ones), or a "
                  "model adapter that implements Segmenter.differentiable_logits")
+
+
+def check_reference(attack: type[Attack], reference: str) -> None:
+    """Refuse a white-box attack with reference=prediction: its loss needs the labels of every
+    pixel from its first gradient on, and it was built and measured against the ground truth."""
+    if attack.white_box and reference == "prediction":
+        raise SegtkError(f"attack {attack.name!r} is white-box: reference=prediction is for the "
+                         "decision-based attacks", hint="leave reference out (labels) for it")
 
 
 @contextmanager

@@ -187,10 +187,32 @@ def _cached_segmenter(spec: str, device: str) -> Segmenter:
     return load_segmenter(spec, device)
 
 
-def load_dataset(spec: str, split: str | None = None, limit: int | None = None) -> Dataset:
+# Dataset.extra's key on a dataset without ground truth (a folder without labels/): where the
+# labels would be and the format's hint. Only label-free jobs (attacks with --reference
+# prediction) take one; everything else refuses it as the format always did.
+UNLABELLED = "unlabelled"
+
+
+def require_labels(dataset: Dataset) -> None:
+    """Refuse a dataset without ground truth, in the words its format uses for a missing
+    labels folder, naming the one way segtk can use its images."""
+    missing = dataset.extra.get(UNLABELLED)
+    if missing:
+        raise DataError(f"{missing['labels']}: labels folder not found",
+                        hint=f"{missing['hint']}; to attack images without labels, score "
+                             "against the model's clean prediction: --reference prediction "
+                             "(Python: reference='prediction')")
+
+
+def load_dataset(spec: str, split: str | None = None, limit: int | None = None,
+                 unlabelled: bool = False) -> Dataset:
+    """The dataset `spec` names; one without ground truth (see UNLABELLED) only with
+    `unlabelled=True`."""
     name, arg = split_spec(spec)
     plugin = registry.dataset_plugin(name)
     dataset = plugin.load(arg, split)
+    if not unlabelled:
+        require_labels(dataset)
     if limit is not None:
         dataset = dataset.subset(limit=limit)
     if len(dataset) == 0:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from segtk.core import (
+    UNLABELLED,
     DataError,
     Dataset,
     Item,
@@ -157,21 +158,41 @@ def read_classes(path: Path) -> list[str]:
     return classes
 
 
-def folder_dataset(root: Path, name: str, hint: str) -> Dataset:
-    """images/ + labels/ (same stems) + classes.txt; labels hold ids (P or grey PNGs)."""
+def folder_dataset(root: Path, name: str, hint: str, labels_optional: bool = False) -> Dataset:
+    """images/ + labels/ (same stems) + classes.txt; labels hold ids (P or grey PNGs).
+    `labels_optional`: without labels/, the images with no labelled pixel (all ignore), the
+    dataset marked unlabelled (`core.UNLABELLED`), which only label-free jobs accept."""
     classes = read_classes(root)
     image_dir = _dir(root / IMAGES, "images", hint)
+    if labels_optional and not (root / LABELS).exists():
+        return unlabelled_dataset(name, classes, image_dir, root / LABELS, hint)
     pairs = pair_folders(image_dir, _dir(root / LABELS, "labels", hint), read_label)
     return Dataset(
         name, classes, require_images(pairs, image_dir), palette=default_palette(len(classes))
     )
 
 
+def unlabelled_dataset(name: str, classes: list[str], image_dir: Path, labels: Path,
+                       hint: str) -> Dataset:
+    """The images of `image_dir`, each with a label of ignore_index only (no ground truth);
+    `extra[UNLABELLED]` says where the labels would be and how to add them."""
+    def reader(stem: str, image: Path) -> Callable[[], Item]:
+        def read() -> Item:
+            pixels = read_image(image)
+            return Item(stem, pixels, np.full(pixels.shape[:2], 255, dtype=np.int64), str(image))
+        return read
+
+    pairs = [(stem, reader(stem, path)) for stem, path in _images(image_dir).items()]
+    return Dataset(name, classes, require_images(pairs, image_dir),
+                   palette=default_palette(len(classes)),
+                   extra={UNLABELLED: {"labels": str(labels), "hint": hint}})
+
+
 def load_folder(arg: str, split: str | None) -> Dataset:
     hint = "a folder dataset holds images/, labels/ (same file names) and classes.txt"
     root = dataset_root(arg, "folder", hint)
     check_flat_split(root, split, (), "folder")
-    return folder_dataset(root, f"folder:{root.name}", hint)
+    return folder_dataset(root, f"folder:{root.name}", hint, labels_optional=True)
 
 
 def read_manifest(file: Path) -> list[dict[str, Any]]:

@@ -57,7 +57,7 @@ class AttackRecord(Record):
     the confusions are [true, predicted] pixel counts, which summaries add up."""
 
     KIND = "segtk attack record"
-    OMIT_DEFAULT = ("stopped",)  # runs made before time limits have none
+    OMIT_DEFAULT = ("stopped", "scored_against")  # runs made before them have none
 
     image: str
     clean_miou: float
@@ -71,6 +71,24 @@ class AttackRecord(Record):
     clean_confusion: list[list[int]]
     adv_confusion: list[list[int]]
     stopped: str | None = None  # "time": a time limit stopped the attack
+    # what the scores are of: the image's "labels" (ground truth), or, for an image without
+    # any (only with reference=prediction), the clean image's "prediction"
+    scored_against: str = "labels"
+
+
+def scoring_labels(y: torch.Tensor, clean_pred: torch.Tensor, num_classes: int,
+                   ignore_index: int, reference: str) -> tuple[torch.Tensor, list[str]]:
+    """The labels [B,H,W] a job scores images against, and per image which ("labels" or
+    "prediction"): the ground truth where the image has any; with reference=prediction, an
+    image without a labelled pixel (an unlabelled dataset's) is scored against its clean
+    prediction instead, so its clean mIoU is 100% and its adversarial one the agreement kept."""
+    if reference != "prediction":
+        return y, ["labels"] * y.shape[0]
+    flat = y.reshape(y.shape[0], -1)
+    labelled = ((flat >= 0) & (flat < num_classes) & (flat != ignore_index)).any(dim=1).tolist()
+    chosen = torch.stack([y[i] if has else clean_pred[i].to(y.device)
+                          for i, has in enumerate(labelled)])
+    return chosen, ["labels" if has else "prediction" for has in labelled]
 
 
 def image_seed(seed: int, name: str) -> int:
@@ -123,6 +141,8 @@ def run_settings(params: AttackParams) -> dict[str, Any]:
     values = dict(params.__dict__)
     if values.get("returns") == "best":
         del values["returns"]
+    if values.get("reference") == "labels":  # likewise: runs made before it scored labels
+        del values["reference"]
     limit = values.pop("time_limit", None)
     return {"params": values, **({"time_limit": limit} if limit is not None else {})}
 
@@ -208,7 +228,8 @@ def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path | Non
         clean_pred = (clean if clean is not None else evaluate(segmenter, x)).cpu()
         adv_pred = evaluate(segmenter, to_tensor(list(stored)).to(segmenter.device)).cpu()
     k, ignore, n = len(dataset.classes), dataset.ignore_index, len(batch)
-    both = LabelConfusion(y.cpu(), k, ignore)(torch.cat([clean_pred, adv_pred]), torch.arange(2 * n) % n)
+    truth, against = scoring_labels(y.cpu(), clean_pred, k, ignore, attack.params.reference)
+    both = LabelConfusion(truth, k, ignore)(torch.cat([clean_pred, adv_pred]), torch.arange(2 * n) % n)
     for i, item in enumerate(batch):
         clean_conf, adv_conf = both[i], both[n + i]
         if save_images and out is not None:  # (a run in memory saves none)
@@ -233,6 +254,7 @@ def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path | Non
             clean_confusion=clean_conf.tolist(),
             adv_confusion=adv_conf.tolist(),
             stopped=result.stopped[i] or None,  # "time"
+            scored_against=against[i],
         )
 
 

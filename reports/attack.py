@@ -39,6 +39,7 @@ def attack_context(run: Path, meta: dict[str, Any], data_spec: str | None,
     k = len(records[0].clean_confusion)
     summary = summarise(records, k)
     table = summary.table
+    reference_notes(params.get("reference"), [r.scored_against for r in records], notes)
     spec = data_spec or config.get("data")
     dataset, why = _load_dataset(spec, config.get("split"), run, notes)
     if dataset is not None and len(dataset.classes) != k:
@@ -157,3 +158,13 @@ def _attack_row(run: Path, rec: AttackRecord, item, palette: np.ndarray, ignore:
         "pictures": pics,
     }
 
+
+def reference_notes(reference: str | None, scored: list[str], notes: list[dict[str, str]]) -> None:
+    """Say what a label-free run scored: its queries, and the images without labels."""
+    if reference == "prediction":
+        _note(notes, "Label-free attack (--reference prediction): its queries were scored "
+                     "against the model's clean prediction, not the ground truth.")
+    unlabelled = scored.count("prediction")
+    if unlabelled:
+        _note(notes, f"{unlabelled} of {len(scored)} images have no labels: their mIoU is against "
+                     "their clean prediction (100% clean, the agreement kept under attack).")

@@ -28,6 +28,7 @@ from segtk.benchmarks.attacks import (
     write_contact_sheet,
 )
 from segtk.core import brief_spec
+from segtk.reports.attack import reference_notes
 from segtk.reports.common import (
     FILES_DIR,
     _classes_and_palette,
@@ -61,6 +62,7 @@ def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
                      f"{','.join(config.get('attacks') or [])}); this page covers all "
                      f"{len(attacks)} attacks the run's records hold.")
     result = aggregate(records, shards)
+    reference_notes(config.get("reference"), [r.scored_against for r in records], notes)
     repeats, images = config.get("repeats"), len(config.get("images") or [])
     budgets = sorted({r["budget"] for r in result.rows if r["attack"] != "clean"})
     tables = []

@@ -154,7 +154,8 @@ def _load_dataset(spec: str | None, split: str | None, run: Path | None = None,
 
     def attempt(candidate: str) -> tuple[Dataset | None, str]:
         try:
-            return load_dataset(candidate, split), ""
+            # (images without labels too: a label-free attack's run shows them)
+            return load_dataset(candidate, split, unlabelled=True), ""
         except SegtkError as exc:
             return None, exc.message
         except Exception as exc:  # a third-party reader may raise anything

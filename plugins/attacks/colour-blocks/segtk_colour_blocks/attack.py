@@ -170,12 +170,12 @@ class ColourBlocks(Attack[ColourBlocksParams]):
 
     def attack(self, oracle: Oracle) -> None:
         b, _, h, w = oracle.clean.shape
+        oracle.query(oracle.clean)  # first: with reference=prediction, it fills oracle.labels
         self._rows = [self._truth_rows(oracle, i) for i in range(b)]
         k, ignore = oracle.proxy.num_classes, oracle.proxy.ignore_index
         self._confusions = [LabelConfusion(oracle.labels[i : i + 1], k, ignore) for i in range(b)]
         self._textures = block_textures(h, w, self.params.period).to(oracle.clean.device)
         states = [_State() for _ in range(b)]
-        oracle.query(oracle.clean)
         t = 0
         while active := oracle.active().tolist():
             t += 1
