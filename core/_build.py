@@ -60,8 +60,8 @@ def build(kind: str, name: str, params: Mapping[str, Any] | None = None, **share
         values["options"] = rest
     try:
         return row.build(cls, values)
-    except SegtkError:  # the plugin's own refusal of a value, with its hint
-        raise
+    except (SegtkError, ImportError):  # the plugin's own refusal of a value, with its hint; a
+        raise  # dependency it imports and lacks, which its caller names (edit backends)
     except (Exception, SystemExit) as exc:  # (a plugin does not get to end segtk either)
         if isinstance(exc, TypeError) and _raised_by_the_call(exc, row.build):
             raise PluginError(f"bad parameters for {label}: {exc}", hint=spec.takes(name)) from exc

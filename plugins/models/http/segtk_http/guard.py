@@ -27,6 +27,11 @@ from typing import Any
 
 from segtk.core import SegtkError
 
+try:
+    import resource
+except ImportError:  # Windows: no open-file limit to read
+    resource = None  # type: ignore[assignment]
+
 LOGGER = "uvicorn.error"  # the server's messages share uvicorn's log and its format
 FD_RESERVE = 64  # open files kept free of connections: the model, logs, worker threads
 DEFAULT_MAX_CONNECTIONS = 1000
@@ -40,9 +45,7 @@ BUSY_ANSWER = json.dumps({"error": "the server is busy: every connection it take
 def open_file_room(reserve: int = FD_RESERVE) -> int | None:
     """File descriptors this process may still open, less `reserve`; None where unlimited or
     not knowable (no `resource` module)."""
-    try:
-        import resource
-    except ImportError:  # Windows
+    if resource is None:
         return None
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
