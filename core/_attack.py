@@ -605,9 +605,11 @@ P = TypeVar("P", bound=AttackParams)
 
 
 class Attack(ABC, Generic[P]):
-    """A decision-based attack: sees only labels (through the proxy), under an exact budget.
+    """An attack on a segmenter, run through an `Oracle` under an exact query budget and ε-box.
 
-    Subclasses name their params in the base (`class DLA(Attack[DLAParams])`, so mypy knows
+    By default it is decision-based: per query it sees the model's labels (`Oracle.query`'s
+    answer) and the per-image proxy computed from them against the reference labels (the ground
+    truth, or the clean prediction with `reference="prediction"`), never logits. Subclasses name their params in the base (`class DLA(Attack[DLAParams])`, so mypy knows
     `self.params` is a DLAParams), set `name`, `Params` (the same class) and implement
     `attack(oracle)`. `anytime` says whether the first b queries of a run with budget T are the
     same as a run with budget b; if so, one benchmark run serves every smaller budget.
