@@ -17,7 +17,6 @@ from segtk.core._attack import (
     Oracle,
     box,
     check_gradients,
-    check_reference,
     project,
     uniform_noise,
 )
@@ -212,7 +211,6 @@ __all__ = [
     "cached_segmenter",
     "check_flat_split",
     "check_gradients",
-    "check_reference",
     "require_labels",
     "check_prediction",
     "colourise",
