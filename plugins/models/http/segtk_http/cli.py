@@ -93,6 +93,7 @@ def serve(model_spec: str, host: str, port: int, max_batch: int, memory_mb: int,
     from segtk_http.server import serve as run_server
 
     access = Access(token=check_token(token), hosts=allowed_hosts(host, allow_hosts))
+    connections = connection_cap(max_connections)  # argument checks first: loading costs memory
     base = Limits(max_batch=max_batch, max_request_pixels=max_request_pixels,
                   max_pixels=min(Limits.max_pixels, max_request_pixels),
                   max_body_bytes=int(max_body_mb * MIB),
@@ -102,7 +103,7 @@ def serve(model_spec: str, host: str, port: int, max_batch: int, memory_mb: int,
     limits, budget = plan_limits(model, memory_mb * MIB, base, max_pixels, forward_pixels)
     click.echo(f"{budget.describe()}: at most {limits.max_forward_pixels} pixels per forward "
                f"pass, {limits.max_pixels} per image", err=True)
-    limits = replace(limits, max_connections=connection_cap(max_connections))
+    limits = replace(limits, max_connections=connections)
     click.echo(f"at most {limits.max_connections} connections at once, each sending its request "
                f"headers within {limits.header_timeout:g} s"
                f"{'; every request needs the token' if access.token else ''}", err=True)
