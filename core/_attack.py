@@ -49,6 +49,7 @@ from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, cast
 import numpy as np
 import torch
 
+from segtk.core._eps import check_eps
 from segtk.core._errors import AttackError, SegtkError, failure
 from segtk.core._metrics import LabelConfusion, confusion
 from segtk.core._proxy import Proxy
@@ -94,8 +95,7 @@ class AttackParams:
     reference: str = "labels"
 
     def validate(self) -> None:
-        if not 0 < self.eps <= 255:
-            raise SegtkError(f"eps must be in (0, 255], got {self.eps}", hint="e.g. --eps 8")
+        check_eps(self.eps)  # the one rule for every way ε arrives (API, CLI, specs)
         if self.budget < 1:
             raise SegtkError(f"budget must be at least 1, got {self.budget}")
         if self.time_limit is not None and not 0 < self.time_limit < math.inf:
