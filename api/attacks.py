@@ -45,6 +45,7 @@ from segtk.core import (
     load_dataset,
     resolve_device,
 )
+from segtk.core._eps import check_eps
 from segtk.jobs.attack import AttackRecord, attack_dataset, run_settings
 from segtk.jobs.executors import make_executor
 from segtk.storage import layout
@@ -118,10 +119,7 @@ def _eps_values(eps: float | Sequence[float]) -> list[float]:
     values = [float(e) for e in ([eps] if isinstance(eps, int | float) else eps)]
     if not values:
         raise SegtkError("eps names no value", hint="e.g. eps=8 or eps=[4, 8, 16]")
-    for v in values:
-        if not 0 < v <= 255:
-            raise SegtkError(f"eps {v:g} is not in the range 0<x<=255 (the 0–255 scale)")
-    return list(dict.fromkeys(values))
+    return list(dict.fromkeys(check_eps(v) for v in values))
 
 
 @pixel_limited

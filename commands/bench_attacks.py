@@ -12,6 +12,7 @@ from segtk.commands.attack import reference_option, time_limit_option
 from segtk.commands.console import JobProgress, console, quiet_option, result_line, table
 from segtk.commands.options import (
     DEMO_MODEL,
+    checked_eps,
     classes_from_data_option,
     csv_list,
     data_option,
@@ -21,7 +22,6 @@ from segtk.commands.options import (
     same_device,
     shard_options,
     split_option,
-    warn_sub_step_eps,
 )
 from segtk.commands.resume import Recorded, joined, resumable
 from segtk.core import SegtkError, convert
@@ -49,19 +49,15 @@ RECORDED = {
 
 
 def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[float]:
-    """--eps 8 or --eps 4,8,16 (read by core.params.convert); each value in (0, 255], and each
-    value under one 0–255 step warned about as `segtk attack --eps` does."""
+    """--eps 8 or --eps 4,8,16 (read by core.params.convert); each value read by the rule
+    `segtk attack --eps` follows (commands.options.checked_eps)."""
     try:
         values = convert(value, list[float], "--eps")
     except SegtkError as exc:
         raise click.BadParameter(exc.message) from exc
     if not values:
         raise click.BadParameter("give at least one value, e.g. --eps 8 or --eps 4,8,16")
-    for v in values:
-        if not 0 < v <= 255:
-            raise click.BadParameter(f"{v:g} is not in the range 0<x<=255 (the 0–255 scale)")
-        warn_sub_step_eps(v)
-    return list(dict.fromkeys(values))
+    return list(dict.fromkeys(checked_eps(v) for v in values))
 
 
 @click.command("attacks")

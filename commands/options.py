@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from segtk.commands.console import err_console
 from segtk.core import DEFAULT_MAX_PIXELS, DEVICE_OPTION, SegtkError, pixel_limit, resolve_device
+from segtk.core._eps import check_eps
 from segtk.jobs.edit import DEFAULT_PROMPT_WRITER
 
 DEMO_MODEL, DEMO_DATA = "demo", "demo"
@@ -47,22 +47,21 @@ classes_from_data_option = click.option(
          "model calls them (the names are checked otherwise; see `segtk datasets SPEC`).")
 
 
-def warn_sub_step_eps(value: float) -> None:
-    """Results score the stored 8-bit PNG, rounded into the ε-ball around the 8-bit clean image
-    (jobs.attack.quantise): an ε under one 0–255 step leaves nothing of the perturbation."""
-    if value < 1:
-        err_console.print(f"[yellow]warning:[/] --eps {value:g} is below one 0–255 step: the stored "
-                          "8-bit images will equal the clean ones and no result can change; "
-                          "use --eps 1 or more", soft_wrap=True)
+def checked_eps(value: float) -> float:
+    """--eps read by the one rule of the Python API (core's check_eps): a value in (0, 1) is
+    refused as a fraction of the [0,1] range, naming the 0-255 value to pass."""
+    try:
+        return check_eps(value, "--eps")
+    except SegtkError as exc:
+        raise click.BadParameter(exc.message) from exc
 
 
-def _warn_sub_step_eps(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    warn_sub_step_eps(value)
-    return value
+def _checked_eps(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    return checked_eps(value)
 
 
 eps_option = click.option("--eps", type=click.FloatRange(0, 255, min_open=True), default=8.0,
-                          show_default=True, callback=_warn_sub_step_eps,
+                          show_default=True, callback=_checked_eps,
                           help="L∞ bound on the 0–255 scale (stored images keep whole steps).")
 
 

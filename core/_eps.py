@@ -24,6 +24,6 @@ def check_eps(value: float, name: str = "eps") -> float:
                          hint="stored images keep whole 0-255 steps, so ε under 1 could change "
                               "nothing")
     if not 0 < eps <= 255:
-        raise SegtkError(f"{name} must be in (0, 255] on the 0-255 scale, got {eps:g}",
+        raise SegtkError(f"{name} must be in (0, 255], got {eps} (the 0-255 scale)",
                          hint=f"e.g. {name}=8 for 8/255")
     return eps

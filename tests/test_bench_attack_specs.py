@@ -154,16 +154,17 @@ def test_a_single_eps_keeps_one_table(bench, tmp_path) -> None:
     assert json.loads((tmp_path / "b" / "run.json").read_text())["config"]["eps"] == [8.0]
 
 
-def test_the_sub_step_eps_warning_applies_to_each_value(bench) -> None:
-    result = bench("--attacks", "random", "--eps", "0.5,8,0.25")
-    assert result.exit_code == 0, result.output
-    assert "--eps 0.5 is below one 0–255 step" in result.output
-    assert "--eps 0.25 is below one 0–255 step" in result.output
-    assert "--eps 8 is below" not in result.output
+def test_an_eps_on_the_unit_scale_is_refused_in_a_sweep(bench, tmp_path) -> None:
+    """torchattacks' eps=8/255 read as 0-255 would change nothing: refused, never run."""
+    result = bench("--attacks", "random", "--eps", "8,0.0314")
+    assert result.exit_code == 2, result.output
+    assert "--eps=0.0314 looks like a fraction of the [0,1] range" in result.output
+    assert "pass --eps=8 for 8/255" in result.output
+    assert not (tmp_path / "b").exists()
 
 
-@pytest.mark.parametrize("value,says", [("0,8", "not in the range"), ("4,x", "cannot read --eps"),
-                                        ("300", "not in the range"), (",", "at least one value")])
+@pytest.mark.parametrize("value,says", [("0,8", "must be in (0, 255]"), ("4,x", "cannot read --eps"),
+                                        ("300", "must be in (0, 255]"), (",", "at least one value")])
 def test_a_bad_eps_list_is_a_usage_error(bench, value, says) -> None:
     result = bench("--attacks", "random", "--eps", value)
     assert result.exit_code == 2 and says in result.output, result.output

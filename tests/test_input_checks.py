@@ -48,18 +48,21 @@ def test_split_error_on_the_command_line(folder_dataset) -> None:
     assert result.exit_code == 1 and "unknown split 'test'" in result.output and "hint:" in result.output
 
 
-@pytest.mark.parametrize("eps,warned", [(0.4, True), (0.9, True), (1.0, False)])
-def test_eps_below_one_step_warns_that_8_bit_storage_removes_it(eps, warned, tmp_path, folder_dataset,
-                                                                 tiny_model) -> None:
+@pytest.mark.parametrize("eps,refused", [(0.4, True), (0.9, True), (1.0, False)])
+def test_eps_under_one_is_refused_as_a_unit_scale_value(eps, refused, tmp_path, folder_dataset,
+                                                        tiny_model) -> None:
+    """An ε in (0, 1) is a [0,1]-scale value (8-bit storage would leave nothing of it): the
+    CLI refuses it with the value to pass, as the Python API does, and writes nothing."""
     out = tmp_path / "a"
     result = CliRunner().invoke(cli, ["attack", "--plugin", "random", "--model", "tiny", "--data",
                                       f"folder:{folder_dataset}", "--budget", "3", "--eps", str(eps),
                                       "--out", str(out)])
-    assert result.exit_code == 0, result.output
-    assert ("the stored 8-bit images will equal the clean ones" in result.output) is warned
-    if warned:
-        linf = [json.loads(line)["linf"] for line in (out / "results.jsonl").read_text().splitlines()]
-        assert max(linf) == 0
+    if refused:
+        assert result.exit_code == 2, result.output
+        assert f"--eps={eps:g} looks like a fraction of the [0,1] range" in result.output
+        assert "on the 0-255 scale: pass --eps=" in result.output and not out.exists()
+    else:
+        assert result.exit_code == 0, result.output
 
 
 @pytest.mark.parametrize("eps,step", [(0.4, 0), (0.5, 0), (0.99, 0), (1.0, 1), (2.7, 2)])
@@ -74,13 +77,13 @@ def test_quantise_keeps_only_whole_steps_of_eps(eps, step) -> None:
     assert int(stored.astype(int).max()) - 100 == step
 
 
-def test_eps_warning_in_bench_attacks(tmp_path, folder_dataset, tiny_model) -> None:
+def test_eps_under_one_is_refused_in_bench_attacks(tmp_path, folder_dataset, tiny_model) -> None:
     result = CliRunner().invoke(cli, ["bench", "attacks", "--attacks", "random", "--budgets", "2",
                                       "--repeats", "1", "--executor", "inline", "--model", "tiny",
                                       "--data", f"folder:{folder_dataset}", "--eps", "0.5",
                                       "--out", str(tmp_path / "b")])
-    assert result.exit_code == 0, result.output
-    assert "the stored 8-bit images will equal the clean ones" in result.output
+    assert result.exit_code == 2, result.output
+    assert "pass --eps=128 for 128/255" in result.output and not (tmp_path / "b").exists()
 
 
 @pytest.mark.parametrize("param,option", [("budget=100", "--budget 100"), ("eps=4", "--eps 4"),
