@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 
+import segtk
 from segtk.core import AttackResult, Segmenter, SegtkError, confusion
 from segtk.testing import AttackSuite, RecordingSegmenter, toy_batch
 from segtk_colour_blocks import ColourBlocks
@@ -200,3 +202,33 @@ def test_pushing_a_pixel_into_a_recognised_class_is_credited_only_with_a_wrong_w
 def test_a_negative_wrong_weight_is_refused_with_a_hint() -> None:
     with pytest.raises(SegtkError, match="wrong_weight"):
         ColourBlocks(budget=10, eps=8, wrong_weight=-1)
+
+
+def demo_batch(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first n images of the bundled demo dataset as [n,3,H,W] floats and [n,H,W] labels."""
+    data = segtk.load_dataset("demo", limit=n)
+    items = [data[i] for i in range(n)]
+    images = torch.stack([torch.from_numpy(it.image).permute(2, 0, 1).float() / 255 for it in items])
+    return images, torch.stack([torch.from_numpy(it.label).long() for it in items])
+
+
+def run_digest(result: AttackResult) -> str:
+    """sha256 of a run's images, scores, labels, query counts and per-query history."""
+    digest = hashlib.sha256()
+    for t in (result.images, result.scores, result.predictions, result.queries):
+        digest.update(t.contiguous().numpy().tobytes())
+    digest.update(repr(result.history).encode())
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize(("params", "expected"), [
+    ({"budget": 100}, "bcd778dbb4bb4c24e4757e4e86f158abfa5adf8622172513a0bf81e292cffc3a"),
+    ({"budget": 60, "explore": 4, "verify": False, "live": False},
+     "053591d1a239faee96f13d5a6d9d51fbae071aee530cf19f3f98953c5471a96c"),
+])
+def test_a_short_run_on_the_demo_model_is_pinned(params: dict[str, Any], expected: str) -> None:
+    # Every phase (stripe draws or the uniform start, coarse and finest grids, textures,
+    # verification) on two 160x120 demo images: its images, scores and history stay bit-identical.
+    images, labels = demo_batch(2)
+    result = ColourBlocks(eps=8, seed=3, **params).run(segtk.load_model("demo"), images, labels)
+    assert run_digest(result) == expected
