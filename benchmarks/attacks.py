@@ -256,28 +256,40 @@ def plan(models: list[str], data: str, split: str | None, attacks: list[str], bu
 
 def recorded_shards(records: Iterable[BenchAttackRecord], images: Sequence[str], *,
                     default_eps: float = 0.0, data: str = "", split: str | None = None,
-                    seed: int = 0) -> list[Shard]:
+                    seed: int = 0, planned: Sequence[tuple[str, str, float]] = ()) -> list[Shard]:
     """The runs a bench's records come from (one shard per model, attack spec, ε, repeat and
-    budget), in the order they were first recorded: what `aggregate` needs to table every
-    attack a run holds, whichever invocation (first run or --resume) added it. `images`: the
-    images a complete repeat covers; `default_eps`: the ε of records written before sweeps."""
+    budget): what `aggregate` needs to table every attack a run holds, whichever invocation
+    (first run or --resume) added it. Ordered as `planned` lists (model, attack, ε) — the
+    options' order — then what else the run holds, as first recorded: records land in the
+    order shards finish, which differs between identical runs. `images`: the images a complete
+    repeat covers; `default_eps`: the ε of records written before sweeps."""
     runs: dict[tuple[str, str, float, int, int], set[int]] = {}
     for rec in records:
         key = (rec.model, rec.attack, float(default_eps if rec.eps is None else rec.eps),
                rec.repeat, rec.run_budget)
         runs.setdefault(key, set()).update(int(b) for b in rec.confusions)
-    seen = list(dict.fromkeys(k[:3] for k in runs))  # (model, attack, ε), as first recorded
-    models = list(dict.fromkeys(k[0] for k in seen))
-    rank = {k: (models.index(k[0]), i) for i, k in enumerate(seen)}
+    rank = option_order([*planned, *(k[:3] for k in runs)])
     return [Shard(m, data, split, a, r, b, tuple(sorted(cps)), tuple(images), e, seed, 1)
-            for (m, a, e, r, b), cps in sorted(runs.items(), key=lambda kv: (rank[kv[0][:3]],
+            for (m, a, e, r, b), cps in sorted(runs.items(), key=lambda kv: (rank(kv[0][:3]),
                                                                             *kv[0][3:]))]
 
 
+def option_order(runs: Iterable[tuple[str, str, float]]) -> Callable[[tuple[str, str, float]],
+                                                                      tuple[int, int, int]]:
+    """A sort key putting (model, attack, ε) in the order each model, ε and attack first
+    appears in `runs`: the order `aggregate` tables them in (model, then ε, then attack)."""
+    runs = list(runs)
+    models = list(dict.fromkeys(k[0] for k in runs))
+    attacks = list(dict.fromkeys(k[1] for k in runs))
+    sweep = list(dict.fromkeys(float(k[2]) for k in runs))
+    return lambda k: (models.index(k[0]), sweep.index(float(k[2])), attacks.index(k[1]))
+
+
 def with_recorded(shards: list[Shard], records: Iterable[BenchAttackRecord]) -> list[Shard]:
-    """`shards` plus the recorded runs of every (model, attack, ε) they do not plan, in the
-    order the run first recorded them (then what is new): the table, curves and contact sheet
-    of a resumed run cover what earlier invocations added too."""
+    """`shards` plus the recorded runs of every (model, attack, ε) they do not plan: the
+    planned ones first, in the options' order, then the others as the run first recorded them.
+    The table, curves and contact sheet of a resumed run cover what earlier invocations added
+    too."""
     if not shards:
         return []
     first = shards[0]
@@ -286,10 +298,8 @@ def with_recorded(shards: list[Shard], records: Iterable[BenchAttackRecord]) -> 
                 if s.model in {p.model for p in shards}]
     planned = {(s.model, s.attack, s.eps) for s in shards}
     every = [*shards, *(s for s in recorded if (s.model, s.attack, s.eps) not in planned)]
-    order = list(dict.fromkeys((s.model, s.attack, s.eps) for s in [*recorded, *shards]))
-    models = list(dict.fromkeys(s.model for s in shards))
-    rank = {k: (models.index(k[0]), i) for i, k in enumerate(order)}
-    return sorted(every, key=lambda s: rank[(s.model, s.attack, s.eps)])
+    rank = option_order((s.model, s.attack, s.eps) for s in every)
+    return sorted(every, key=lambda s: rank((s.model, s.attack, s.eps)))
 
 
 @dataclass

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Sequence
 from contextlib import ExitStack
 from typing import Any
@@ -45,6 +46,13 @@ def result_line(line: str, note: str = "") -> None:
     """A result line (what a command wrote), printed even with --quiet; the `note` for people
     follows it only without --quiet. Plain text: a long path is never wrapped."""
     click.echo(line if console.quiet else line + note)
+
+
+def shell_safe(line: str) -> str:
+    """A command line as it can be pasted into a POSIX shell: each word quoted where the shell
+    would read it otherwise (`classes=a;b;c` ends a command at `;`). The words are those of
+    shlex (quotes already in `line` group them, as in a shell)."""
+    return shlex.join(shlex.split(line))
 
 
 def progress() -> Progress:

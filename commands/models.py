@@ -7,7 +7,7 @@ import json
 
 import click
 
-from segtk.commands.console import console, status_text, table
+from segtk.commands.console import console, shell_safe, status_text, table
 from segtk.commands.plugins import details, did_you_mean, print_details
 from segtk.core import SegtkError, UnknownPlugin, load_dataset, registry
 
@@ -35,8 +35,9 @@ def models(ctx: click.Context, as_json: bool) -> None:
         return
     if _listing("segmenter", "--model PLUGIN:ARG", "plugin", as_json):
         return
-    console.print("Every adapter also takes classes=a;b;c (its outputs' names, in order). "
-                  "`segtk models NAME` shows one adapter in full.", soft_wrap=True)
+    console.print("Every adapter also takes classes=a;b;c (its outputs' names, in order; quote "
+                  "the spec in a shell: --model 'torchscript:model.pt,classes=a;b;c'). "
+                  "`segtk models NAME` shows one adapter in full.", soft_wrap=True, markup=False)
 
 
 def _adapter_command(name: str) -> click.Command:
@@ -121,6 +122,6 @@ def _listing(kind: str, title: str, first: str, as_json: bool) -> bool:
         click.echo(json.dumps([details(i) for i in infos], indent=2, default=str))
         return True
     console.print(table(title, [first, "syntax", "example", "status"],
-                        [[i.name, i.obj.syntax if i.obj else "", i.obj.example if i.obj else "",
+                        [[i.name, i.obj.syntax if i.obj else "", shell_safe(i.obj.example) if i.obj else "",
                           status_text(i.status)] for i in infos], fold=True))
     return False

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from segtk.core import DatasetPlugin, Register, hookimpl
 from segtk.datasets import formats
-from segtk.datasets.readers import load_camvid, load_edited, load_folder
+from segtk.datasets.readers import FOLDER_SYNTAX, load_camvid, load_edited, load_folder
 
 
 @hookimpl
@@ -14,7 +14,7 @@ def register_datasets(register: Register) -> None:
         DatasetPlugin(
             "folder",
             load_folder,
-            "folder:PATH (images/, labels/, classes.txt)",
+            f"{FOLDER_SYNTAX} (images/, labels/, classes.txt)",
             "--data folder:my_data",
             "paired image/label files by name",
         )

@@ -22,7 +22,9 @@ from segtk.core import (
     Dataset,
     Item,
     check_flat_split,
+    convert,
     default_palette,
+    parse_pairs,
     read_image,
     read_label,
 )
@@ -158,18 +160,77 @@ def read_classes(path: Path) -> list[str]:
     return classes
 
 
-def folder_dataset(root: Path, name: str, hint: str, labels_optional: bool = False) -> Dataset:
+def folder_dataset(root: Path, name: str, hint: str, labels_optional: bool = False,
+                   mapping: dict[int, int] | None = None) -> Dataset:
     """images/ + labels/ (same stems) + classes.txt; labels hold ids (P or grey PNGs).
     `labels_optional`: without labels/, the images with no labelled pixel (all ignore), the
-    dataset marked unlabelled (`core.UNLABELLED`), which only label-free jobs accept."""
+    dataset marked unlabelled (`core.UNLABELLED`), which only label-free jobs accept.
+    `mapping`: stored id -> class id (or 255), applied as each label is read."""
     classes = read_classes(root)
     image_dir = _dir(root / IMAGES, "images", hint)
     if labels_optional and not (root / LABELS).exists():
         return unlabelled_dataset(name, classes, image_dir, root / LABELS, hint)
-    pairs = pair_folders(image_dir, _dir(root / LABELS, "labels", hint), read_label)
+    reader: LabelReader = read_label
+    if mapping:
+        check_mapping(mapping, classes, root / CLASSES)
+        reader = mapped_reader(mapping)
+    pairs = pair_folders(image_dir, _dir(root / LABELS, "labels", hint), reader)
     return Dataset(
         name, classes, require_images(pairs, image_dir), palette=default_palette(len(classes))
     )
+
+
+IGNORE_ID = 255
+FOLDER_SYNTAX = "folder:PATH[,void=ID;ID][,map=FROM:TO;FROM:TO]"
+
+
+def label_mapping(options: dict[str, str], where: str) -> dict[int, int]:
+    """`void=11;12` and `map=11:255;3:2` -> {stored id: class id}: void ids become ignore
+    (255); a map sends FROM to TO. An id both voided and mapped, or mapped twice, is refused."""
+    hint = f"syntax: {FOLDER_SYNTAX}, e.g. folder:my_data,void=11 or folder:my_data,map=11:255"
+    mapping: dict[int, int] = {}
+
+    def add(source: int, target: int) -> None:
+        if source in mapping:
+            raise DataError(f"{where}: label id {source} is mapped twice", hint=hint)
+        mapping[source] = target
+
+    for source in convert(options.get("void", ""), list[int], "void", sep=";",
+                          error=DataError, hint=hint) if "void" in options else []:
+        add(source, IGNORE_ID)
+    for pair in convert(options["map"], list[str], "map", sep=";", error=DataError,
+                        hint=hint) if "map" in options else []:
+        source_text, colon, target_text = pair.partition(":")
+        if not colon:
+            raise DataError(f"{where}: map item {pair!r} is not FROM:TO", hint=hint)
+        add(convert(source_text, int, "map FROM", error=DataError, hint=hint),
+            convert(target_text, int, "map TO", error=DataError, hint=hint))
+    for source in mapping:
+        if source < 0:
+            raise DataError(f"{where}: label id {source} is negative", hint=hint)
+    return mapping
+
+
+def check_mapping(mapping: dict[int, int], classes: list[str], file: Path) -> None:
+    """Every target is a class id of classes.txt or 255 (ignore)."""
+    for source, target in mapping.items():
+        if target != IGNORE_ID and not 0 <= target < len(classes):
+            raise DataError(
+                f"map={source}:{target}: {target} is not a class id of {file} "
+                f"(0-{len(classes) - 1}) nor {IGNORE_ID} (ignore)",
+                hint="map each stored id to a line number of classes.txt (from 0) or to 255")
+
+
+def mapped_reader(mapping: dict[int, int]) -> LabelReader:
+    """read_label, then each stored id of `mapping` replaced (all at once: map=1:2;2:1 swaps)."""
+    def read(path: Path) -> np.ndarray:
+        stored = read_label(path)
+        out = stored.copy()
+        for source, target in mapping.items():
+            out[stored == source] = target
+        return out
+
+    return read
 
 
 def unlabelled_dataset(name: str, classes: list[str], image_dir: Path, labels: Path,
@@ -189,10 +250,19 @@ def unlabelled_dataset(name: str, classes: list[str], image_dir: Path, labels: P
 
 
 def load_folder(arg: str, split: str | None) -> Dataset:
+    """folder:PATH, optionally with ,void=ID;ID and ,map=FROM:TO;FROM:TO after the path (a
+    folder whose own name holds a comma is taken whole when it exists)."""
     hint = "a folder dataset holds images/, labels/ (same file names) and classes.txt"
-    root = dataset_root(arg, "folder", hint)
+    path, options = arg, {}
+    if "," in arg and not Path(arg).expanduser().is_dir():
+        path, _, rest = arg.partition(",")
+        options = parse_pairs(filter(None, (p.strip() for p in rest.split(","))),
+                              "folder option", ["void", "map"], error=DataError,
+                              hint=f"syntax: {FOLDER_SYNTAX}")
+    root = dataset_root(path, "folder", hint)
     check_flat_split(root, split, (), "folder")
-    return folder_dataset(root, f"folder:{root.name}", hint, labels_optional=True)
+    return folder_dataset(root, f"folder:{root.name}", hint, labels_optional=True,
+                          mapping=label_mapping(options, f"folder:{arg}"))
 
 
 def read_manifest(file: Path) -> list[dict[str, Any]]:

@@ -54,7 +54,9 @@ def bench_context(run: Path, meta: dict[str, Any], data_spec: str | None,
     images_of_config = config.get("images") or sorted({rec.image for rec in records})
     shards = recorded_shards(records, images_of_config, default_eps=sweep_of_config[0],
                              data=str(config.get("data", "")), split=config.get("split"),
-                             seed=int(config.get("seed", 0)))
+                             seed=int(config.get("seed", 0)),
+                             planned=[(m, a, e) for m in config.get("models") or []
+                                      for e in sweep_of_config for a in config.get("attacks") or []])
     sweep = list(dict.fromkeys(s.eps for s in shards))
     attacks = list(dict.fromkeys(s.attack for s in shards))
     if set(attacks) - set(config.get("attacks") or []):

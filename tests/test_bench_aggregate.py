@@ -240,3 +240,20 @@ def test_run_bench_checks_each_model_on_the_shards_device(tmp_path, monkeypatch)
         run_bench(shards, run, Canned(records_of(shards)))
         assert len(run.done(key="key")) == 1
     assert loaded == [("m", "cuda:7")] * 2  # the class check, then the gradient check
+
+
+def test_rows_follow_the_attacks_option_whatever_order_the_records_landed_in() -> None:
+    # shards finish in any order (a process pool yields them as they end): records of the last
+    # planned attack may come first; the table still follows --attacks (then --eps), and a
+    # report read from the records alone follows run.json's options the same way
+    from segtk.benchmarks.attacks import recorded_shards, with_recorded
+
+    shards = plan(["m"], "d", None, ["random", "dla"], [2], 1, IMAGES, 1, [4, 8], 0, 1)
+    landed = records_of(list(reversed(shards)))
+    rows = aggregate(landed, with_recorded(shards, landed)).rows
+    assert [(r["attack"], r["eps"]) for r in rows] == [
+        ("clean", None), ("random", 4.0), ("dla", 4.0), ("random", 8.0), ("dla", 8.0)]
+    planned = [("m", a, e) for e in (4.0, 8.0) for a in ("random", "dla")]
+    from_records = recorded_shards(landed, IMAGES, planned=planned)
+    assert [(r["attack"], r["eps"]) for r in aggregate(landed, from_records).rows] == \
+        [(a, e) for a, e in [("clean", None)] + [(a, e) for _, a, e in planned]]
