@@ -13,7 +13,7 @@ from typing import Any, get_args
 import click
 
 from segtk.commands.attack import attack as attack_command
-from segtk.commands.console import console, status_text, table
+from segtk.commands.console import console, shell_safe, status_text, table
 from segtk.commands.edit import edit as edit_command
 from segtk.commands.extras import Extra, extra_of, not_installed
 from segtk.commands.scaffold import new
@@ -138,7 +138,17 @@ OPTIONS_OF = {"attack": attack_command, "editor": edit_command}
 
 
 def details(info: PluginInfo) -> dict[str, Any]:
-    """What `segtk plugins show` prints about one registration (its --json object)."""
+    """What `segtk plugins show` prints about one registration (its --json object); its
+    example commands are quoted for a shell."""
+    out = _details(info)
+    if out.get("example"):
+        out["example"] = shell_safe(out["example"])
+    if "examples" in out:
+        out["examples"] = [shell_safe(line) for line in out["examples"]]
+    return out
+
+
+def _details(info: PluginInfo) -> dict[str, Any]:
     out: dict[str, Any] = {"name": info.name, "kind": info.kind, "distribution": info.distribution,
                            "version": info.version, "status": info.status}
     if info.error or info.conflict:
