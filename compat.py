@@ -41,7 +41,8 @@ def check_compatible(model: Segmenter, dataset: Dataset, classes_from_data: bool
             f"at index {i}: model {model.classes[i]!r}, dataset {dataset.classes[i]!r} "
             f"(model: {';'.join(model.classes)}; dataset: {';'.join(dataset.classes)})",
             hint="if the model's outputs are the dataset's classes in this order, pass "
-                 "--classes-from-data, or name them in the model spec with ,classes=a;b;c "
+                 "--classes-from-data, or name them in the model spec, quoted for the shell: "
+                 "--model 'SPEC,classes=a;b;c' "
                  "(`segtk datasets SPEC` lists a dataset's classes)",
         )
 

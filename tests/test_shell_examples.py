@@ -59,3 +59,18 @@ def test_the_models_listing_quotes_its_examples() -> None:
     assert "'onnx:model.onnx,classes=sky;road;car" in out.output
     note = next(line for line in out.output.splitlines() if "quote the spec" in line)
     assert "--model 'torchscript:model.pt,classes=a;b;c'" in note
+
+
+def test_the_class_mismatch_hint_quotes_its_spec() -> None:
+    import re
+
+    from segtk.compat import check_compatible
+    from segtk.core import DataError, Dataset
+    from segtk.testing import TinySegmenter
+
+    model = TinySegmenter()
+    data = Dataset("d", [f"other{i}" for i in range(len(model.classes))], [])
+    with pytest.raises(DataError) as info:
+        check_compatible(model, data)
+    commands = re.findall(r"--model \S+", info.value.hint or "")
+    assert commands and not [c for c in commands if unquoted_semicolons(c)], info.value.hint
