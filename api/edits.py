@@ -28,17 +28,8 @@ from segtk.benchmarks.edits import (
     write_outputs,
 )
 from segtk.compat import check_models
-from segtk.core import (
-    CLASSICAL,
-    DEFAULT_MIN_AREA,
-    Dataset,
-    SegtkError,
-    backend_class,
-    declared,
-    load_dataset,
-    registry,
-    resolve_device,
-)
+from segtk.core import Dataset, SegtkError, declared, load_dataset, registry, resolve_device
+from segtk.editkit import CLASSICAL, DEFAULT_MIN_AREA, backend_class
 from segtk.jobs.edit import (
     EditConfig,
     EditRun,

@@ -10,7 +10,8 @@ from typing import Any
 from segtk.api.loading import comma_list, pixel_limited, specs_only
 from segtk.api.results import Table
 from segtk.benchmarks.augment import AugmentBench, eval_seed_for, run, write_outputs
-from segtk.core import CLASSICAL, SegtkError, preferred_split, resolve_device
+from segtk.core import SegtkError, preferred_split, resolve_device
+from segtk.editkit import CLASSICAL
 from segtk.jobs.edit import EditSummary
 from segtk.jobs.train import CONSTANT, StepHook, TrainConfig, parse_scale, parse_size
 from segtk.jobs.train import train as train_job

@@ -14,7 +14,7 @@ Tests that run segtk in a subprocess would not see the mutants, and tests that r
 tests only, so that every group fits this 2-core machine.
 
     python bench/mutation.py [--quick] [--rev REV] [--jobs N] [GROUP ...]
-    python bench/mutation.py --module core/_samples.py [--tests tests/test_samples.py ...]
+    python bench/mutation.py --module editkit/_selection.py [--tests tests/test_samples.py ...]
 """
 
 from __future__ import annotations
@@ -125,10 +125,11 @@ GROUPS = {
             "test_zip_directories_are_bounded_before_parsing"))  # in-process: no server, no clock
         + ("plugins/models/http/tests/test_limits_exact.py",),
         what="the server's limits: sizes from headers, batch and request totals"),
-    "samples": Group(("segtk/core/_samples.py",),
+    "samples": Group(("segtk/editkit/_selection.py",),
                      ("tests/test_samples.py", "tests/test_object_selection.py"),
                      what="object selection for edits: masks, thin-mask threshold, tie-breaks"),
-    "editkit": Group(("segtk/core/_editkit.py",),
+    "editkit": Group(("segtk/editkit/_editors.py", "segtk/editkit/_transforms.py",
+                      "segtk/editkit/_inpaint.py", "segtk/editkit/_backends.py"),
                      ("tests/test_edit_editors.py", "tests/test_suites.py", "tests/test_samples.py",
                       "plugins/editors/size/tests", "plugins/editors/position/tests",
                       "plugins/editors/color/tests", "plugins/editors/material/tests"),
@@ -169,7 +170,7 @@ QUICK = {  # the oracle's bounds and the query counter: a few minutes
 
 
 def module_name(paths: list[str]) -> str:
-    """An ad-hoc group's name: its modules' file names (`_samples`, `edits+augment`)."""
+    """An ad-hoc group's name: its modules' file names (`_selection`, `edits+augment`)."""
     return "+".join(Path(p).stem for p in paths)
 
 
@@ -397,7 +398,7 @@ def main() -> int:
                         help="recount the groups already run in --out (after editing the "
                              "equivalents), without running mutmut again")
     parser.add_argument("--module", action="append", default=[], metavar="PATH",
-                        help="mutate this module (e.g. core/_samples.py; repeatable) as one group "
+                        help="mutate this module (e.g. editkit/_selection.py; repeatable) as one group "
                              "named after it, with --tests or the test files that name it")
     parser.add_argument("--tests", nargs="+", default=[], metavar="TEST",
                         help="with --module: the tests to run (files, folders or node ids)")

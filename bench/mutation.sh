@@ -10,7 +10,7 @@
 #   bench/mutation.sh oracle runs    some groups
 #   bench/mutation.sh --rev HEAD     mutate a commit instead of the work tree
 #   bench/mutation.sh --report       recount the last run (e.g. after listing an equivalent)
-#   bench/mutation.sh --module core/_samples.py [--tests tests/test_samples.py]
+#   bench/mutation.sh --module editkit/_selection.py [--tests tests/test_samples.py]
 #                                    any module of the checkout, with the given tests or every
 #                                    test file that names it
 #

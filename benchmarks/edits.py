@@ -43,7 +43,6 @@ import torch
 
 from segtk.compat import check_compatible
 from segtk.core import (
-    DEFAULT_MIN_AREA,
     EDIT_KINDS,
     Captioner,
     Dataset,
@@ -51,7 +50,6 @@ from segtk.core import (
     PromptWriter,
     SegtkError,
     atomic_write_bytes,
-    backend_class,
     brief_spec,
     cached_segmenter,
     check_prediction,
@@ -60,10 +58,10 @@ from segtk.core import (
     load_dataset,
     mean_iou,
     mean_robustness,
-    prepare_sample,
     read_label,
     write_png,
 )
+from segtk.editkit import DEFAULT_MIN_AREA, backend_class, prepare_sample
 from segtk.imaging import save_figure
 from segtk.jobs.batching import batch_tensors, same_size_batches
 from segtk.jobs.edit import (

@@ -25,14 +25,8 @@ from segtk.commands.options import (
     split_option,
 )
 from segtk.commands.resume import Recorded, csv_or_none, joined, pairs, resumable
-from segtk.core import (
-    CLASSICAL,
-    DEFAULT_EXCLUDE,
-    DEFAULT_MIN_AREA,
-    OBJECT_RULES,
-    SKIP_REASONS,
-    parse_pairs,
-)
+from segtk.core import parse_pairs
+from segtk.editkit import CLASSICAL, DEFAULT_EXCLUDE, DEFAULT_MIN_AREA, OBJECT_RULES, SKIP_REASONS
 from segtk.jobs.edit import PICKS
 from segtk.jobs.edit_records import EditLine, SkipLine
 from segtk.reports.writer import write_report

@@ -21,7 +21,7 @@ from segtk.commands.options import (
     same_device,
 )
 from segtk.commands.resume import Recorded, joined, resumable, sized
-from segtk.core import CLASSICAL
+from segtk.editkit import CLASSICAL
 from segtk.jobs.train import CONSTANT, SCHEDULES, parse_scale, parse_size
 from segtk.storage.layout import CHECKPOINTS, MODEL_SPEC, RESULTS, RUN
 

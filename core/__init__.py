@@ -3,7 +3,7 @@
 Everything a plugin builds on is imported from here (`from segtk.core import Attack, Oracle`):
 the contracts (Attack, Segmenter, Editor, Filter, Augmenter, EditBackend, PromptWriter,
 DatasetPlugin, Metric, Captioner), the query counter and oracle that make budgets and ε exact,
-the PGD loop of white-box attacks, the proxy and metrics, data types and I/O, the editing kit,
+the PGD loop of white-box attacks, the proxy and metrics, data types and I/O,
 parameter parsing, the hook markers and the plugin registry (`registry`). The modules behind it are
 private (`segtk.core._attack`, …): only core imports them (tests/test_architecture.py checks).
 """
@@ -57,16 +57,6 @@ from segtk.core._editing import (
     Sample,
     SkipSample,
 )
-from segtk.core._editkit import (
-    CLASSICAL,
-    AttributeEditor,
-    GeometryEditor,
-    Scale,
-    backend_class,
-    bbox,
-    border_sides,
-    target_box,
-)
 from segtk.core._errors import (
     AttackError,
     DataError,
@@ -104,16 +94,6 @@ from segtk.core._quality import (
 )
 from segtk.core._registry import PluginInfo, missing_modules
 from segtk.core._render import colourise, voc_colormap
-from segtk.core._samples import (
-    DEFAULT_EXCLUDE,
-    DEFAULT_MIN_AREA,
-    OBJECT_RULES,
-    SKIP_REASONS,
-    Skip,
-    allowed_classes,
-    prepare_sample,
-    thing_classes,
-)
 from segtk.core._segmenter import (
     QueryCounter,
     Segmenter,
@@ -145,15 +125,11 @@ __all__ = [
     "AttackError",
     "AttackParams",
     "AttackResult",
-    "AttributeEditor",
     "AugmentContext",
     "Augmenter",
-    "CLASSICAL",
     "Captioner",
     "ConfusionAccumulator",
-    "DEFAULT_EXCLUDE",
     "DEFAULT_MAX_PIXELS",
-    "DEFAULT_MIN_AREA",
     "DEVICE_OPTION",
     "DataError",
     "Dataset",
@@ -165,7 +141,6 @@ __all__ = [
     "Editor",
     "Filter",
     "FilterResult",
-    "GeometryEditor",
     "GradientAttack",
     "Item",
     "LabelConfusion",
@@ -174,7 +149,6 @@ __all__ = [
     "MetricResult",
     "ModelError",
     "ModuleTrainable",
-    "OBJECT_RULES",
     "Oracle",
     "PGDParams",
     "PluginError",
@@ -185,25 +159,18 @@ __all__ = [
     "QualityPair",
     "QueryCounter",
     "Register",
-    "SKIP_REASONS",
     "Sample",
-    "Scale",
     "Segmenter",
     "SegmenterPlugin",
     "SegtkError",
-    "Skip",
     "SkipSample",
     "TEMP_SUFFIX",
     "Trainable",
     "UnknownPlugin",
     "Verified",
     "VerifiedImages",
-    "allowed_classes",
     "atomic_write_bytes",
-    "backend_class",
-    "bbox",
     "box",
-    "border_sides",
     "brief_spec",
     "build",
     "build_attack",
@@ -239,7 +206,6 @@ __all__ = [
     "pixel_cross_entropy",
     "pixel_limit",
     "preferred_split",
-    "prepare_sample",
     "project",
     "read_image",
     "read_label",
@@ -254,8 +220,6 @@ __all__ = [
     "saved_spec",
     "seeds",
     "split_spec",
-    "target_box",
-    "thing_classes",
     "to_tensor",
     "uniform_noise",
     "voc_colormap",

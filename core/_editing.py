@@ -13,7 +13,7 @@ Three plugin kinds meet here:
   editors' templates (`segtk edit --prompt-writer NAME --prompt-model MODEL`).
 
 The shared machinery of the bundled editors (backends, value checks, the rigid geometry
-transform, repainting) is the editing kit, `segtk.core._editkit`.
+transform, repainting) is the editing kit, `segtk.editkit`.
 """
 
 from __future__ import annotations

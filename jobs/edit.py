@@ -35,8 +35,6 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from segtk.core import (
-    DEFAULT_MIN_AREA,
-    OBJECT_RULES,
     Captioner,
     DataError,
     Dataset,
@@ -47,20 +45,24 @@ from segtk.core import (
     PromptWriter,
     Sample,
     SegtkError,
-    Skip,
     SkipSample,
-    allowed_classes,
     atomic_write_bytes,
     build,
     default_palette,
     naming,
     parse_pairs,
-    prepare_sample,
     read_image,
     read_label,
     registry,
-    thing_classes,
     write_png,
+)
+from segtk.editkit import (
+    DEFAULT_MIN_AREA,
+    OBJECT_RULES,
+    Skip,
+    allowed_classes,
+    prepare_sample,
+    thing_classes,
 )
 from segtk.imaging import overlay
 from segtk.jobs.attack import image_seed

@@ -59,7 +59,7 @@ class EditLine(_Planned):
 
 @dataclass(kw_only=True)
 class SkipLine(_Planned):
-    """A skipped.jsonl line: a planned edit that was not made, and why (core.SKIP_REASONS,
+    """A skipped.jsonl line: a planned edit that was not made, and why (editkit.SKIP_REASONS,
     or filtered:NAME with the filters' scores)."""
 
     KIND = "skipped edit"

@@ -12,15 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from segtk.core import (
-    SKIP_REASONS,
-    Dataset,
-    SegtkError,
-    brief_spec,
-    read_image,
-    read_label,
-)
+from segtk.core import Dataset, SegtkError, brief_spec, read_image, read_label
 from segtk.datasets.readers import IMAGE_SUFFIXES, read_classes
+from segtk.editkit import SKIP_REASONS
 from segtk.imaging import overlay
 from segtk.jobs.edit_records import EditLine, SkipLine, read_lines
 from segtk.reports.common import (

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from segtk.core import Dataset, EditedSample, Item, Sample, Segmenter, prepare_sample
+from segtk.core import Dataset, EditedSample, Item, Sample, Segmenter
+from segtk.editkit import prepare_sample
 
 # The toy scene's classes: what `toy_sample` and `toy_dataset` label their pixels with.
 TOY_CLASSES = ["background", "road", "car", "person"]

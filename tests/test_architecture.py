@@ -1,6 +1,7 @@
 """The architecture, checked from the source: no import cycles, plugins build only on the API
-(`segtk.core`, `segtk.testing`), and no imports hidden inside functions except of optional heavy
-libraries (which a plugin must be able to miss: `segtk plugins` then reports it)."""
+(`segtk.core`, `segtk.editkit`, `segtk.testing`), and no imports hidden inside functions except
+of optional heavy libraries (which a plugin must be able to miss: `segtk plugins` then reports
+it)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["api", "core", "storage", "jobs", "benchmarks", "reports", "datasets", "commands",
-            "testing", "imaging", "compat"]
-API = ("segtk.core", "segtk.testing")
+PACKAGES = ["api", "core", "editkit", "storage", "jobs", "benchmarks", "reports", "datasets",
+            "commands", "testing", "imaging", "compat"]
+API = ("segtk.core", "segtk.editkit", "segtk.testing")
 # Optional stacks a module may import inside the function that needs them.
 OPTIONAL = {
     "albumentations", "cv2", "detectron2", "diffusers", "huggingface_hub", "kornia", "matplotlib",
@@ -118,10 +119,11 @@ def test_plugins_import_only_the_api() -> None:
         if not name.startswith("segtk_"):
             continue
         for target, _, line in imports(path):
-            private = target.startswith("segtk.core._")
+            private = target.startswith(("segtk.core._", "segtk.editkit._"))
             if target.split(".")[0] == "segtk" and (private or not target.startswith(API)) and target != "segtk":
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
-    assert not bad, "plugins may import only segtk.core and segtk.testing:\n" + "\n".join(bad)
+    assert not bad, "plugins may import only segtk.core, segtk.editkit and segtk.testing:\n" + \
+        "\n".join(bad)
 
 
 def test_no_function_level_imports_but_optional_stacks() -> None:
@@ -152,13 +154,15 @@ def test_core_exports_its_api() -> None:
 
 def test_only_core_imports_its_private_modules() -> None:
     """One door: outside core, code, templates and docs import `from segtk.core import ...`.
-    Only segtk's own unit tests (tests/) may reach a private module, to test an internal."""
+    Only segtk's own unit tests (tests/) may reach a private module, to test an internal, and
+    the editing kit (editkit/), which ships with core and reads parameters and writes captions
+    as core's editors do."""
     private = re.compile(r"segtk\.core\._[a-z]")
     paths = [p for p in ROOT.rglob("*") if p.suffix in (".py", ".tmpl", ".md") and p.is_file()]
     bad = []
     for path in paths:
         rel = path.relative_to(ROOT)
-        if rel.parts[0] in ("core", "tests", "build") or rel.parts[0].startswith(".") or \
+        if rel.parts[0] in ("core", "editkit", "tests", "build") or rel.parts[0].startswith(".") or \
                 rel.as_posix() == "docs/reliability.md" or "egg-info" in rel.as_posix():
             continue  # reliability.md names the files mutation testing mutates
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):

@@ -21,13 +21,13 @@ from segtk.core import (
     EditBackend,
     EditedSample,
     Editor,
-    GeometryEditor,
     hookimpl,
     load_dataset,
     mean_iou,
     write_png,
 )
 from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
+from segtk.editkit import GeometryEditor
 from segtk.jobs.edit import picked_value
 
 ARGS = ["bench", "edits", "--models", "demo", "--attributes", "color,size", "--values",

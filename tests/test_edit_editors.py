@@ -23,14 +23,10 @@ from segtk.core import (
     hookimpl,
     registry,
 )
-from segtk.core._editkit import (
-    AttributeEditor,
-    GeometryEditor,
-    backend_names,
-    fill_rows,
-    transform_object,
-)
 from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
+from segtk.editkit import AttributeEditor, GeometryEditor, transform_object
+from segtk.editkit._backends import backend_names
+from segtk.editkit._inpaint import fill_rows
 from segtk.jobs.edit import build_editor
 from segtk.testing import CAR_CLASSES, car_sample
 

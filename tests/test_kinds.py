@@ -18,7 +18,6 @@ from click.testing import CliRunner
 from segtk.cli import cli
 from segtk.core import (
     Attack,
-    AttributeEditor,
     Augmenter,
     Captioner,
     EditBackend,
@@ -38,6 +37,7 @@ from segtk.core import (
 from segtk.core._hookspecs import HOOKS, SPECS
 from segtk.core._kinds import KINDS
 from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
+from segtk.editkit import AttributeEditor
 from segtk.jobs.edit import load_prompt_writer
 
 ROOT = Path(__file__).resolve().parent.parent

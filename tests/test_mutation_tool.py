@@ -51,10 +51,10 @@ def test_a_module_group_finds_the_tests_that_name_it() -> None:
     if subprocess.run(["git", "-C", str(REPO), "rev-parse"], capture_output=True).returncode:
         pytest.skip("the mutation tool lists the checkout's files with git: not a git checkout")
     mutation = _mutation_module()
-    group = mutation.module_group(["core/_samples.py"], [])
-    assert group.paths == ("segtk/core/_samples.py",)
+    group = mutation.module_group(["editkit/_selection.py"], [])
+    assert group.paths == ("segtk/editkit/_selection.py",)
     assert "tests/test_samples.py" in group.tests
-    assert all((REPO / t).read_text().count("_samples") for t in group.tests)
+    assert all((REPO / t).read_text().count("segtk.editkit._selection") for t in group.tests)
     given = mutation.module_group(["benchmarks/edits.py"], ["tests/test_bench_edits.py"])
     assert given.tests == ("tests/test_bench_edits.py",)
     assert given.patterns() == ["segtk.benchmarks.edits.*"]

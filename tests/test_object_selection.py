@@ -13,7 +13,6 @@ from click.testing import CliRunner
 from segtk.cli import cli
 from segtk.core import load_dataset
 from segtk.core._editing import Sample
-from segtk.core._samples import Skip, prepare_sample, ranked_instances
 from segtk.datasets.formats import (
     ADE20K_CLASSES,
     ADE20K_THING_IDS,
@@ -22,6 +21,7 @@ from segtk.datasets.formats import (
     VOC_CLASSES,
 )
 from segtk.datasets.readers import CAMVID_CLASSES, CAMVID_THINGS
+from segtk.editkit._selection import Skip, prepare_sample, ranked_instances
 
 CLASSES = ["sky", "road", "building", "car", "person", "tree"]
 SKY, ROAD, BUILDING, CAR, PERSON, TREE = range(6)

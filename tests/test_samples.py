@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from segtk.core._editing import EditedSample, Editor, Sample, caption
-from segtk.core._samples import (
+from segtk.editkit._selection import (
     DEFAULT_EXCLUDE,
     SKIP_REASONS,
     Skip,

@@ -25,7 +25,7 @@ from segtk.core import (
     SkipSample,
     project,
 )
-from segtk.core._editkit import transform_object
+from segtk.editkit import transform_object
 from segtk.testing import (
     TOY_CLASSES,
     AttackSuite,

@@ -40,16 +40,15 @@ from segtk.core import (
     Augmenter,
     Dataset,
     PluginError,
-    Skip,
     SkipSample,
     build,
     convert,
     hookimpl,
     load_dataset,
-    prepare_sample,
     registry,
     seeds,
 )
+from segtk.editkit import Skip, prepare_sample
 
 SHARE_HINT = "e.g. edits:dir=A;B,geometry_share=0.5 (half the edits drawn are geometry edits)"
 

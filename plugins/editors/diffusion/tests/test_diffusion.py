@@ -18,15 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-from segtk.core import (
-    AttributeEditor,
-    EditedSample,
-    ModelError,
-    PluginError,
-    Sample,
-    registry,
-    reset_plugin_manager,
-)
+from segtk.core import EditedSample, ModelError, PluginError, Sample, registry, reset_plugin_manager
+from segtk.editkit import AttributeEditor
 from segtk.testing import EditBackendSuite, EditorSuite, toy_sample
 from segtk_diffusion import INSTALL, REQUIRES, Gen4SegBackend, ReconEditor, get_backend
 from segtk_diffusion.sampler import Trace

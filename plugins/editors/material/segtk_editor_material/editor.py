@@ -15,7 +15,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from segtk.core import AttributeEditor, EditedSample, Sample, bbox
+from segtk.core import EditedSample, Sample
+from segtk.editkit import AttributeEditor, bbox
 from segtk_editor_material.textures import SHADING, TEXTURES
 
 MATERIALS = ("wood", "metal", "stone", "marble", "glass", "fabric", "gold")

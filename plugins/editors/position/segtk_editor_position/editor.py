@@ -5,7 +5,7 @@ from the sample's random stream among the directions that keep the whole object 
 image (72 candidates; `direction=horizontal` or `vertical` allows only those two); if none
 does, the sample is skipped ("no-room"). An object cut by the image border only moves along
 that border (`border=keep`, the default), so its cut edge never floats in the image. Image, mask and label
-move together (`segtk.core.transform_object`, exact integer shift); the uncovered area
+move together (`segtk.editkit.transform_object`, exact integer shift); the uncovered area
 is repainted (OpenCV inpainting, or the diffusion backend) and labelled ignore (or background).
 """
 
@@ -15,7 +15,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from segtk.core import GeometryEditor, PluginError, Sample, SkipSample, bbox, border_sides
+from segtk.core import PluginError, Sample, SkipSample
+from segtk.editkit import GeometryEditor, bbox, border_sides
 
 POSITIONS = ("0.2", "0.4")  # shifts, as a share of the image width/height (Gen4Seg)
 

@@ -12,7 +12,7 @@ numbers.) The draws come from the sample's random stream, so a seed fixes them.
 
 An object cut by the image border stays anchored to that border (`border=keep`, the default),
 so its cut edge does not float in the image. Image, mask and label are transformed together
-(`segtk.core.transform_object`); the area the object no longer covers is repainted
+(`segtk.editkit.transform_object`); the area the object no longer covers is repainted
 (OpenCV inpainting, or the diffusion backend) and labelled ignore (or background, `fill=`).
 """
 
@@ -22,7 +22,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from segtk.core import GeometryEditor, PluginError, Sample, Scale, bbox, border_sides, target_box
+from segtk.core import PluginError, Sample
+from segtk.editkit import GeometryEditor, Scale, bbox, border_sides, target_box
 
 SIZES = ("0.2", "0.4")  # reduction levels: each side shrinks by a share drawn from U(v/2, v)
 

@@ -15,7 +15,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from segtk.core import AttributeEditor, EditedSample, Sample
+from segtk.core import EditedSample, Sample
+from segtk.editkit import AttributeEditor
 
 WEATHERS = ("snow", "rain", "fog", "night")
 

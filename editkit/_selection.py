@@ -33,7 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from segtk.core._editing import Sample, caption, phrase
+from segtk.core import Sample
+from segtk.core._editing import caption, phrase
 
 DEFAULT_MIN_AREA = 0.2
 DEFAULT_EXCLUDE = ("background", "_background_", "void", "unlabeled", "unlabelled", "other",
