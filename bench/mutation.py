@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -198,16 +199,13 @@ def module_group(paths: list[str], tests: list[str]) -> Group:
 
 
 def package_paths() -> list[str]:
-    """segtk's modules at the root and its subpackages' folders, as pyproject.toml's `packages`
-    lists them (package-dir "." -> segtk: segtk.X is the folder X), so that a package added or
-    moved is staged too. (A regex, not tomllib: Python 3.10 has none.)"""
-    listed = re.search(r"^packages\s*=\s*\[(.*?)\]", (REPO / "pyproject.toml").read_text(),
-                       re.MULTILINE | re.DOTALL)
-    if listed is None:
-        raise SystemExit("pyproject.toml lists no packages under [tool.setuptools]")
-    folders = [p.removeprefix("segtk.").replace(".", "/")
-               for p in re.findall(r'"([^"]+)"', listed.group(1)) if p != "segtk"]
-    return ["__init__.py", "__init__.pyi", "cli.py", *folders]
+    """segtk's modules at the root (the wheel carries every one) and its subpackages' folders,
+    as pyproject.toml's `packages` lists them (package-dir "." -> segtk: segtk.X is the folder
+    X), so that a module or package added or moved is staged too."""
+    listed = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    folders = [p.removeprefix("segtk.").replace(".", "/") for p in listed if p != "segtk"]
+    modules = sorted(p.name for pattern in ("*.py", "*.pyi", "py.typed") for p in REPO.glob(pattern))
+    return [*modules, *folders]
 
 
 def stage(root: Path, group: Group, rev: str | None) -> None:

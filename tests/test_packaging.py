@@ -102,3 +102,13 @@ def test_the_wheel_holds_segtks_packages_and_nothing_else(tmp_path: Path) -> Non
     assert {"segtk/py.typed", "segtk/cli.py", "segtk/reports/templates/base.html.j2"} <= files
     leaked = [n for n in files if n.split("/")[1] in NOT_SEGTK]
     assert leaked == []
+
+
+def test_every_distribution_requires_python_311() -> None:
+    """segtk, each plugin and the scaffold's template (typing.Self and tomllib are 3.11's)."""
+    files = [ROOT / "pyproject.toml", *sorted(ROOT.glob("plugins/*/*/pyproject.toml")),
+             ROOT / "commands" / "scaffold_templates" / "common" / "pyproject.toml.tmpl"]
+    wrong = [str(f.relative_to(ROOT)) for f in files
+             if 'requires-python = ">=3.11"' not in f.read_text()]
+    assert wrong == []
+    assert PYPROJECT["tool"]["ruff"]["target-version"] == "py311"

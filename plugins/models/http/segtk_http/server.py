@@ -155,7 +155,7 @@ def create_app(segmenter: Segmenter, limits: Limits | None = None, access: Acces
         try:
             body = await asyncio.wait_for(read_body(request, limits.max_body_bytes, buffer),
                                           limits.body_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return error(408, f"the body did not arrive within {limits.body_timeout:g} s "
                               "(segtk serve --body-timeout); send it faster or in smaller "
                               "requests", unread=True)
