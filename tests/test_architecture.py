@@ -1,5 +1,6 @@
 """The architecture, checked from the source: no import cycles, plugins build only on the API
-(`segtk.core`, `segtk.editkit`, `segtk.testing`), and no imports hidden inside functions except
+(`segtk.core`, `segtk.editkit`, `segtk.attackkit`,
+`segtk.testing`), and no imports hidden inside functions except
 of optional heavy libraries (which a plugin must be able to miss: `segtk plugins` then reports
 it)."""
 
@@ -11,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["api", "core", "editkit", "storage", "jobs", "benchmarks", "reports", "datasets",
+PACKAGES = ["api", "core", "editkit", "attackkit", "storage", "jobs", "benchmarks", "reports", "datasets",
             "commands", "testing", "imaging", "compat"]
-API = ("segtk.core", "segtk.editkit", "segtk.testing")
+API = ("segtk.core", "segtk.editkit", "segtk.attackkit", "segtk.testing")
 # Optional stacks a module may import inside the function that needs them.
 OPTIONAL = {
     "albumentations", "cv2", "detectron2", "diffusers", "huggingface_hub", "kornia", "matplotlib",
@@ -122,7 +123,7 @@ def test_plugins_import_only_the_api() -> None:
             private = target.startswith(("segtk.core._", "segtk.editkit._"))
             if target.split(".")[0] == "segtk" and (private or not target.startswith(API)) and target != "segtk":
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
-    assert not bad, "plugins may import only segtk.core, segtk.editkit and segtk.testing:\n" + \
+    assert not bad, "plugins may import only segtk.core, the kits and segtk.testing:\n" + \
         "\n".join(bad)
 
 

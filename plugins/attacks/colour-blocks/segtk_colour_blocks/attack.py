@@ -38,9 +38,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from segtk.attackkit import CHANNELS, HORIZONTAL, stripe_count, stripe_draw, stripe_lines
 from segtk.core import Attack, AttackParams, LabelConfusion, Oracle, SegtkError
-from segtk_colour_stripes.attack import CHANNELS, stripe_count, stripe_lines
-from segtk_dla.attack import HORIZONTAL
 
 FINE_RATE = 0.4
 
@@ -192,8 +191,7 @@ class ColourBlocks(Attack[ColourBlocksParams]):
         if t <= p.explore:
             k = t % 2
             stripes = stripe_count(h if k == HORIZONTAL else w, min(h, w), p.width)
-            draw = torch.randint(0, 2, (CHANNELS, stripes), generator=oracle.rngs[i])
-            signs = (draw.float() * 2 - 1).to(oracle.clean.device)
+            signs = stripe_draw(stripes, oracle.rngs[i], oracle.clean.device)
             return stripe_lines(signs, k, h, w).expand(CHANNELS, h, w) > 0
         if st.kept is None:  # no exploration: a uniform +ε is the start
             return torch.ones(CHANNELS, h, w, dtype=torch.bool, device=oracle.clean.device)

@@ -30,10 +30,16 @@ from dataclasses import dataclass, field
 
 import torch
 
+from segtk.attackkit import (
+    CHANNELS,
+    HORIZONTAL,
+    VERTICAL,
+    next_flip,
+    stripe_count,
+    stripe_draw,
+    stripe_lines,
+)
 from segtk.core import Attack, AttackParams, Oracle, SegtkError, Verified
-from segtk_dla.attack import DLA, HORIZONTAL, VERTICAL
-
-CHANNELS = 3
 
 
 @dataclass
@@ -74,20 +80,6 @@ class _State:
     cursor: _Cursor = field(default_factory=_Cursor)
 
 
-def stripe_count(lines: int, shorter_side: int, width: float) -> int:
-    """Signs along `lines` when a stripe is `width` × the shorter side (so patterns scale)."""
-    return math.ceil(lines / max(1, round(width * shorter_side)))
-
-
-def stripe_lines(signs: torch.Tensor, direction: int, height: int, width: int) -> torch.Tensor:
-    """[3, stripes] signs -> per-line signs [3,H,1] or [3,1,W] (stripes of equal width, last
-    cut), which broadcast to the image."""
-    lines = height if direction == HORIZONTAL else width
-    stripe = math.ceil(lines / signs.shape[1])
-    signs = signs.repeat_interleave(stripe, dim=1)[:, :lines]
-    return signs.view(CHANNELS, height, 1) if direction == HORIZONTAL else signs.view(CHANNELS, 1, width)
-
-
 class ColourStripes(Attack[ColourStripesParams]):
     """Coloured ±ε stripes: DLA's search with an independent sign per colour channel."""
 
@@ -112,8 +104,7 @@ class ColourStripes(Attack[ColourStripesParams]):
                 st = states[i]
                 if t <= p.explore:
                     k = t % 2
-                    draw = torch.randint(0, 2, (CHANNELS, stripes[k]), generator=oracle.rngs[i])
-                    signs = (draw.float() * 2 - 1).to(oracle.clean.device)
+                    signs = stripe_draw(stripes[k], oracle.rngs[i], oracle.clean.device)
                     image = oracle.verified.vertex(i, stripe_lines(signs, k, h, w) > 0, pin=True)
                     candidates.append((k, signs, image))
                     undo.append(None)
@@ -144,7 +135,7 @@ class ColourStripes(Attack[ColourStripesParams]):
         cur, kept = st.cursor, st.signs
         assert kept is not None and st.image is not None, "calibration flips a kept pattern"
         if cur.channel == 0:
-            cur.span = DLA._next_flip(cur, kept.shape[1])
+            cur.span = next_flip(cur, kept.shape[1])
         start, stop = cur.span
         c, direction = cur.channel, st.direction
         signs = kept.clone()

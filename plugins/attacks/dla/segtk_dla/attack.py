@@ -21,13 +21,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 import torch
 
+from segtk.attackkit import HORIZONTAL, VERTICAL, next_flip
 from segtk.core import Attack, AttackParams, Oracle, SegtkError, Verified, uniform_noise
 
-HORIZONTAL, VERTICAL = 1, 0  # k = t % 2 in Algorithm 1: 1 = one sign per row
 DIRECTIONS = ("iterative", "horizontal", "vertical", "random")
 CALIBRATIONS = ("flip", "random")
 VALUES = ("discrete", "continuous")
@@ -72,17 +71,10 @@ class _Draw:
     direction: int
 
 
-class BlockCursor(Protocol):
-    """Where hierarchical calibration is: level n (blocks of ceil(lines / 2^n) lines) and block
-    i; `_State` here, and colour-stripes' cursor, which adds a channel."""
-
-    level: int
-    block: int
-
-
 @dataclass
 class _State:
-    """One image's search state: the kept perturbation and the calibration cursor."""
+    """One image's search state: the kept perturbation and the calibration cursor (a
+    `segtk.attackkit.BlockCursor`)."""
 
     kept: _Draw | None = None  # δ̂ with the lowest proxy so far (line 8 / 15)
     best_draw: tuple[float, _Draw] | None = None  # best exploration draw, even if not a drop
@@ -181,7 +173,7 @@ class DLA(Attack[DLAParams]):
             image = oracle.verified.project(i, kept.image.image + noise)
             return _Draw(image, image.image - clean, kept.direction), None
         d = kept.direction
-        start, stop = self._next_flip(st, clean.shape[1 if d == HORIZONTAL else 2])
+        start, stop = next_flip(st, clean.shape[1 if d == HORIZONTAL else 2])
         at = (..., slice(start, stop), slice(None)) if d == HORIZONTAL else (..., slice(start, stop))
         delta = kept.delta.clone()
         flipped = delta[at].neg_()
@@ -209,19 +201,3 @@ class DLA(Attack[DLAParams]):
             delta = oracle.eps_unit * torch.ones(h, device=oracle.clean.device).view(1, h, 1)
             kept = _Draw(oracle.verified.vertex(i, delta > 0), delta, HORIZONTAL)
         st.kept = _Draw(oracle.verified.pin(kept.image), kept.delta, kept.direction)
-
-    @staticmethod
-    def _next_flip(st: BlockCursor, lines: int) -> tuple[int, int]:
-        """The next non-empty block (lines 12, 19–25): sizes ceil(lines/2^n), n = 0..⌈log2⌉."""
-        last_level = math.ceil(math.log2(lines)) if lines > 1 else 0
-        while True:
-            size = math.ceil(lines / 2**st.level)
-            start = st.block * size
-            stop = min(start + size, lines)
-            st.block += 1
-            if st.block == 2**st.level:
-                st.block, st.level = 0, st.level + 1
-            if st.level == last_level + 1:
-                st.block, st.level = 0, 0  # line 24: restart from the whole image
-            if start < stop:
-                return start, stop

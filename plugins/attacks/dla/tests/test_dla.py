@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import segtk
+from segtk.attackkit import next_flip
 from segtk.core import AttackResult, Segmenter, SegtkError, box
 from segtk.testing import AttackSuite, RecordingSegmenter, TinySegmenter, toy_batch
 from segtk_dla import DLA
@@ -21,7 +22,7 @@ class TestDLASuite(AttackSuite):
 
 def test_flip_schedule_covers_whole_image_then_halves_then_lines() -> None:
     st = _State()
-    blocks = [DLA._next_flip(st, 5) for _ in range(1 + 2 + 3 + 5 + 1)]
+    blocks = [next_flip(st, 5) for _ in range(1 + 2 + 3 + 5 + 1)]
     # n=0: whole; n=1: c=3 -> [0,3),[3,5); n=2: c=2 -> 3 non-empty; n=3: c=1 -> 5 lines; restart
     assert blocks == [
         (0, 5),
@@ -34,7 +35,7 @@ def test_flip_schedule_covers_whole_image_then_halves_then_lines() -> None:
 
 def test_single_line_image_flips_whole_image() -> None:
     st = _State()
-    assert [DLA._next_flip(st, 1) for _ in range(3)] == [(0, 1)] * 3
+    assert [next_flip(st, 1) for _ in range(3)] == [(0, 1)] * 3
 
 
 def test_candidates_are_stripes_of_plus_minus_eps() -> None:
