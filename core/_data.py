@@ -187,7 +187,7 @@ TEMP_SUFFIX = ".tmp"  # atomic writes go through hidden `.NAME.XXXX.tmp` files (
 
 def is_temp(name: str) -> bool:
     """A temp file (or folder) an atomic write leaves when killed before its rename: hidden and
-    ending in .tmp. A run removes those in its folder when it opens it (core.runs)."""
+    ending in .tmp. A run removes those in its folder when it opens it (storage.runs)."""
     return name.startswith(".") and name.endswith(TEMP_SUFFIX)
 
 
@@ -232,7 +232,7 @@ def write_png(path: str | Path, array: np.ndarray, palette: np.ndarray | None = 
         given = np.asarray(palette, dtype=np.uint8).reshape(-1, 3)[:256]
         colours[: len(given)] = given
     try:
-        # Sub filter + zlib level 1 (core/png.py), not PIL's: an attack job writes three PNGs
+        # Sub filter + zlib level 1 (core/_png.py), not PIL's: an attack job writes three PNGs
         # per image, and PIL's per-row filter search costs as much as the compression.
         data = encode_png(array, colours)
     except ValueError as exc:

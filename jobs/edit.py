@@ -242,7 +242,7 @@ def check_edit(edited: EditedSample, sample: Sample, num_classes: int, who: str)
 class EditConfig:
     """How `edit_dataset` edits: the values, variants per value and the run seed; `pick`: "all"
     values on every image, or "one" value drawn per image (`picked_value`); which object is
-    edited (`min_area`, `exclude`, `only`: see core.samples.prepare_sample); `object_centric`:
+    edited (`min_area`, `exclude`, `only`: see editkit.prepare_sample); `object_centric`:
     image-level edits too only on images with such an object (Gen4Seg §IV-A selects those for
     every appearance subset, so all subsets and Recon share their images); `objects`: the
     largest region, or the first usable of the instances "ranked" by area, and `things_only`:
@@ -508,7 +508,7 @@ def contact_sheet(out: Path, dataset: Dataset, records: Sequence[EditLine],
 
 
 def build_editor(name: str, backend: str, params: Mapping[str, str]) -> Editor:
-    """The registered editor `name`, built from its `--param` text by core.params.build (which
+    """The registered editor `name`, built from its `--param` text by core.build (which
     reads each value as the editor declares it). An editor whose constructor takes a `backend`
     gets `backend`; one that takes `options` gets the keys it does not declare there."""
     # the constructor's own signature: `declared` lists an editor's `defaults`, not `backend`
@@ -518,7 +518,7 @@ def build_editor(name: str, backend: str, params: Mapping[str, str]) -> Editor:
 
 
 def build_filter(name: str, params: Mapping[str, str]) -> Filter:
-    """The registered filter `name`, built from its `--filter-param` text (core.params.build)."""
+    """The registered filter `name`, built from its `--filter-param` text (core.build)."""
     flt: Filter = build("filter", name, params)
     return flt
 

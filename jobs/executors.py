@@ -31,7 +31,7 @@ def _die_with_parent(owner: int) -> None:
     Linux sends them SIGKILL when their parent dies (PR_SET_PDEATHSIG); elsewhere, or should
     the forking thread end first, a daemon thread sees the parent change (an orphan's parent is
     init). With forkserver the parent is the fork server, which ends with the owner. (The run's
-    lock is closed in every forked child anyway: core.runs.)
+    lock is closed in every forked child anyway: storage.runs.)
     """
     if sys.platform.startswith("linux"):
         try:

@@ -14,7 +14,7 @@ The output folder:
                                   record cannot leave it behind); `--model OUT/model.spec`
 
 Specs in the run folder (model.spec, results.jsonl, checkpoint.json) write paths inside it as
-`./PATH`, relative to the folder (core.specs.relative_spec), so a copied run points into itself.
+`./PATH`, relative to the folder (core.relative_spec), so a copied run points into itself.
 
 Determinism: everything random is derived from (seed, epoch[, step]): the data order of each
 epoch, each batch's crops and augmentation (one torch.Generator per step), and the global torch

@@ -58,7 +58,7 @@ def atomic_write_json(path: str | Path, value: Any, indent: int | None = 2) -> N
 
 class Records(Protocol):
     """What a job appends its records to and resumes from: a RunDir, or the Python API's
-    in-memory run (`segtk.api.MemoryRun`, whose `path` is None: it writes no files)."""
+    in-memory run (`segtk.api.results.MemoryRun`, whose `path` is None: it writes no files)."""
 
     @property
     def path(self) -> Path | None: ...
@@ -283,7 +283,7 @@ def make_run_dir(path: Path) -> None:
 
 def remove_temp_files(path: Path) -> list[Path]:
     """Delete what atomic writes killed before their rename left (`.NAME.XXXX.tmp` files and
-    folders, see core.data.is_temp) in a run folder and its subfolders; runs nested in it (a
+    folders, see core._data.is_temp) in a run folder and its subfolders; runs nested in it (a
     benchmark's training runs and edit subsets) are skipped: they clean their own, under their
     own lock. Best effort (a temp file that cannot be removed is only clutter); returns what
     was removed."""

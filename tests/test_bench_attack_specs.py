@@ -1,5 +1,5 @@
 """`segtk bench attacks` attack specs (`NAME[:KEY=VALUE;...]`, one ablation row each) and ε
-sweeps (`--eps 4,8,16`, one table per ε): parsed by core.params, keyed per spec and ε."""
+sweeps (`--eps 4,8,16`, one table per ε): parsed by core._params, keyed per spec and ε."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Temp files that atomic writes leave when a kill lands before their rename are removed when
-the run is opened again (core.runs.remove_temp_files, one implementation for every run kind)."""
+the run is opened again (storage.runs.remove_temp_files, one implementation for every run kind)."""
 
 from __future__ import annotations
 
