@@ -61,7 +61,7 @@ class Group:
             [f"{m}.*" for m in self.modules]
 
 
-ORACLE_TESTS = ("tests/test_oracle.py", "tests/test_query_counter.py", "tests/test_fast_paths.py",
+ORACLE_TESTS = ("tests/test_oracle.py", "tests/test_oracle_face.py", "tests/test_query_counter.py", "tests/test_fast_paths.py",
                 "tests/test_attack_containment.py", "tests/test_attack_blame.py")
 WHITE_BOX_TESTS = tuple(f"tests/test_white_box.py::{t}" for t in (  # the fast ones
     "test_each_forward_and_backward_pass_is_one_query",
@@ -74,7 +74,7 @@ WHITE_BOX_TESTS = tuple(f"tests/test_white_box.py::{t}" for t in (  # the fast o
     "test_plugins_marks_the_white_box_attacks")) + ("tests/test_white_box_exact.py",)
 GROUPS = {
     "oracle": Group(
-        ("segtk/core/_attack.py", "segtk/core/_verified.py"),
+        ("segtk/core/_attack.py", "segtk/core/_oracle.py", "segtk/core/_verified.py"),
         ORACLE_TESTS + (
             "tests/test_attack_job.py", "tests/test_suites.py", *WHITE_BOX_TESTS,
             "tests/test_oracle_iterate.py", "tests/test_attack_returns.py",

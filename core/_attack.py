@@ -1,36 +1,13 @@
-"""The attack contract and the oracle through which every attack talks to the model.
+"""The attack contract: an attack's parameters, its class, and how one run of it goes.
 
-An attack never calls a segmenter directly: it calls `Oracle.query`, which checks that every
-candidate lies in the ε-ball and in [0,1], charges the query to the `QueryCounter`, scores the
-answer with the proxy and keeps, per image, the best (lowest-proxy) candidate seen so far.
-Histories, budgets and results are measured in one place instead of in each attack.
-
-What an attack's result is at a budget is the attack's declaration (`Attack.returns`, which a
-run may override with the `returns` parameter): `best`, the best candidate it queried (what
-random-search attacks keep anyway), or `iterate`, the point its optimisation had reached (what
-gradient-estimation references such as NES, ZO-SignSGD and Bandits return). An attack that
-returns its iterate tells the oracle each new one (`Oracle.set_iterate`); until its first
-completed step, its iterate is the clean image. The oracle scores each declared iterate with
-one evaluation pass that the budget does not count (as the references evaluate their iterate
-outside their query count, and as `segtk attack` scores the image it stores) and never shows
-that score to the attack.
-
-The forward pass should be the only real cost of a query, so the oracle also offers cheaper
-ways in with the same guarantee: `query_each` projects (one pass) instead of checking, and
-verified images (`oracle.verified`: `project`, `vertex`, `patch`, `flip`, `pin`, `score`; see
-segtk.core._verified) let an attack whose candidates differ from the last one in a few lines
-make them for those lines only. Whatever the way in, every value the model is sent has been
-checked or projected by the oracle just before: no version counter or earlier check is trusted
-with what reaches the model.
+`Attack.run` builds the run's oracle (segtk.core._oracle: an `OracleRun`, which checks, counts
+and keeps each image's result), hands the attack's `attack` method only its face (`Oracle`:
+the model as an attack sees it, under an exact query budget and ε-box) and takes the result
+from the run afterwards.
 
 A plugin's failures are its own: an exception, and also a SystemExit or KeyboardInterrupt it
 raises, ends its run as an AttackError naming it (a SIGINT from the user stays an interrupt,
 see `user_interrupts`); the answers it is given are its to edit, the oracle records copies.
-
-White-box attacks (`Attack.white_box = True`) get one more door, `Oracle.loss_and_grad`: the
-gradient of their loss of the model's logits, under the same checks, one query per candidate
-for the forward and backward pass together. Only they may use it, and only on a segmenter that
-offers `differentiable_logits`; the run refuses anything else before its first query.
 """
 
 from __future__ import annotations
@@ -42,29 +19,23 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import FrameType
-from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, cast
+from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
 
-import numpy as np
 import torch
 
 from segtk.core._eps import check_eps
 from segtk.core._errors import AttackError, SegtkError, failure
-from segtk.core._metrics import LabelConfusion, confusion
+from segtk.core._oracle import (  # the oracle's geometry, re-exported until core's door names _oracle
+    EPS_TOLERANCE as EPS_TOLERANCE,
+)
+from segtk.core._oracle import REFERENCES, RETURNS, AttackResult, Oracle, OracleRun
+from segtk.core._oracle import box as box
+from segtk.core._oracle import project as project
+from segtk.core._oracle import uniform_noise as uniform_noise
 from segtk.core._proxy import Proxy
 from segtk.core._segmenter import QueryCounter, Segmenter, TimeUp
-from segtk.core._verified import Answer, VerifiedImages
-
-# Slack for float32 rounding when checking the ε-ball; far below one 8-bit grey level.
-EPS_TOLERANCE = 1e-6
-
-# What an attack's result is at each budget (see the module docstring).
-RETURNS = ("best", "iterate")
-
-# What the proxy scores each query against: the ground truth, or the clean image's predicted
-# labels (a label-free attack: all an attacker of a deployed model has).
-REFERENCES = ("labels", "prediction")
 
 
 @dataclass
@@ -113,491 +84,6 @@ class AttackParams:
     @property
     def eps_unit(self) -> float:
         return self.eps / 255.0
-
-
-def project(x: torch.Tensor, clean: torch.Tensor, eps_unit: float) -> torch.Tensor:
-    """Project onto the L∞ ball around `clean` and onto the image box [0,1]."""
-    return torch.minimum(torch.maximum(x, clean - eps_unit), clean + eps_unit).clamp_(0.0, 1.0)
-
-
-def box(clean: torch.Tensor, eps_unit: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The per-value bounds (lo, hi) of `project`: the ε-ball cut to [0,1]. Clamping to them is
-    `project` in one pass (the two intervals always overlap, so the result is bit-identical)."""
-    return (clean - eps_unit).clamp_(0.0, 1.0), (clean + eps_unit).clamp_(0.0, 1.0)
-
-
-def uniform_noise(shape: tuple[int, ...], half: float, rng: torch.Generator) -> torch.Tensor:
-    """The Random attack's step (DLA Eq. 2): uniform in [−half, +half], from one image's stream."""
-    return (2 * torch.rand(shape, generator=rng) - 1) * half
-
-
-class Gradient(NamedTuple):
-    """What one forward and backward pass tells a white-box attack (`Oracle.loss_and_grad`)."""
-
-    scores: torch.Tensor  # [N] proxy per candidate, as a query would score it
-    labels: torch.Tensor  # [N,H,W] the argmax of the logits
-    loss: torch.Tensor  # [N] the attack's loss per candidate (detached)
-    grad: torch.Tensor  # [N,3,H,W] d loss / d candidate
-
-
-# loss(logits [N,C,H,W] with their graph, target labels [N,H,W]) -> one loss per candidate [N]
-LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-@dataclass
-class AttackResult:
-    """What an attack produced for a batch; counts come from the QueryCounter."""
-
-    images: torch.Tensor  # [B,3,H,W] the results: best candidates or iterates (Attack.returns)
-    scores: torch.Tensor  # [B] proxy of those images
-    predictions: torch.Tensor  # [B,H,W] the model's labels for them
-    queries: torch.Tensor  # [B] queries used, as counted at the segmenter boundary
-    history: list[list[float]]  # per image: the result's proxy after each query
-    checkpoints: dict[int, torch.Tensor] = field(default_factory=dict)  # budget -> [B,K,K+1]
-    checkpoint_images: dict[int, torch.Tensor] = field(default_factory=dict)  # budget -> [B,3,H,W]
-    clean_predictions: torch.Tensor | None = None  # [B,H,W] if every image's clean was queried
-    # per image: "time" if the time limit ended its attack with queries left, else ""
-    stopped: list[str] = field(default_factory=list)
-
-
-class Oracle:
-    """The model as an attack sees it: labels in, proxy out, budget and ε enforced.
-
-    What an attack may read are read-only properties; what the oracle keeps for the result
-    (best candidates, history, iterates, checkpoints) and the query counter are its own, so no
-    attack can widen its bounds, skip its checks or see an iterate's evaluation score. Attacks
-    read `clean` and `labels` (the caller's tensors) and never write them: the oracle bounds and
-    scores with its own copies, and `Attack.run` refuses an attack that wrote to them (see
-    `overwritten`), so such a bug can neither pass a query outside the ε-ball nor change a
-    recorded clean score. `lo` and `hi` are copies of the box the oracle projects onto.
-    """
-
-    def __init__(
-        self,
-        counter: QueryCounter,
-        clean: torch.Tensor,
-        labels: torch.Tensor,
-        proxy: Proxy,
-        eps_unit: float,
-        seeds: list[int],
-        checkpoints: tuple[int, ...] = (),
-        white_box: bool = False,
-        returns: str = "best",
-        reference: str = "labels",
-    ) -> None:
-        if returns not in RETURNS:
-            raise SegtkError(f"unknown returns={returns!r}", hint="use best or iterate")
-        if reference not in REFERENCES:
-            raise SegtkError(f"unknown reference={reference!r}", hint="use labels or prediction")
-        self._counter = counter
-        self._white_box = white_box
-        self._returns = returns
-        self._given = clean, labels  # the caller's tensors, for the attack to read
-        self._clean, self._labels = clean.clone(), labels.clone()  # what the oracle relies on
-        self._proxy = proxy
-        self._eps_unit = eps_unit
-        self._rngs = [torch.Generator().manual_seed(int(s)) for s in seeds]
-        self._checkpoints = tuple(sorted(set(int(c) for c in checkpoints)))
-        b = clean.shape[0]
-        self._lo, self._hi = box(self._clean, eps_unit)
-        self._tolerant: tuple[torch.Tensor, torch.Tensor] | None = None
-        self._scratch = torch.empty(0)  # _within's buffer, grown to the largest batch checked
-        self._verified = VerifiedImages(self._lo, self._hi, self._labels, self._ask)
-        self._confusion = LabelConfusion(labels, proxy.num_classes, proxy.ignore_index)
-        self._best_images = self._clean.clone()
-        self._best_scores = torch.full((b,), float("inf"))
-        self._best = [float("inf")] * b  # _best_scores as the proxy gave them, for the history
-        self._best_labels = torch.zeros(labels.shape, dtype=torch.long, device=labels.device)
-        k = proxy.num_classes
-        self._best_confusion = torch.zeros(b, k, k + 1, dtype=torch.long)  # of _best_labels
-        self._history: list[list[float]] = [[] for _ in range(b)]
-        # returns="iterate": each image's declared iterate (the clean image until the first),
-        # its proxy, labels and confusion once scored (None: not yet)
-        self._iterates = self._clean.clone() if returns == "iterate" else self._clean[:0]
-        self._iterate_answers: list[tuple[float, torch.Tensor, torch.Tensor] | None] = [None] * b
-        self._clean_labels: list[torch.Tensor | None] = [None] * b  # saves an evaluation pass
-        self._snapshots = {c: torch.zeros(b, k, k + 1, dtype=torch.long) for c in self._checkpoints}
-        # the best image at each checkpoint: what a run with that budget would store
-        self._snapshot_images = {c: torch.empty_like(clean) for c in self._checkpoints}
-        # reference="prediction": whether each image's reference (its clean prediction) is
-        # known yet; None: the labels given are the reference
-        self._referenced: list[bool] | None = [False] * b if reference == "prediction" else None
-
-    @property
-    def clean(self) -> torch.Tensor:
-        """The clean images [B,3,H,W], the centres of the ε-balls: the caller's tensor, to read
-        and never write (work on a copy)."""
-        return self._given[0]
-
-    @property
-    def labels(self) -> torch.Tensor:
-        """The labels [B,H,W] the proxy scores against: the caller's, read-only. The ground
-        truth, or with reference="prediction" each image's clean prediction, known from the
-        image's first query on (ignore_index everywhere before it)."""
-        return self._given[1]
-
-    @property
-    def reference(self) -> str:
-        """What the proxy scores against: "labels" (ground truth) or "prediction"."""
-        return "labels" if self._referenced is None else "prediction"
-
-    @property
-    def eps_unit(self) -> float:
-        """ε on the [0,1] scale (8/255 for eps 8)."""
-        return self._eps_unit
-
-    @property
-    def proxy(self) -> Proxy:
-        """The per-image score queries are answered with (its classes and ignore index)."""
-        return self._proxy
-
-    @property
-    def rngs(self) -> list[torch.Generator]:
-        """Image i's random stream is `rngs[i]`: draw only from it, so batches equal single
-        images."""
-        return self._rngs
-
-    @property
-    def checkpoints(self) -> tuple[int, ...]:
-        """The budgets (sorted) at which the oracle records each image's result."""
-        return self._checkpoints
-
-    @property
-    def white_box(self) -> bool:
-        """Whether the attack may use `loss_and_grad`."""
-        return self._white_box
-
-    @property
-    def returns(self) -> str:
-        """The result: "best" (the best candidate queried) or "iterate" (the declared one)."""
-        return self._returns
-
-    @property
-    def verified(self) -> VerifiedImages:
-        """The fast path for candidates that differ from the last in a few lines: images made,
-        changed and queried without a full-image projection or check (see VerifiedImages)."""
-        return self._verified
-
-    @property
-    def batch_size(self) -> int:
-        return self._clean.shape[0]
-
-    @property
-    def lo(self) -> torch.Tensor:
-        """The lower bounds of the box (ε-ball cut to [0,1]) candidates are projected onto; a
-        copy: the oracle projects with its own."""
-        return self._lo.clone()
-
-    @property
-    def hi(self) -> torch.Tensor:
-        """The upper bounds of that box; a copy, like `lo`."""
-        return self._hi.clone()
-
-    @property
-    def budget(self) -> int:
-        return self._counter.budget
-
-    def remaining(self) -> torch.Tensor:
-        return self._counter.remaining()
-
-    def active(self, cost: int = 1) -> torch.Tensor:
-        """Indices of images with at least `cost` queries left."""
-        return torch.nonzero(self.remaining() >= cost).flatten()
-
-    def query(self, images: torch.Tensor, owners: torch.Tensor | None = None) -> Answer:
-        """Ask the model about candidates; row k belongs to source image `owners[k]`."""
-        if owners is None:
-            owners = torch.arange(images.shape[0])
-        owners = torch.as_tensor(owners, dtype=torch.long).reshape(-1)
-        return self._ask(images, owners)
-
-    def _ask(self, images: torch.Tensor, owners: torch.Tensor) -> Answer:
-        """`_answer` after checking every value of `images`: the one door of `query` and of
-        verified images, whose version counter a write through `.data` or `.numpy()` skips."""
-        self._check_bounds(images, owners)
-        return self._answer(images, owners)
-
-    def _answer(self, images: torch.Tensor, owners: torch.Tensor) -> Answer:
-        """Charge, ask the model, score and record; `images` must be in bounds."""
-        self._query_clean(self._unreferenced([(o, images[r]) for r, o in enumerate(owners.tolist())]))
-        labels = self._counter.predict(images, owners)
-        if self._referenced is not None:
-            self._learn_reference(owners, labels)
-        conf = self._confusion(labels, owners)
-        scores = self._proxy.score(conf)
-        self._record(images, owners, labels, scores, conf)
-        return Answer(scores, labels)
-
-    def _unreferenced(self, rows: list[tuple[int, torch.Tensor]]) -> list[int]:
-        """With reference="prediction", the images among the (owner, image) `rows` whose
-        reference is unknown and whose first row is not their clean image. The reference is
-        the answer to an image's clean query; every built-in attack's first query of an image
-        is that, so it costs them nothing, and the oracle queries it first for any other."""
-        if self._referenced is None:
-            return []
-        first: dict[int, torch.Tensor] = {}
-        for owner, image in rows:
-            if not self._referenced[owner]:
-                first.setdefault(owner, image)
-        return [o for o, image in first.items() if not torch.equal(image, self._clean[o])]
-
-    def _query_clean(self, owners: list[int]) -> None:
-        """Query the clean images of `owners` (counted and recorded like an attack's query):
-        their reference, before the queries an attack asked for."""
-        if owners:
-            self._answer(self._clean[owners], torch.tensor(owners, dtype=torch.long))
-
-    def _learn_reference(self, owners: torch.Tensor, labels: torch.Tensor) -> None:
-        """Take each new image's reference from the answer to its first row (its clean
-        query, see `_unreferenced`): the labels the proxy scores its every query against."""
-        assert self._referenced is not None
-        k, ignore = self._proxy.num_classes, self._proxy.ignore_index
-        for row, owner in enumerate(owners.tolist()):
-            if self._referenced[owner]:
-                continue
-            self._referenced[owner] = True
-            self._labels[owner] = labels[row]
-            self._given[1][owner] = labels[row]  # what `labels` shows the attack
-            self._confusion.base[owner] = LabelConfusion(labels[row][None], k, ignore).base[0]
-
-
-    def loss_and_grad(self, images: torch.Tensor, loss: LossFn,
-                      owners: torch.Tensor | None = None) -> Gradient:
-        """One forward and backward pass per candidate, one query each (a white-box attack's
-        iteration): `loss(logits, targets)` of the model's logits against the ground-truth
-        labels of each row's source image, and its gradient w.r.t. the candidates. Checked,
-        charged and recorded (best candidate, history) exactly like `query`."""
-        if not self._white_box:
-            raise SegtkError("a decision-based attack asked for gradients (Oracle.loss_and_grad)",
-                             hint="set white_box = True on the attack class if it is white-box: "
-                                  "it then runs only on models that give gradients")
-        if owners is None:
-            owners = torch.arange(images.shape[0])
-        owners = torch.as_tensor(owners, dtype=torch.long).reshape(-1)
-        self._check_bounds(images, owners)
-        x = images.detach().clone().requires_grad_(True)
-        with torch.enable_grad():
-            logits = self._counter.gradient_logits(x, owners)
-            values = loss(logits, self._labels[owners])
-            if not isinstance(values, torch.Tensor) or values.shape != (len(owners),):
-                got = tuple(values.shape) if isinstance(values, torch.Tensor) else type(values)
-                raise SegtkError(f"the loss must give one value per candidate, shape "
-                                 f"({len(owners)},), got {got}")
-            (grad,) = torch.autograd.grad(values.sum(), x, allow_unused=True)
-        labels = logits.detach().max(dim=1).indices  # finite: checked by the counter
-        conf = self._confusion(labels, owners)
-        scores = self._proxy.score(conf)
-        x = x.detach()
-        self._record(x, owners, labels, scores, conf)
-        grad = torch.zeros_like(x) if grad is None else grad  # a loss that ignores the image
-        return Gradient(scores, labels, values.detach(), grad)
-
-    def query_each(self, images: list[int], candidates: list[torch.Tensor]) -> list[torch.Tensor]:
-        """One model call for several images' candidates ([n_i,3,H,W] each).
-
-        Candidates are projected onto the ε-ball and [0,1], and each image's list is cut to its
-        remaining budget (a step that no longer fits is truncated, never over-spent). Returns
-        each image's scores, in order.
-        """
-        # an image's reference query first, so that the cut below counts it
-        self._query_clean(self._unreferenced(
-            [(i, torch.clamp(c[0], self._lo[i], self._hi[i])) for i, c in zip(images, candidates)
-             if len(c)]))
-        remaining = self.remaining().tolist()
-        candidates = [c[: remaining[i]] for i, c in zip(images, candidates)]
-        sizes = [len(c) for c in candidates]
-        owners = torch.tensor([i for i, n in zip(images, sizes) for _ in range(n)], dtype=torch.long)
-        batch = self._clean.new_empty((sum(sizes), *self._clean.shape[1:]))
-        row = 0
-        for i, c in zip(images, candidates):  # project straight into the batch: one pass
-            torch.clamp(c, self._lo[i], self._hi[i], out=batch[row : row + len(c)])
-            row += len(c)
-        # projected straight into a batch the attack never sees: in bounds by construction
-        return list(self._answer(batch, owners).scores.split(sizes))
-
-    def _check_bounds(self, images: torch.Tensor, owners: torch.Tensor) -> None:
-        """Refuse `images` unless every value lies in its row's ε-box and [0,1] (with float32
-        slack), whatever path it came by: no version counter or earlier check is trusted. One
-        clamp and one comparison over the batch, each image's box a view when the rows are
-        consecutive images (as batches and pinned slices are), else row by row."""
-        if images.numel() == 0:
-            return
-        if self._tolerant is None:  # float32 rounding slack, allocated on the first query
-            self._tolerant = box(self._clean, self._eps_unit + EPS_TOLERANCE)
-        lo, hi = self._tolerant
-        rows = owners.tolist()
-        first, n = rows[0], len(rows)
-        if rows == list(range(first, first + n)):
-            ok = self._within(images, lo[first:first + n], hi[first:first + n])
-        else:
-            ok = all(self._within(images[r], lo[o], hi[o]) for r, o in enumerate(rows))
-        if not ok:
-            gap = (images.detach() - self._clean[owners]).abs().amax()
-            raise SegtkError(
-                f"attack produced a candidate outside the ε-ball or [0,1] "
-                f"(L∞ = {float(gap) * 255:.3f}/255, ε = {self._eps_unit * 255:.3f}/255)",
-                hint="project candidates with segtk.core.project before querying",
-            )
-
-    def _within(self, x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> bool:
-        """lo <= x <= hi everywhere: x clamped into one reused buffer equals x (NaN equals
-        nothing). Compared by numpy on CPU: torch.equal costs 5x the clamp there."""
-        x = x.detach()  # (a white-box attack's candidates may carry a graph)
-        dtype = torch.result_type(x, lo)
-        if self._scratch.numel() < x.numel() or self._scratch.dtype != dtype:
-            self._scratch = torch.empty(x.numel(), dtype=dtype, device=lo.device)
-        clamped = torch.clamp(x, lo, hi, out=self._scratch[: x.numel()].view(x.shape))
-        if clamped.device.type == "cpu" and x.device.type == "cpu" and x.dtype == dtype \
-                and dtype in (torch.float32, torch.float64, torch.float16):
-            return bool(np.array_equal(clamped.numpy(), x.numpy()))
-        return torch.equal(clamped, x)  # on a GPU, or a dtype numpy lacks (bfloat16)
-
-    def _record(self, images, owners, labels, scores, conf) -> None:
-        counts = self._counter.counts.tolist()
-        owner_list = owners.tolist()
-        per_owner: dict[int, int] = {}
-        for owner in owner_list:
-            per_owner[owner] = per_owner.get(owner, 0) + 1
-        # Rows of one image are recorded in order, as if they had been queried one by one.
-        seen: dict[int, int] = {}
-        for row, (owner, score) in enumerate(zip(owner_list, scores.tolist())):
-            seen[owner] = seen.get(owner, 0) + 1
-            if not self._history[owner] and torch.equal(images[row], self._clean[owner]):
-                self._clean_labels[owner] = labels[row].clone()  # the attack gets `labels`
-            query_no = counts[owner] - per_owner[owner] + seen[owner]
-            if score < self._best[owner]:
-                self._best[owner] = score
-                self._best_scores[owner] = score
-                self._best_images[owner] = images[row]
-                self._best_labels[owner] = labels[row]
-                self._best_confusion[owner] = conf[row]
-            if self._returns == "best":
-                self._history[owner].append(self._best[owner])
-            else:
-                self._history[owner].append(self._iterate_answer(owner, images[row], labels[row],
-                                                                float(score), conf[row])[0])
-            if query_no in self._snapshots:
-                self._snapshot(query_no, owner)
-
-    def _snapshot(self, budget: int, owner: int) -> None:
-        """Checkpoint `budget` of image `owner` holds its current result."""
-        if self._returns == "best":
-            self._snapshots[budget][owner] = self._best_confusion[owner]
-            self._snapshot_images[budget][owner] = self._best_images[owner]
-        else:
-            self._snapshots[budget][owner] = self._iterate_answer(owner)[2]
-            self._snapshot_images[budget][owner] = self._iterates[owner]
-
-    def set_iterate(self, images: torch.Tensor, owners: torch.Tensor | None = None) -> None:
-        """Declare `images` (row k: an iterate of source image `owners[k]`) as the points the
-        attack's optimisation has reached, after its last query. Checked like a query (ε-ball
-        and [0,1]) but not charged: with returns="iterate" the oracle scores each one with an
-        evaluation pass the attack never sees, and it becomes the image's result, in its
-        history and at the checkpoint of its last query; with returns="best" it is ignored."""
-        if owners is None:
-            owners = torch.arange(images.shape[0])
-        owners = torch.as_tensor(owners, dtype=torch.long).reshape(-1)
-        self._check_bounds(images, owners)
-        if self._returns != "iterate" or images.shape[0] == 0:
-            return
-        if self._referenced is not None and not all(self._referenced[o] for o in owners.tolist()):
-            raise SegtkError("set_iterate was given an iterate of an image not queried yet: "
-                             "with reference=prediction it has nothing to be scored against",
-                             hint="query the clean image first (its answer is the reference)")
-        if len(set(owners.tolist())) != len(owners):
-            raise SegtkError("set_iterate was given two iterates of one image",
-                             hint="declare one iterate per source image")
-        labels = self._counter.evaluate(images)
-        conf = self._confusion(labels, owners)
-        scores = self._proxy.score(conf).tolist()
-        counts = self._counter.counts.tolist()
-        for row, owner in enumerate(owners.tolist()):
-            self._iterates[owner] = images[row]
-            self._iterate_answers[owner] = (scores[row], labels[row], conf[row])
-            if self._history[owner]:  # the result after the image's last query
-                self._history[owner][-1] = scores[row]
-            if counts[owner] in self._snapshots:
-                self._snapshot(counts[owner], owner)
-
-    def _iterate_answer(self, owner: int, row: torch.Tensor | None = None,
-                        labels: torch.Tensor | None = None, score: float = 0.0,
-                        conf: torch.Tensor | None = None) -> tuple[float, torch.Tensor, torch.Tensor]:
-        """The proxy, labels and confusion of image `owner`'s iterate: known once scored; a
-        queried candidate (`row` with its answer) that is the iterate itself scores it for free,
-        else one evaluation pass does (only the clean image before any query of it)."""
-        known = self._iterate_answers[owner]
-        if known is not None:
-            return known
-        if row is not None and labels is not None and conf is not None \
-                and torch.equal(row, self._iterates[owner]):
-            answer = (score, labels.clone(), conf)  # the attack got `labels`: keep a copy
-        else:
-            found = self._counter.evaluate(self._iterates[owner][None])
-            counted = self._confusion(found, torch.tensor([owner]))
-            answer = (float(self._proxy.score(counted)[0]), found[0], counted[0])
-        self._iterate_answers[owner] = answer
-        return answer
-
-    def overwritten(self) -> list[str]:
-        """The oracle's tensors ("clean", "labels") an attack wrote to, each put back as it was
-        (they are the caller's; being properties, they cannot be replaced). One comparison
-        each, once per attack: nothing per query."""
-        found = []
-        for name, given, kept in (("clean", self._given[0], self._clean),
-                                  ("labels", self._given[1], self._labels)):
-            if not _same(given, kept):
-                given.copy_(kept)
-                found.append(name)
-        return found
-
-    def result(self) -> AttackResult:
-        # Images that stopped early (or a budget below a checkpoint) keep their final state.
-        counts = self._counter.counts.tolist()
-        if self._returns == "iterate":
-            answers = [self._iterate_answer(i) if counts[i] else None
-                       for i in range(self.batch_size)]
-            images = self._iterates
-            scores = torch.tensor([a[0] if a else math.inf for a in answers])
-            labels = torch.stack([a[1] if a else self._best_labels[i]
-                                  for i, a in enumerate(answers)])
-            final = torch.stack([a[2] if a else self._best_confusion[i]
-                                 for i, a in enumerate(answers)])
-        else:
-            images, scores, labels = self._best_images, self._best_scores, self._best_labels
-            final = self._best_confusion.clone()
-        for i in range(self.batch_size):
-            if counts[i] == 0:  # never queried: the (all-zero) labels it holds
-                final[i] = confusion(labels[i], self._labels[i], self._proxy.num_classes,
-                                     self._proxy.ignore_index)[0]
-        for c, snap in self._snapshots.items():
-            for i in range(self.batch_size):
-                if counts[i] < c:
-                    snap[i] = final[i]
-                    self._snapshot_images[c][i] = images[i]
-        return AttackResult(
-            images=images,
-            scores=scores,
-            predictions=labels,
-            queries=self._counter.counts.clone(),
-            history=self._history,
-            checkpoints=self._snapshots,
-            checkpoint_images=self._snapshot_images,
-            clean_predictions=(torch.stack(self._clean_labels)  # type: ignore[arg-type]
-                               if all(c is not None for c in self._clean_labels) else None),
-            stopped=["time" if self._counter.timed_out and n < self.budget else "" for n in counts],
-        )
-
-
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Equal values, NaN equal to NaN (a caller's NaN is not the attack's doing). On CPU by
-    numpy, 5x faster than torch.equal."""
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    try:
-        equal = bool(np.array_equal(a.detach().numpy(), b.detach().numpy()))
-    except (TypeError, RuntimeError):  # on a GPU, or a dtype numpy lacks (bfloat16)
-        equal = torch.equal(a, b)
-    return equal or bool(((a == b) | (a.isnan() & b.isnan())).all())
 
 
 # The parameters of one attack: `class DLA(Attack[DLAParams])` types `self.params` as DLAParams.
@@ -684,16 +170,16 @@ class Attack(ABC, Generic[P]):
         counter = QueryCounter(segmenter, p.budget, b, p.time_limit)
         proxy = Proxy(num_classes if num_classes is not None else segmenter.num_classes,
                       ignore, p.proxy)
-        oracle = Oracle(counter, images, labels, proxy, p.eps_unit, seeds, checkpoints,
+        run = OracleRun(counter, images, labels, proxy, p.eps_unit, seeds, checkpoints,
                         white_box=self.white_box, returns=p.returns or self.returns,
                         reference=p.reference)
         with user_interrupts() as interrupted:
             try:
-                self.attack(oracle)
+                self.attack(run.oracle)  # the attack's face of the run
             except TimeUp:  # its time limit passed: the attack ends at that query
                 pass
             except Exception as exc:
-                self._check_untouched(oracle, exc)
+                self._check_untouched(run, exc)
                 model = counter.failure
                 if model is None or not _caused_by(exc, model):
                     raise self.failed(exc) from exc
@@ -703,15 +189,15 @@ class Attack(ABC, Generic[P]):
             except BaseException as exc:  # SystemExit, KeyboardInterrupt, ...: see user_interrupts
                 if isinstance(exc, KeyboardInterrupt) and interrupted():
                     raise  # the user's Ctrl-C
-                self._check_untouched(oracle, exc)
+                self._check_untouched(run, exc)
                 raise self.failed(exc) from exc
-        self._check_untouched(oracle)
-        return oracle.result()
+        self._check_untouched(run)
+        return run.result()
 
-    def _check_untouched(self, oracle: Oracle, cause: BaseException | None = None) -> None:
+    def _check_untouched(self, run: OracleRun, cause: BaseException | None = None) -> None:
         """Refuse the run of an attack that wrote to the oracle's tensors: its queries may have
         left the ε-ball and its scores may be of other images (the caller's are put back)."""
-        written = oracle.overwritten()
+        written = run.overwritten()
         if written:
             what = (f"wrote to {', '.join(f'oracle.{n}' for n in written)} in place: its "
                     "queries and results are void")

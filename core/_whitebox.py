@@ -18,8 +18,9 @@ from typing import TypeVar
 import torch
 import torch.nn.functional as F
 
-from segtk.core._attack import Attack, AttackParams, Oracle, project, uniform_noise
+from segtk.core._attack import Attack, AttackParams
 from segtk.core._errors import SegtkError
+from segtk.core._oracle import Oracle, project, uniform_noise
 
 
 @dataclass

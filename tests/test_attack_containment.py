@@ -64,7 +64,7 @@ def installed(monkeypatch):
     real = list(plugins_module.entry_points())
 
     def install(*attacks: type[Attack]) -> None:
-        fakes = [FakeEntryPoint(f"segtk_{a.name}", types.SimpleNamespace(
+        fakes = [FakeEntryPoint(a.name, types.SimpleNamespace(
             register_attacks=hookimpl(lambda register, a=a: register(a))),
             types.SimpleNamespace(name=f"segtk-{a.name}", version="6.6.6")) for a in attacks]
         monkeypatch.setattr(plugins_module, "entry_points", lambda: real + fakes)
@@ -132,19 +132,17 @@ def test_an_attack_writing_to_the_oracles_tensors_is_refused(target, how) -> Non
 
 
 class BoxWriter(Attack):
-    """Widens the ε-box it was shown, then asks for candidates projected onto "it"."""
+    """Asks, through the ways in that project, for candidates far outside its ε-box."""
 
     name = "box-writer"
 
     def attack(self, oracle) -> None:
-        oracle.lo.zero_()
-        oracle.hi.fill_(1.0)
         far = [torch.stack([oracle.clean[i] + 0.5, oracle.clean[i] - 0.5]) for i in range(2)]
         oracle.query_each([0, 1], far)
         oracle.verified.score([oracle.verified.project(0, torch.ones_like(oracle.clean[0]))])
 
 
-def test_the_box_an_attack_sees_is_a_copy_the_oracle_never_projects_with() -> None:
+def test_the_ways_in_that_project_project_onto_the_oracles_own_box() -> None:
     images, labels = toy_batch(2)
     model = RecordingSegmenter()
     BoxWriter(budget=4, eps=8).run(model, images, labels)

@@ -18,7 +18,8 @@ import torch
 from segtk.benchmarks.attacks import Shard, build_spec, run_shard
 from segtk.core import Proxy, QueryCounter, SegtkError, confusion, registry
 from segtk.core import _attack as attack_module
-from segtk.core._attack import Attack, Oracle
+from segtk.core._attack import Attack
+from segtk.core._oracle import Oracle, OracleRun
 from segtk.jobs.attack import run_settings
 from segtk.testing import TinySegmenter, toy_batch
 
@@ -162,7 +163,7 @@ def test_a_checkpoint_at_a_completed_step_holds_the_new_iterate(name: str) -> No
 
 def test_set_iterate_outside_the_ball_is_refused() -> None:
     images, labels = toy_batch(1, 8, 8)
-    o = Oracle(QueryCounter(TinySegmenter(), 5, 1), images, labels, Proxy(4), 8 / 255, [0],
+    o = OracleRun(QueryCounter(TinySegmenter(), 5, 1), images, labels, Proxy(4), 8 / 255, [0],
                returns="iterate")
     with pytest.raises(SegtkError, match="outside the ε-ball"):
         o.set_iterate((images + 9 / 255).clamp(0, 1))

@@ -15,7 +15,6 @@ from PIL import Image
 from segtk.core import (
     DataError,
     LabelConfusion,
-    Oracle,
     Proxy,
     QueryCounter,
     Segmenter,
@@ -25,6 +24,7 @@ from segtk.core import (
     read_image,
     write_png,
 )
+from segtk.core._oracle import OracleRun
 from segtk.core._png import encode_png
 from segtk.imaging import overlay
 from segtk.jobs.attack import quantise
@@ -150,13 +150,13 @@ class Grey(Segmenter):
         return (images[:, 0] * 3.99).long()
 
 
-def corner_oracle(eps: float, dtype: torch.dtype) -> Oracle:
+def corner_oracle(eps: float, dtype: torch.dtype) -> OracleRun:
     g = torch.Generator().manual_seed(int(eps))
     clean = torch.rand(2, 3, 6, 5, generator=g).to(dtype)
     clean[0, :, :2] = 0.0  # saturated lines: the box cuts the ball
     clean[1, :, -2:] = 1.0
     labels = torch.zeros(2, 6, 5, dtype=torch.long)
-    return Oracle(QueryCounter(Grey(), 50, 2), clean, labels, Proxy(4), eps / 255, [0, 1])
+    return OracleRun(QueryCounter(Grey(), 50, 2), clean, labels, Proxy(4), eps / 255, [0, 1])
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
@@ -221,6 +221,6 @@ def test_the_clean_query_passes_the_check_only_when_it_is_in_bounds() -> None:
     for bad in (1.5, float("nan")):
         clean = o.clean.clone()
         clean[1, 0, 0, 0] = bad  # a clean image outside [0,1] is no valid candidate
-        bad_o = Oracle(QueryCounter(Grey(), 5, 2), clean, o.labels, Proxy(4), o.eps_unit, [0, 1])
+        bad_o = OracleRun(QueryCounter(Grey(), 5, 2), clean, o.labels, Proxy(4), o.eps_unit, [0, 1])
         with pytest.raises(SegtkError, match="outside the ε-ball"):
             bad_o.query(bad_o.clean)

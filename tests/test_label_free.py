@@ -17,7 +17,8 @@ from click.testing import CliRunner
 import segtk
 from segtk.cli import cli
 from segtk.core import DataError, Dataset, Item, Proxy, SegtkError, build, load_dataset, write_png
-from segtk.core._attack import Attack, Oracle, project
+from segtk.core._attack import Attack
+from segtk.core._oracle import Oracle, project
 from segtk.reports.writer import write_report
 from segtk.storage import layout
 from segtk.testing import RecordingSegmenter, TinySegmenter, toy_batch

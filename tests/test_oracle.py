@@ -11,20 +11,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from segtk.core import Proxy, QueryCounter, confusion
-from segtk.core._attack import Attack, Oracle, box, project
+from segtk.core._attack import Attack
 from segtk.core._errors import AttackError, BudgetExceeded, SegtkError
+from segtk.core._oracle import Oracle, OracleRun, box, project
 from segtk.testing import RecordingSegmenter, TinySegmenter, toy_batch
 
 EPS = 8 / 255
 
 
-def oracle(budget: int = 10, n: int = 2) -> tuple[Oracle, RecordingSegmenter]:
+def oracle(budget: int = 10, n: int = 2) -> tuple[OracleRun, RecordingSegmenter]:
     images, labels = toy_batch(n, 6, 7)
     images[0, :, :2] = 0.0  # saturated rows exercise the [0,1] box
     images[-1, :, -2:] = 1.0
     model = RecordingSegmenter()
     counter = QueryCounter(model, budget, n)
-    return Oracle(counter, images, labels, Proxy(4), EPS, list(range(n))), model
+    return OracleRun(counter, images, labels, Proxy(4), EPS, list(range(n))), model
 
 
 @settings(max_examples=50, deadline=None)
@@ -126,17 +127,21 @@ def test_pinned_candidates_of_consecutive_images_are_one_view_of_the_oracles_bat
 
 
 def test_what_an_attack_reads_of_the_oracle_cannot_be_rebound() -> None:
-    """Every public member of the oracle (and of its verified images) is a read-only property:
-    an attack cannot rebind its bounds, its result or its counter, only read what it needs."""
-    o, _ = oracle()
-    public = sorted(k for k in vars(o) if not k.startswith("_"))
-    assert public == []  # no public data member: all behind properties
+    """Every public member of the oracle an attack holds (and of its verified images) is a
+    read-only property or a method: an attack cannot rebind its bounds or its counter, nor add a
+    member, only read what it needs; the run's side keeps no public data member either."""
+    run, _ = oracle()
+    o = run.oracle
+    assert not hasattr(o, "__dict__")  # nothing to add or rebind
+    assert sorted(k for k in vars(run) if not k.startswith("_")) == []
     names = [n for n in dir(Oracle) if not n.startswith("_") and isinstance(getattr(Oracle, n), property)]
-    assert {"clean", "labels", "eps_unit", "proxy", "rngs", "checkpoints", "white_box", "returns",
-            "verified", "lo", "hi", "budget", "batch_size"} <= set(names)
+    assert {"clean", "labels", "eps_unit", "proxy", "rngs", "verified", "budget",
+            "batch_size"} <= set(names)
     for name in names:
         with pytest.raises(AttributeError):
             setattr(o, name, getattr(o, name))
+    with pytest.raises(AttributeError):
+        o.extra = 1  # type: ignore[attr-defined]
     v = o.verified.project(0, o.clean[0])
     for name in ("owner", "image", "pinned"):
         with pytest.raises(AttributeError):
@@ -205,7 +210,7 @@ def scribble(x: torch.Tensor, how: str, value: float) -> None:
         x.detach()[0, 3, 3] = value  # shares the counter: refused by the version check
 
 
-def in_bounds(o: Oracle, model: RecordingSegmenter) -> bool:
+def in_bounds(o: OracleRun, model: RecordingSegmenter) -> bool:
     seen = torch.stack(model.seen)
     lo, hi = box(o.clean[:1], EPS + 1e-6)
     return bool(((seen >= lo) & (seen <= hi)).all())
@@ -247,7 +252,7 @@ def test_the_clean_images_written_unseen_are_not_queried_as_clean(how) -> None:
 def test_candidates_carrying_a_graph_are_checked_like_any_other() -> None:
     """A white-box attack may hand over the tensor it differentiates."""
     images, labels = toy_batch(2, 6, 7)
-    o = Oracle(QueryCounter(TinySegmenter(), 4, 2), images, labels, Proxy(4), EPS, [0, 1],
+    o = OracleRun(QueryCounter(TinySegmenter(), 4, 2), images, labels, Proxy(4), EPS, [0, 1],
                white_box=True)
     x = images.clone().requires_grad_(True)
     assert o.loss_and_grad(x, lambda logits, _: logits.sum((1, 2, 3))).grad.shape == x.shape
@@ -262,7 +267,7 @@ def test_answers_edited_in_place_leave_what_the_oracle_recorded() -> None:
     images, labels = toy_batch(2, 6, 7)
     truth = TinySegmenter().predict(images)
     for returns in ("best", "iterate"):
-        o = Oracle(QueryCounter(TinySegmenter(), 4, 2), images, labels, Proxy(4), EPS, [0, 1],
+        o = OracleRun(QueryCounter(TinySegmenter(), 4, 2), images, labels, Proxy(4), EPS, [0, 1],
                    returns=returns)
         o.query(images.clone()).labels.fill_(3)  # the clean images, then edited
         o.verified.answer([o.verified.project(0, o.clean[0] + EPS)]).labels.fill_(3)
@@ -288,7 +293,7 @@ def test_a_query_one_percent_past_eps_inside_the_box_is_refused(side: float) -> 
     clean = torch.full((2, 3, 4, 5), 0.5)
     labels = torch.zeros(2, 4, 5, dtype=torch.long)
     model = RecordingSegmenter()
-    o = Oracle(QueryCounter(model, 10, 2), clean, labels, Proxy(4), EPS, [0, 1])
+    o = OracleRun(QueryCounter(model, 10, 2), clean, labels, Proxy(4), EPS, [0, 1])
     edge = clean + side * EPS
     o.query(edge, torch.tensor([0, 1]))  # exactly on the ball's surface: accepted
     assert model.calls == 1 and torch.equal(model.seen[-1], edge[1])
@@ -301,7 +306,7 @@ def test_a_query_one_percent_past_eps_inside_the_box_is_refused(side: float) -> 
     assert model.calls == 1 and o._counter.counts.tolist() == [1, 1]  # refused before charging
 
 
-def one_value_past(o: Oracle, image: int, factor: float) -> torch.Tensor:
+def one_value_past(o: OracleRun, image: int, factor: float) -> torch.Tensor:
     """The clean batch with one value of `image` moved `factor`·ε up."""
     x = o.clean.clone()
     x[image, 2, 3, 4] += factor * o.eps_unit
@@ -309,13 +314,13 @@ def one_value_past(o: Oracle, image: int, factor: float) -> torch.Tensor:
 
 
 def grey_oracle(budget: int = 10, n: int = 3, value: float = 0.5,
-                model: RecordingSegmenter | None = None) -> tuple[Oracle, RecordingSegmenter]:
+                model: RecordingSegmenter | None = None) -> tuple[OracleRun, RecordingSegmenter]:
     """Images of one grey `value` (away from [0,1] for 0.5), 4x5, ε = 8/255."""
     clean = torch.full((n, 3, 4, 5), value)
     model = model if model is not None else RecordingSegmenter()
     counter = QueryCounter(model, budget, n)
-    return Oracle(counter, clean, torch.zeros(n, 4, 5, dtype=torch.long), Proxy(4), EPS,
-                  list(range(n))), model
+    return OracleRun(counter, clean, torch.zeros(n, 4, 5, dtype=torch.long), Proxy(4), EPS,
+                     list(range(n))), model
 
 
 @pytest.mark.parametrize("owners", [[0, 1, 2], torch.tensor([0, 1, 2], dtype=torch.uint8),
@@ -448,7 +453,7 @@ class FirstOnly:
     def __init__(self, n: int, first_clean: bool = False) -> None:
         self.n, self.first_clean = n, first_clean
 
-    def __call__(self, o: Oracle) -> None:
+    def __call__(self, o: OracleRun) -> None:
         if self.first_clean:
             o.query(o.clean)
         for k in range(self.n):
@@ -463,8 +468,8 @@ def test_images_that_stop_before_a_checkpoint_keep_their_final_state(ignore: int
     images, labels = toy_batch(2, 6, 7)
     labels[:, 0] = 2  # ignore pixels when ignore == 2
     model = RecordingSegmenter()
-    o = Oracle(QueryCounter(model, 10, 2), images, labels, Proxy(4, ignore_index=ignore), EPS,
-               [0, 1], checkpoints=(2, 5))
+    o = OracleRun(QueryCounter(model, 10, 2), images, labels, Proxy(4, ignore_index=ignore), EPS,
+                  [0, 1], checkpoints=(2, 5))
     FirstOnly(3)(o)
     r = o.result()
     assert r.queries.tolist() == [3, 0]
@@ -479,14 +484,14 @@ def test_images_that_stop_before_a_checkpoint_keep_their_final_state(ignore: int
 
 def test_the_clean_answer_is_reused_only_if_every_image_asked_about_its_clean_image() -> None:
     images, labels = toy_batch(2, 6, 7)
-    o = Oracle(QueryCounter(RecordingSegmenter(), 10, 2), images, labels, Proxy(4), EPS, [0, 1])
+    o = OracleRun(QueryCounter(RecordingSegmenter(), 10, 2), images, labels, Proxy(4), EPS, [0, 1])
     answer = o.query(project(images + EPS, images, EPS))  # every image's first query: no clean
     assert torch.equal(answer.labels, RecordingSegmenter().predict(project(images + EPS, images, EPS)))
     o.query(images)  # the clean images, but not as their first queries
     assert o.result().clean_predictions is None
     for first_clean in (True, False):
         model = RecordingSegmenter()
-        o = Oracle(QueryCounter(model, 10, 2), images, labels, Proxy(4), EPS, [0, 1])
+        o = OracleRun(QueryCounter(model, 10, 2), images, labels, Proxy(4), EPS, [0, 1])
         FirstOnly(2, first_clean)(o)
         clean = o.result().clean_predictions
         if first_clean:

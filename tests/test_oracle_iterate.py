@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from segtk.core import Proxy, QueryCounter, Segmenter, SegtkError, confusion
-from segtk.core._attack import Attack, AttackParams, Oracle
+from segtk.core._attack import Attack, AttackParams
+from segtk.core._oracle import Oracle, OracleRun
 
 H, W = 2, 5
 CLEAN = torch.full((2, 3, H, W), 0.6)
@@ -222,9 +223,9 @@ def test_what_an_attack_returns_is_its_declaration_unless_the_run_says_otherwise
 def test_the_oracle_takes_only_best_or_iterate() -> None:
     counter = QueryCounter(Threshold(), 3, 2)
     for returns in ("best", "iterate"):
-        assert Oracle(counter, CLEAN, LABELS, Proxy(2), 1.0, [0, 1], returns=returns).returns == returns
+        assert OracleRun(counter, CLEAN, LABELS, Proxy(2), 1.0, [0, 1], returns=returns).returns == returns
     with pytest.raises(SegtkError) as err:
-        Oracle(counter, CLEAN, LABELS, Proxy(2), 1.0, [0, 1], returns="last")
+        OracleRun(counter, CLEAN, LABELS, Proxy(2), 1.0, [0, 1], returns="last")
     assert (err.value.message, err.value.hint) == ("unknown returns='last'", "use best or iterate")
 
 
@@ -235,7 +236,7 @@ def test_an_iterate_past_the_ball_is_refused_with_its_gap_whatever_the_owners_ty
     refusal measures each iterate against its own image (0.3 and 0.6 grey)."""
     clean = torch.stack([torch.full((3, H, W), 0.3), torch.full((3, H, W), 0.6)])
     model = Threshold()
-    o = Oracle(QueryCounter(model, 3, 2), clean, LABELS, Proxy(2, kind="pacc"), 8 / 255, [0, 1],
+    o = OracleRun(QueryCounter(model, 3, 2), clean, LABELS, Proxy(2, kind="pacc"), 8 / 255, [0, 1],
                returns="iterate")
     x = clean.clone()
     x[1, 0, 1, 2] += 9.6 / 255

@@ -25,6 +25,7 @@ from segtk.core import (
     SkipSample,
     project,
 )
+from segtk.core._oracle import OracleRun
 from segtk.editkit import transform_object
 from segtk.testing import (
     TOY_CLASSES,
@@ -631,7 +632,7 @@ def test_attack_suite_checks_every_query_even_when_the_oracle_is_wrong(
         attack: type[Attack], message: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """An oracle that checks nothing lets these candidates through to the model: the suite
     still fails, since it checks every query at the counter, on its own."""
-    monkeypatch.setattr(Oracle, "_check_bounds", lambda self, images, owners: None)
+    monkeypatch.setattr(OracleRun, "_check_bounds", lambda self, images, owners: None)
     with pytest.raises(AssertionError, match=message):
         any_size_check(attack)
 

@@ -17,16 +17,17 @@ from segtk.core import (
     SegtkError,
     check_gradients,
 )
+from segtk.core._oracle import OracleRun
 from segtk.testing import TinySegmenter, toy_batch
 
 EPS = 8 / 255
 
 
-def oracle(n: int = 2, white_box: bool = True, model=None) -> Oracle:
+def oracle(n: int = 2, white_box: bool = True, model=None) -> OracleRun:
     images, labels = toy_batch(n, 6, 7, seed=3)
     labels[1] = (labels[1] + 1) % 4  # image 1's labels differ from the model's answer
     counter = QueryCounter(model or TinySegmenter(), 10, n)
-    return Oracle(counter, images, labels, Proxy(4), EPS, list(range(n)), white_box=white_box)
+    return OracleRun(counter, images, labels, Proxy(4), EPS, list(range(n)), white_box=white_box)
 
 
 def per_pixel_logit(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -36,7 +37,7 @@ def per_pixel_logit(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
 
 def test_a_decision_based_oracle_refuses_gradients_word_for_word() -> None:
     o = oracle(white_box=False)
-    plain = Oracle(o._counter, o.clean, o.labels, Proxy(4), EPS, [0, 1])  # the default
+    plain = OracleRun(o._counter, o.clean, o.labels, Proxy(4), EPS, [0, 1])  # the default
     for decision_based in (o, plain):
         with pytest.raises(SegtkError) as err:
             decision_based.loss_and_grad(o.clean, per_pixel_logit)
