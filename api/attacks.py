@@ -48,6 +48,7 @@ from segtk.core import (
 from segtk.core._eps import check_eps
 from segtk.jobs.attack import AttackRecord, attack_dataset, run_settings
 from segtk.jobs.executors import make_executor
+from segtk.jobs.overwrite import overwrite_run
 from segtk.storage import layout
 from segtk.storage.runs import RunDir, load_run_file
 
@@ -64,7 +65,8 @@ def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", bud
            params: Mapping[str, Any] | Iterable[str] | None = None,
            out: str | Path | None = None, device: str | None = None, *,
            split: str | None = None, batch_size: int = 8, time_limit: float | None = None,
-           save_images: bool = True, resume: bool = False, classes_from_data: bool = False,
+           save_images: bool = True, resume: bool = False, overwrite: bool = False,
+           classes_from_data: bool = False,
            on_start: Callable[[int], None] | None = None,
            on_image: Callable[[AttackRecord], None] | None = None,
            max_pixels: int | None = None, reference: str = "labels") -> AttackRun:
@@ -84,6 +86,8 @@ def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", bud
     ground truth needed, so `data` may be a folder without labels; images without labels are
     then scored against their clean prediction, and each record says which).
     """
+    if overwrite:  # start over: clear what an earlier run wrote in `out`
+        overwrite_run(out, "attack", resume)
     attack_obj = build("attack", attack, pairs_of(params, "--param"), budget=budget, eps=eps,
                        seed=seed, time_limit=time_limit, reference=reference)
     if out is None and resume:
@@ -132,6 +136,7 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
                   batch_size: int = 8, chunk: int = 8,
                   executor: str = "local", workers: int | None = None,
                   address: str | None = None, resume: bool = False, table_only: bool = False,
+                  overwrite: bool = False,
                   classes_from_data: bool = False,
                   on_start: Callable[[int, int], None] | None = None,
                   on_records: Callable[[int], None] | None = None,
@@ -165,6 +170,8 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
             build_spec(label, budget=max(budget_list), eps=e, seed=seed, time_limit=time_limit)
     if out is None and (resume or table_only):
         raise SegtkError("resume and table_only need the run folder", hint="pass out=FOLDER")
+    if overwrite:  # start over: clear what an earlier run wrote in `out`
+        overwrite_run(out, "bench-attacks", resume or table_only)
     # a table of what OUT holds runs nothing: it needs no device (and may be read elsewhere)
     where = str(device or "cpu") if table_only else str(resolve_device(device))
     label_free = all(parse_spec(label).params.get("reference") == "prediction" for label in labels)

@@ -48,6 +48,7 @@ from segtk.jobs.edit import (
 )
 from segtk.jobs.edit_records import EditLine, SkipLine
 from segtk.jobs.executors import make_executor
+from segtk.jobs.overwrite import overwrite_run
 from segtk.storage.layout import QUALITY_CSV, RESULTS
 from segtk.storage.runs import RunDir
 
@@ -87,6 +88,7 @@ def edit(data: str | Dataset, editor: str, values: str | Sequence[str] | None = 
          backend: str = CLASSICAL, split: str | None = None,
          limit: int | None = None, variants: int = 1, pick: str = "all",
          object_centric: bool = False, seed: int = 0, resume: bool = False,
+         overwrite: bool = False,
          min_area: float = DEFAULT_MIN_AREA, exclude: str | Sequence[str] | None = None,
          classes: str | Sequence[str] | None = None, objects: str = "largest",
          things_only: bool = False, params: Mapping[str, Any] | Iterable[str] | None = None,
@@ -114,6 +116,8 @@ def edit(data: str | Dataset, editor: str, values: str | Sequence[str] | None = 
     cuda:N, auto) goes to the backend and filters that take a `device` parameter not given in
     `params`/`filter_params`; None leaves them their own default.
     """
+    if overwrite:  # start over: clear what an earlier run wrote in `out`
+        overwrite_run(out, "edit", resume)
     where = None if device is None else str(resolve_device(device))  # a missing CUDA: said first
     cls = backend_class(backend)  # an unknown backend or a missing dependency: said next
     writer = load_prompt_writer(prompt_writer, prompt_model)
@@ -194,6 +198,7 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
                 prompt_model: str | None = None, prompt_writer: str | None = None,
                 seed: int = 0, batch_size: int = 4, chunk: int = 8, executor: str = "local",
                 workers: int | None = None, address: str | None = None, resume: bool = False,
+                overwrite: bool = False,
                 classes_from_data: bool = False, device: str | None = None,
                 quality: str | Sequence[str] = (), metric_params: FilterParams = None,
                 captioner: str | None = None,
@@ -218,6 +223,8 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
     `captioner` (with `captioner_params`): writes the source captions of every subset's edits,
     as in `edit`.
     """
+    if overwrite:  # start over: clear what an earlier run wrote in `out`
+        overwrite_run(out, "bench-edits", resume)
     model_list = specs_only(models, data, "bench_edits")
     attrs = comma_list(attributes)
     if not model_list or not attrs:
@@ -225,7 +232,8 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
     out_dir = Path(out)
     if not resume and (out_dir / RESULTS).exists():
         raise SegtkError(f"{out_dir} already holds results",
-                         hint="pass --resume to continue that run, or choose another --out")
+                         hint="pass --resume to continue that run, --overwrite to start it "
+                              "over, or choose another --out")
     where = str(resolve_device(device))
     # before any subset is edited: the subsets keep the source data's classes
     check_models(model_list, load_dataset(data, split, 1), classes_from_data, where)

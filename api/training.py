@@ -13,6 +13,7 @@ from segtk.benchmarks.augment import AugmentBench, eval_seed_for, run, write_out
 from segtk.core import SegtkError, preferred_split, resolve_device
 from segtk.editkit import CLASSICAL
 from segtk.jobs.edit import EditSummary
+from segtk.jobs.overwrite import overwrite_run
 from segtk.jobs.train import CONSTANT, StepHook, TrainConfig, parse_scale, parse_size
 from segtk.jobs.train import train as train_job
 
@@ -82,7 +83,7 @@ def train(model: str, data: str, out: str | Path, augment: str = "baseline", *,
           batch_size: int = 8, lr: float = 1e-4, weight_decay: float = 1e-4, seed: int = 0,
           size: Size = None, crop: Size = None, scale: Scale = None, flip: bool = False,
           schedule: str = CONSTANT, norm_eval: bool = False, classes_from_data: bool = False,
-          device: str | None = "cpu", resume: bool = False,
+          device: str | None = "cpu", resume: bool = False, overwrite: bool = False,
           on_step: StepHook | None = None, max_pixels: int | None = None) -> Table:
     """Fine-tune the model spec `model` on `data` with one augmentation (augmenter spec
     NAME[:KEY=VALUE,...], baseline = none) into the run folder `out`, as `segtk train`:
@@ -98,6 +99,8 @@ def train(model: str, data: str, out: str | Path, augment: str = "baseline", *,
     auto); the augmentations run on the CPU batch before it moves. Returns one row per epoch (epoch, loss, steps, seconds,
     spec); `details["spec"]` is the trained model's spec (`load_model` loads it).
     """
+    if overwrite:  # start over: clear what an earlier run wrote in `out`
+        overwrite_run(out, "train", resume)
     specs_only(model, data, "train")
     config = _config(model, data, split, limit, augment, epochs, batch_size, lr, weight_decay,
                      seed, size, crop, classes_from_data, device, scale, flip, schedule, norm_eval)
@@ -119,7 +122,7 @@ def bench_augment(model: str, data: str, augments: str | Sequence[str] = BENCH_A
                   size: Size = None, crop: Size = None, scale: Scale = None,
                   flip: bool = False, schedule: str = CONSTANT, norm_eval: bool = False,
                   classes_from_data: bool = False,
-                  device: str | None = "cpu", resume: bool = False,
+                  device: str | None = "cpu", resume: bool = False, overwrite: bool = False,
                   on_subset: Callable[[str, EditSummary], None] | None = None,
                   on_train: Callable[[str, dict[str, Any]], None] | None = None,
                   on_step: StepHook | None = None,
@@ -145,6 +148,8 @@ def bench_augment(model: str, data: str, augments: str | Sequence[str] = BENCH_A
     OUT/table_vi.csv. The `edits` augmenter's appearance/geometry mix is its spec's
     geometry_share (e.g. "edits:dir=A;B,geometry_share=0.5").
     """
+    if overwrite:  # start over: clear what an earlier run wrote in `out`
+        overwrite_run(out, "bench-augment", resume)
     specs_only(model, data, "bench_augment")
     specs = split_augments(augments)
     attrs = comma_list(attributes)

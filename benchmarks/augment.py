@@ -139,7 +139,8 @@ def run(bench: AugmentBench, out: str | Path, resume: bool = False,
     labels = check_labels(bench.augments)
     if not resume and (out / RESULTS).exists():
         raise SegtkError(f"{out} already holds results",
-                         hint="pass --resume to continue that run, or choose another --out")
+                         hint="pass --resume to continue that run, --overwrite to start it over, "
+                              "or choose another --out")
     training = bench.training
     eval_data = bench.eval_data or training.data
     for data, split in dict.fromkeys([(training.data, training.split), (eval_data, bench.eval_split)]):

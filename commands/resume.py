@@ -12,6 +12,9 @@ reads its table), the wrapper
   one line naming the option, the recorded and the given value, unless the command lets it
   change on resume (`may_change`, e.g. `train --epochs`).
 
+The wrapper also gives each such command `--overwrite` (jobs.overwrite.start_over): the run
+in OUT is cleared before the command starts, refused together with --resume (or --table-only).
+
 Options that are not settings (--workers, --chunk, --report, ...) are not declared, so they
 may differ freely. The run's own check (core.runs.RunDir, which compares the whole config)
 stays the last word: it refuses what the options cannot say (e.g. a `--param` of another
@@ -32,6 +35,7 @@ from click.core import ParameterSource
 
 from segtk.commands.options import csv_list
 from segtk.core import SegtkError
+from segtk.jobs.overwrite import refuse_with_resume, start_over
 from segtk.storage import layout
 from segtk.storage.runs import load_run_file
 
@@ -192,7 +196,10 @@ def resumable(kind: str, settings: Mapping[str, Recorded],
         @functools.wraps(command)
         def run(**params: Any) -> Any:
             ctx = click.get_current_context()
+            overwrite = params.pop("overwrite")
             flag = next((f for f in flags if params.get(f)), None)
+            if overwrite and flag:
+                raise refuse_with_resume(resume="--" + flag.replace("_", "-"))
             folder = out(params) if flag else None
             record = load_run_file(Path(folder) / layout.RUN) if folder else None
             if flag and folder and record is None:
@@ -204,8 +211,19 @@ def resumable(kind: str, settings: Mapping[str, Recorded],
                 if params.get(name) is None:
                     param = next(p for p in ctx.command.params if p.name == name)
                     raise click.MissingParameter(ctx=ctx, param=param)
+            if overwrite:
+                folder = out(params)
+                if folder:
+                    start_over(folder, kind)
             return command(**params)
 
-        return run
+        return overwrite_option(run)
 
     return wrap
+
+
+overwrite_option = click.option(
+    "--overwrite", is_flag=True,
+    help=f"Start over: first remove what an earlier run of this command wrote in OUT "
+         f"({layout.RUN}, results, pictures, tables, report); other files there are kept, and a "
+         f"folder without {layout.RUN} is refused. Not with --resume.")

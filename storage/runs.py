@@ -320,7 +320,8 @@ def check_run(path: Path, results: Iterable[str], resume: bool, what: str) -> di
                               "or choose another --out")
     if found and not resume:
         raise SegtkError(f"{path} already holds {what}",
-                         hint="pass --resume to continue that run, or choose another --out")
+                         hint="pass --resume to continue that run, --overwrite to start it over, "
+                              "or choose another --out")
     return old
 
 

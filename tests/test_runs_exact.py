@@ -137,7 +137,8 @@ def test_run_folder_refusals_word_for_word(tmp_path) -> None:
     assert refusal(lambda: RunDir(out, {"budget": 8}, True, kind="attack")) == (
         f"{out} holds a `segtk bench attacks` run, not a `segtk attack` one", "choose another --out")
     assert refusal(lambda: RunDir(out, {"budget": 8}, False, kind="bench-attacks")) == (
-        f"{out} already holds results", "pass --resume to continue that run, or choose another --out")
+        f"{out} already holds results",
+        "pass --resume to continue that run, --overwrite to start it over, or choose another --out")
     message, hint = refusal(lambda: RunDir(out, {"budget": 9}, True, kind="bench-attacks"))
     assert message.startswith(f"{out} holds a run with other settings (budget): ")
     assert hint == ("resume with the settings run.json records (segtk's --resume reads the options "
