@@ -13,11 +13,12 @@ def add_commands(group: click.Group) -> None:
     """Let each plugin add commands to `group`, one plugin at a time. A plugin that raises adds
     nothing and is listed as broken. A name segtk already has stays segtk's; a name two plugins
     add runs neither: a command saying so stands in for it, and both are listed as conflicts
-    (`segtk plugins`)."""
+    (`segtk plugins`). Imports every plugin: a command hook may add any name."""
     if not registry.claim_group(group):
         return
     pm = registry.manager()
-    builtin = dict(group.commands)
+    pm.load_entry_points()
+    builtin = {**dict.fromkeys(getattr(group, "lazy", ())), **group.commands}  # segtk's own
     added: dict[str, list[registry.PluginInfo]] = {}
     for impl in pm.hook.register_commands.get_hookimpls():
         dist, version = pm.distributions.get(impl.plugin_name, (registry.REGISTERED, ""))

@@ -16,6 +16,7 @@ from segtk.commands.attack import attack as attack_command
 from segtk.commands.console import console, shell_safe, status_text, table
 from segtk.commands.edit import edit as edit_command
 from segtk.commands.extras import Extra, extra_of, not_installed
+from segtk.commands.plugin_commands import add_commands
 from segtk.commands.scaffold import new
 from segtk.core import (
     AttackParams,
@@ -41,7 +42,7 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    infos = registry.plugins()
+    infos = listing(ctx)
     extras = extra_of()
     rows: list[dict[str, Any]] = [
         {"name": i.name, "kind": i.kind, "distribution": i.distribution, "version": i.version,
@@ -82,13 +83,22 @@ def install_of(info: PluginInfo, extras: dict[str, Extra]) -> dict[str, str]:
     return {"install": "pip install " + " ".join(info.missing)}
 
 
+def listing(ctx: click.Context) -> list[PluginInfo]:
+    """Every plugin imported and listed, the commands they add to the CLI included."""
+    root = ctx.find_root().command
+    if isinstance(root, click.Group):
+        add_commands(root)
+    return registry.plugins()
+
+
 @plugins.command("show")
 @click.argument("name")
 @click.option("--kind", type=click.Choice([k.name for k in registry.KINDS] + ["command"]), default=None,
               help="Only the plugin of this kind (a name may be, e.g., a model and a dataset).")
 @click.option("--json", "as_json", is_flag=True,
               help="Machine-readable: a list with one object per plugin of that name.")
-def show(name: str, kind: str | None, as_json: bool) -> None:
+@click.pass_context
+def show(ctx: click.Context, name: str, kind: str | None, as_json: bool) -> None:
     """One plugin: kind, distribution, version, status, parameters (name, type, default,
     meaning) and an example command.
 
@@ -98,10 +108,11 @@ def show(name: str, kind: str | None, as_json: bool) -> None:
       segtk plugins show square --json
       segtk plugins show demo --kind dataset
     """
-    infos = [i for i in registry.plugins() if i.name == name and kind in (None, i.kind)]
+    everything = listing(ctx)
+    infos = [i for i in everything if i.name == name and kind in (None, i.kind)]
     if not infos:
         what = f"{kind} plugin" if kind else "plugin"
-        known = [i.name for i in registry.plugins() if kind in (None, i.kind)]
+        known = [i.name for i in everything if kind in (None, i.kind)]
         raise UnknownPlugin(f"no {what} named {name!r}{did_you_mean(name, known)}",
                             hint="`segtk plugins` lists every installed plugin", name=name)
     shown = [details(i) for i in infos]

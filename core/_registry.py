@@ -18,14 +18,14 @@ from segtk.core._errors import PluginError, UnknownPlugin
 from segtk.core._filtering import Filter
 from segtk.core._kinds import BY_NAME, KINDS, Kind
 from segtk.core._kinds import kind as kind_row
-from segtk.core._plugins import PluginManager, contained, failure, get_plugin_manager
+from segtk.core._plugins import BUILTIN, PluginManager, contained, failure, get_plugin_manager
 from segtk.core._quality import Captioner, Metric
 from segtk.core._segmenter import SegmenterPlugin
 
 __all__ = ["KINDS", "BY_NAME", "Kind", "PluginInfo", "plugins", "lookup", "origin", "reset",
            "plugin_class", "attack", "segmenter_plugin", "editor", "filter_", "dataset_plugin",
            "augmenter", "edit_backend", "prompt_writer", "metric", "captioner", "missing_modules",
-           "claim_group", "note", "manager", "owner", "contained", "failure", "REGISTERED"]
+           "claim_group", "note", "manager", "owner", "loaded", "misnamed", "contained", "failure", "REGISTERED"]
 
 REGISTERED = "(registered object)"  # the distribution of a plugin registered in-process
 
@@ -102,15 +102,17 @@ def install_hint(distribution: str, module: str) -> str:
             f"{distribution})")
 
 
-_infos: list[PluginInfo] | None = None
-_infos_of: PluginManager | None = None  # the manager _infos was read from
+_read: dict[str, list[PluginInfo]] = {}  # plugin (pluggy name) -> what its hooks registered
+_broken_read = 0  # how many of the manager's broken entry points are in _read
+_infos_of: PluginManager | None = None  # the manager _read was read from
 _commands: list[PluginInfo] = []  # plugins' CLI commands (`note`), added by segtk.commands
 _command_groups: set[int] = set()  # groups filled with them since the last reset (`claim_group`)
 
 
 def reset() -> None:
-    global _infos
-    _infos = None
+    global _broken_read
+    _read.clear()
+    _broken_read = 0
     _commands.clear()
     _command_groups.clear()
 
@@ -126,49 +128,79 @@ def _current_manager() -> PluginManager:
 
 
 def plugins() -> list[PluginInfo]:
-    """Everything registered, plus broken entry points, in a stable order. Read once per plugin
-    manager: a new manager (reset_plugin_manager) is read afresh."""
-    global _infos
+    """Everything installed (every plugin imported), plus broken entry points, in a stable
+    order: the listing of `segtk plugins`."""
+    _current_manager().load_entry_points()
+    return loaded()
+
+
+def loaded() -> list[PluginInfo]:
+    """What the plugins imported so far registered (each plugin's hooks called once per plugin
+    manager), plus broken entry points, in a stable order."""
     pm = _current_manager()
-    if _infos is not None:
-        return sorted(_infos + _commands, key=lambda i: (i.kind, i.name))
-    infos: list[PluginInfo] = []
+    for row in KINDS:
+        for impl in getattr(pm.hook, row.hook).get_hookimpls():
+            if impl.plugin_name not in _read:
+                _read_plugin(pm, impl.plugin_name)
+    _read_broken(pm)
+    infos = [i for rows in _read.values() for i in rows]
+    mark_conflicts(infos)
+    return sorted(infos + _commands, key=lambda i: (i.kind, i.name))
+
+
+def _read_plugin(pm: PluginManager, plugin: str) -> None:
+    """Call each kind hook of one plugin; a registration under a name its entry points do not
+    declare is refused (an unused plugin is never imported, so a name must be knowable from
+    metadata)."""
+    infos = _read.setdefault(plugin, [])
+    dist, version = pm.distributions.get(plugin, (REGISTERED, ""))
+    declared = pm.names.get(plugin)
     for row in KINDS:
         kind, hook = row.name, row.hook
         for impl in getattr(pm.hook, hook).get_hookimpls():
-            dist, version = pm.distributions.get(impl.plugin_name, (REGISTERED, ""))
+            if impl.plugin_name != plugin:
+                continue
 
-            def register(obj: Any, _impl=impl, _kind=kind, _hook=hook, _d=dist, _v=version):
+            def register(obj: Any, _kind=kind, _hook=hook) -> None:
                 name = obj.name
                 requires = tuple(getattr(obj, "requires", ()))
-                infos.append(
-                    PluginInfo(
-                        name, _kind, _impl.plugin_name, _d, _v, _hook, obj,
-                        missing=missing_modules(requires),
-                        install=getattr(obj, "install", ""),
-                    )
-                )
+                infos.append(PluginInfo(
+                    name, _kind, plugin, dist, version, _hook, obj,
+                    error=misnamed(_kind, name, plugin, declared, dist),
+                    missing=missing_modules(requires), install=getattr(obj, "install", ""),
+                ))
 
             try:
                 impl.function(register)
             except BaseException as exc:  # SystemExit too: `segtk plugins` must still list it
                 if not contained(exc):
                     raise
-                infos.append(
-                    PluginInfo(impl.plugin_name, kind, impl.plugin_name, dist, version, hook,
-                               error=failure(exc))
-                )
-    for b in pm.broken:
+                infos.append(PluginInfo(plugin, kind, plugin, dist, version, hook,
+                                        error=failure(exc)))
+
+
+def misnamed(kind: str, name: str, plugin: str, declared: tuple[str, ...] | None,
+             dist: str) -> str:
+    """Why a registration is refused for its name ("" when its entry points declare it):
+    segtk imports a plugin only when its entry-point name is used."""
+    if declared is None or name in declared or dist == BUILTIN:
+        return ""
+    return (f"{kind} {name!r} is registered under entry point {plugin!r}, whose distribution "
+            f"{dist} declares only {', '.join(map(repr, declared))}: add `{name} = \"MODULE\"` "
+            "under [project.entry-points.segtk] in its pyproject.toml (one entry point per name "
+            "a plugin registers) and reinstall it")
+
+
+def _read_broken(pm: PluginManager) -> None:
+    global _broken_read
+    for b in pm.broken[_broken_read:]:
         if b.missing:  # its import needs a module that is not installed: say what to install
-            infos.append(PluginInfo(b.name, "?", b.name, b.distribution, b.version, "",
-                                    missing=[b.missing], install=install_hint(b.distribution,
-                                                                              b.missing)))
+            info = PluginInfo(b.name, "?", b.name, b.distribution, b.version, "",
+                              missing=[b.missing], install=install_hint(b.distribution, b.missing))
         else:
-            infos.append(PluginInfo(b.name, "?", b.name, b.distribution, b.version, "",
-                                    error=b.error))
-    mark_conflicts(infos)
-    _infos = infos
-    return sorted(_infos + _commands, key=lambda i: (i.kind, i.name))
+            info = PluginInfo(b.name, "?", b.name, b.distribution, b.version, "", error=b.error)
+        _read.setdefault(b.name, []).append(info)
+    _broken_read = len(pm.broken)
 
 
 def owner(info: PluginInfo) -> str:
@@ -179,7 +211,7 @@ def owner(info: PluginInfo) -> str:
 def origin(kind: str, obj: Any) -> str:
     """The distribution that registered `obj` as a `kind` ("segtk-attack-dla 0.1.0"), or "" for
     an object no plugin registered (made in Python): how an error names the failing plugin."""
-    for info in plugins():
+    for info in loaded():
         if info.kind == kind and info.obj is obj:
             if info.distribution == REGISTERED:  # registered in-process, not installed
                 return f"plugin {info.plugin}"
@@ -194,6 +226,8 @@ def mark_conflicts(infos: list[PluginInfo]) -> None:
         if not info.error and info.hook:
             groups.setdefault((info.kind, info.name), []).append(info)
     for (kind, name), same in groups.items():
+        for info in same:
+            info.conflict = ""
         if len(same) > 1:
             owners = " and ".join(owner(i) for i in same)
             for info in same:
@@ -206,15 +240,21 @@ def lookup(kind: str, name: str) -> Any:
 
 
 def _usable(kind: str, name: str) -> PluginInfo:
-    """The one usable registration of `kind` `name`, or a PluginError saying why there is none."""
-    matches = [i for i in plugins() if i.kind == kind and i.name == name]
+    """The one usable registration of `kind` `name`, or a PluginError saying why there is none.
+    Imports only the plugins whose entry point is called `name`; all of them when none
+    registers it (to say what is installed, or that a plugin registers it under another
+    name). An entry point of that name that fails to import is named, with why."""
+    _current_manager().load(name)
+    matches = _matches(loaded(), kind, name)
+    if not matches:
+        matches = _matches(plugins(), kind, name)
     if not matches:
         known = sorted(i.name for i in plugins() if i.kind == kind and i.status == "ok")
         raise UnknownPlugin(
             f"no {kind} plugin named {name!r}",
             hint=f"installed: {', '.join(known) or 'none'}; see `segtk plugins`", name=name,
         )
-    info = matches[0]
+    info = min(matches, key=lambda i: bool(i.error))  # a refused name yields to a usable one
     if info.status == "broken":
         raise PluginError(f"{kind} plugin {name!r} is broken: {info.error}")
     if info.status == "conflict":
@@ -230,6 +270,13 @@ def _usable(kind: str, name: str) -> PluginInfo:
             hint=how,
         )
     return info
+
+
+def _matches(infos: list[PluginInfo], kind: str, name: str) -> list[PluginInfo]:
+    """The registrations of `kind` `name`, or else the entry point `name` that failed to import
+    (its kind unknown: "?")."""
+    found = [i for i in infos if i.kind == kind and i.name == name]
+    return found or [i for i in infos if i.kind == "?" and i.name == name]
 
 
 def claim_group(group: object) -> bool:

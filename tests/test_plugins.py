@@ -51,18 +51,22 @@ def register_segmenters(register):
 '''
 
 
-def make_distribution(root: Path, dist: str, module: str, source: str) -> None:
-    """A real installed distribution: a module plus a .dist-info with an entry point."""
+def make_distribution(root: Path, dist: str, module: str, source: str,
+                      names: tuple[str, ...] = ()) -> None:
+    """A real installed distribution: a module plus a .dist-info with an entry point per name
+    (default: the module's)."""
     (root / f"{module}.py").write_text(source)
     info = root / f"{dist.replace('-', '_')}-1.2.3.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.2.3\n")
-    (info / "entry_points.txt").write_text(f"[segtk]\n{module} = {module}\n")
+    points = "".join(f"{name} = {module}\n" for name in names or (module,))
+    (info / "entry_points.txt").write_text(f"[segtk]\n{points}")
 
 
 @pytest.fixture
 def third_party(tmp_path: Path, monkeypatch):
-    make_distribution(tmp_path, "segtk-hello", "segtk_hello", textwrap.dedent(HELLO))
+    make_distribution(tmp_path, "segtk-hello", "segtk_hello", textwrap.dedent(HELLO),
+                      names=("hello", "needs-xyz"))
     # a failing import (a module that is merely not installed is a missing dependency instead)
     make_distribution(tmp_path, "segtk-broken", "segtk_broken",
                       "from json import segtk_missing_dep_abc\n")
@@ -105,7 +109,7 @@ def test_unknown_plugin_names_what_is_installed(third_party) -> None:
 
 
 def test_load_plugins_env_restricts_entry_points(third_party, monkeypatch) -> None:
-    monkeypatch.setenv("SEGTK_LOAD_PLUGINS", "segtk_hello")
+    monkeypatch.setenv("SEGTK_LOAD_PLUGINS", "hello")
     reset_plugin_manager()
     names = {i.name for i in registry.plugins()}
     assert "hello" in names and "segtk_broken" not in names and "dla" not in names
@@ -187,7 +191,7 @@ class Impostor(Attack):
 
 
 def test_second_attack_with_a_taken_name_is_a_conflict_naming_both(with_fakes) -> None:
-    cli = with_fakes(fake_plugin("segtk_impostor", "segtk-impostor",
+    cli = with_fakes(fake_plugin("dla", "segtk-impostor",
                                  register_attacks=lambda register: register(Impostor)))
     rows = [r for (kind, name), r in plugins_json(cli).items() if kind == "attack" and name == "dla"]
     infos = [i for i in registry.plugins() if (i.kind, i.name) == ("attack", "dla")]
@@ -292,3 +296,56 @@ def test_keyboard_interrupt_in_a_plugin_still_stops_segtk(with_fakes) -> None:
     with_fakes(fake_plugin("segtk_ctrl_c", "segtk-ctrl-c", register_attacks=interrupted))
     with pytest.raises(KeyboardInterrupt):
         registry.plugins()
+
+
+# --- lazy discovery: a plugin is imported when its name is used, listed or shown ----------------
+
+
+def test_using_a_name_imports_only_the_plugins_of_that_entry_point_name(monkeypatch) -> None:
+    monkeypatch.delenv("SEGTK_LOAD_PLUGINS", raising=False)
+    reset_plugin_manager()
+    try:
+        assert registry.attack("random").name == "random"
+        assert set(get_plugin_manager().distributions) == {"datasets", "random"}
+        registry.plugins()  # listing imports the rest
+        assert {"dla", "espnet"} <= set(get_plugin_manager().distributions)
+    finally:
+        reset_plugin_manager()
+
+
+class Solo(Attack):
+    """Registered under a name no entry point of its distribution declares."""
+
+    name = "solo"
+
+    def attack(self, oracle) -> None:
+        oracle.query(oracle.clean)
+
+
+def test_a_name_its_entry_points_do_not_declare_is_refused_by_name(with_fakes) -> None:
+    from segtk_dla import DLA
+
+    cli = with_fakes(fake_plugin("segtk_impostor", "segtk-impostor",
+                                 register_attacks=lambda register: register(Impostor)),
+                     fake_plugin("segtk_solo", "segtk-solo",
+                                 register_attacks=lambda register: register(Solo)))
+    assert registry.attack("dla") is DLA  # the entry point named dla, unambiguous
+    listed = json.loads(CliRunner().invoke(cli, ["plugins", "--json"]).output)
+    status = {r["distribution"]: r["status"] for r in listed if (r["kind"], r["name"]) == ("attack", "dla")}
+    assert status == {"segtk-attack-dla": "ok", "segtk-impostor": "broken"}
+    refused = [r["error"] for r in listed if r["distribution"] == "segtk-impostor"][0]
+    assert "entry point 'segtk_impostor'" in refused and "dla = " in refused  # what to declare
+    assert registry.attack("dla") is DLA  # still, with everything imported
+    with pytest.raises(PluginError, match="attack plugin 'solo' is broken: .*entry point 'segtk_solo'"):
+        registry.attack("solo")
+    used = CliRunner().invoke(cli, ["attack", "--plugin", "solo"])
+    assert used.exit_code == 1 and "segtk_solo" in used.output and "Traceback" not in used.output
+
+
+def test_a_broken_plugin_is_named_when_used(third_party) -> None:
+    with pytest.raises(PluginError, match="plugin 'segtk_broken' is broken: .*segtk_missing_dep_abc"):
+        registry.attack("segtk_broken")
+    from segtk.cli import cli
+
+    used = CliRunner().invoke(cli, ["attack", "--plugin", "segtk_broken"])
+    assert used.exit_code == 1 and "is broken" in used.output and "Traceback" not in used.output
