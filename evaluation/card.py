@@ -16,7 +16,8 @@ from typing import Any
 import torch
 
 from segtk.benchmarks.attacks import BenchAttackRecord
-from segtk.core import Dataset, SegtkError, mean_iou
+from segtk.core import Dataset, SegtkError
+from segtk.core._metrics import mean_iou
 from segtk.evaluation.ensemble import class_ious, members_at, percent, worst_case
 from segtk.evaluation.protocol import PROTOCOL, VERSION, Profile
 from segtk.storage.provenance import spec_file_hashes

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from segtk.benchmarks.attacks import BenchAttackRecord
-from segtk.core import iou_per_class, mean_iou
+from segtk.core._metrics import iou_per_class, mean_iou
 
 PER_IMAGE = "per-image worst case"
 

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from segtk.core import SegtkError, atomic_write_bytes, brief_spec
+from segtk.core import SegtkError, atomic_write_bytes
+from segtk.core._specs import brief_spec
 from segtk.evaluation.card import CARD_JSON, read_card
 from segtk.evaluation.page import CARD_HTML, _environment
 from segtk.storage.runs import atomic_write_json

@@ -17,15 +17,8 @@ import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from segtk.benchmarks.attacks import sheet_path
-from segtk.core import (
-    Dataset,
-    atomic_write_bytes,
-    brief_spec,
-    cached_segmenter,
-    read_image,
-    to_tensor,
-    write_png,
-)
+from segtk.core import Dataset, atomic_write_bytes, read_image, to_tensor, write_png
+from segtk.core._specs import brief_spec, cached_segmenter
 from segtk.imaging import amplify, overlay
 from segtk.jobs.attack import evaluate as predict_labels
 from segtk.reports.common import TEMPLATES, _classes_and_palette, _href, _legend, _num, _picture

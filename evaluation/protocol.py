@@ -55,7 +55,7 @@ PROFILES = {
 }
 
 
-def profile(name: str, eps: list[float] | None = None) -> Profile:
+def profile_of(name: str, eps: list[float] | None = None) -> Profile:
     """The profile `name`; `eps` replaces its ε grid (the card then names the profile
     NAME+eps, which ranks only with cards of the same grid)."""
     if name not in PROFILES:

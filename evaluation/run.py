@@ -21,7 +21,9 @@ from segtk import __version__
 from segtk.api.attacks import bench_attacks, with_reference
 from segtk.api.edits import bench_edits
 from segtk.benchmarks.attacks import bench_records
-from segtk.core import UNLABELLED, SegtkError, cached_segmenter, load_dataset, resolve_device
+from segtk.core import SegtkError, load_dataset
+from segtk.core._device import resolve_device
+from segtk.core._specs import UNLABELLED, cached_segmenter
 from segtk.evaluation.card import (
     CARD_JSON,
     CARD_VERSION,
@@ -36,7 +38,7 @@ from segtk.evaluation.card import (
     write_card,
 )
 from segtk.evaluation.page import write_card_page
-from segtk.evaluation.protocol import Profile, profile
+from segtk.evaluation.protocol import Profile, profile_of
 from segtk.storage import layout
 from segtk.storage.runs import RunDir, read_results
 
@@ -50,14 +52,14 @@ class EvaluateRun(RunDir):
     HOLDS = "an evaluation"
 
 
-def evaluate(model: str, data: str = "demo", profile_name: str = "quick",
+def evaluate(model: str, data: str = "demo", profile: str = "quick",
              out: str | Path | None = None, *, split: str | None = None,
              limit: int | None = None, eps: list[float] | None = None,
              device: str | None = "cpu", executor: str = "local", workers: int | None = None,
              address: str | None = None, resume: bool = False, batch_size: int = 8,
              chunk: int = 8, classes_from_data: bool = False, html: bool = True,
              on_stage: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run the robustness protocol's `profile_name` profile (quick, standard, paper) on
+    """Run the robustness protocol's `profile` (quick, standard, paper) on
     `model` (a --model spec) and `data`; return the card (what OUT/card.json holds).
 
     `out`: the run folder (sub-runs, card.json, card.html; resumable with `resume=True`);
@@ -65,7 +67,7 @@ def evaluate(model: str, data: str = "demo", profile_name: str = "quick",
     profile's ε grid. `executor`, `workers`, `address` shard every sub-run as `bench attacks`
     does (local pool or Ray); the card is the same whichever ran it.
     """
-    chosen = profile(profile_name, eps)
+    chosen = profile_of(profile, eps)
     if out is None:
         if resume:
             raise SegtkError("resume=True needs the run folder to resume", hint="pass out=FOLDER")
