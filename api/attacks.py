@@ -69,6 +69,7 @@ def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", bud
            classes_from_data: bool = False,
            on_start: Callable[[int], None] | None = None,
            on_image: Callable[[AttackRecord], None] | None = None,
+           on_queries: Callable[[int], None] | None = None,
            max_pixels: int | None = None, reference: str = "labels") -> AttackRun:
     """Run the attack plugin `attack` on every image of `data` against `model`; score the
     stored 8-bit adversarial images.
@@ -81,7 +82,8 @@ def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", bud
     `device`: cpu, cuda, cuda:N or auto (CUDA when present) for the model and every tensor of
     the job; None: cpu for a spec, where a loaded model is for a loaded one (given, a loaded
     model is moved there). `on_start(images)` and `on_image(record)` follow the progress
-    (the CLI's progress bar). `reference`: what the attack's proxy scores each query against,
+    (the CLI's progress bar), `on_queries(n)` too, in image-queries (`budget` per image, as
+    the model answers). `reference`: what the attack's proxy scores each query against,
     "labels" (the ground truth) or "prediction" (the model's labels for the clean image: no
     ground truth needed, so `data` may be a folder without labels; images without labels are
     then scored against their clean prediction, and each record says which).
@@ -111,7 +113,8 @@ def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", bud
         summary = attack_dataset(attack_obj, segmenter, dataset, run, batch_size,
                                  save_images and out is not None, on_image,
                                  classes_from_data=classes_from_data,
-                                 on_stored=kept.__setitem__ if out is None else None)
+                                 on_stored=kept.__setitem__ if out is None else None,
+                                 on_queries=on_queries)
     finally:
         run.close()
     images = kept if out is None else \

@@ -112,7 +112,7 @@ def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, 
     out = Path(out_dir)
     with JobProgress() as bar:
         def tick(rec: AttackRecord) -> None:
-            bar.advance(1, status=f"{rec.image}: mIoU {pct(rec.clean_miou):.1f}"
+            bar.update(status=f"{rec.image}: mIoU {pct(rec.clean_miou):.1f}"
                                   f" → {pct(rec.adv_miou):.1f}")
 
         summary = api.attack(
@@ -120,7 +120,8 @@ def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, 
             parse_pairs(extra, "--param"), out, device, split=split, batch_size=batch_size,
             time_limit=time_limit, save_images=save_images, resume=resume,
             classes_from_data=classes_from_data, on_image=tick, reference=reference or "labels",
-            on_start=lambda n: bar.start(f"{attack_name} ε={eps:g} budget={budget}", n))
+            on_queries=bar.advance,  # the bar counts image-queries, budget per image
+            on_start=lambda n: bar.start(f"{attack_name} ε={eps:g}", n * budget, "queries"))
     t = summary.summary
     console.print(table(f"{attack_name} on {model_spec} / {data_spec} ({t['images']} images)",
                         ["", "clean", "adversarial"], [

@@ -127,7 +127,8 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_fr
             split=split, time_limit=time_limit, batch_size=batch_size, chunk=chunk,
             executor=executor, workers=workers, address=address, resume=resume,
             table_only=table_only, classes_from_data=classes_from_data,
-            reference=reference or "labels", on_start=lambda shards, total: bar.start(f"{shards} shards", total),
+            reference=reference or "labels", on_start=lambda shards, total: bar.start(f"{shards} shards", total,
+                                                                    "images attacked"),
             on_records=bar.advance)
     budget_list = sorted({int(b) for b in csv_list(budgets)})
     _print_tables(result, list(dict.fromkeys(models_)), eps, budget_list, repeats)

@@ -192,7 +192,8 @@ def bench_edits(models_, data_spec, split, limit, classes_from_data, device, att
             captioner_params=captioner_params,
             batch_size=batch_size, chunk=chunk, executor=executor, workers=workers,
             address=address, resume=resume, classes_from_data=classes_from_data,
-            on_subset=said, on_start=lambda shards, total: bar.start(f"{shards} shards", total),
+            on_subset=said, on_start=lambda shards, total: bar.start(f"{shards} shards", total,
+                                                                      "images scored"),
             on_records=bar.advance)
     details = result.details
     cols = details["subsets"]

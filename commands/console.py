@@ -60,6 +60,7 @@ def progress() -> Progress:
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
+        TextColumn("{task.fields[unit]}"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         TextColumn("{task.fields[status]}"),
@@ -72,17 +73,18 @@ def progress() -> Progress:
 class JobProgress:
     """A progress bar opened when a job says it starts (after its checks and its run folder),
     so that a refused job prints its error alone; use it as a context manager around the job.
-    `start(description, total)` opens it, `advance(n)` and `update(**fields)` move it."""
+    `start(description, total, unit)` opens it (the unit names what it counts: queries,
+    images, steps), `advance(n)` and `update(**fields)` move it."""
 
     def __init__(self) -> None:
         self._stack = ExitStack()
         self.bar: Progress | None = None
         self.task: Any = None
 
-    def start(self, description: str, total: int) -> None:
+    def start(self, description: str, total: int, unit: str) -> None:
         if self.bar is None:
             self.bar = self._stack.enter_context(progress())
-        self.task = self.bar.add_task(description, total=total, status="")
+        self.task = self.bar.add_task(description, total=total, status="", unit=unit)
 
     def advance(self, n: int = 1, **fields: Any) -> None:
         self.update(advance=n, **fields)

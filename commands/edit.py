@@ -192,7 +192,7 @@ def edit(editor_name, values, backend, device, data_spec, split, limit, out, var
             filters=filter_names, filter_params=filter_params, prompt_model=prompt_model,
             prompt_writer=prompt_writer_name, captioner=captioner_name,
             captioner_params=captioner_params, sheet_rows=sheet_rows, save_sources=save_sources,
-            on_start=lambda total: bar.start(f"{editor_name} ({backend})", total),
+            on_start=lambda total: bar.start(f"{editor_name} ({backend})", total, "images"),
             on_edit=tick, on_table=show, warn=warn)
     result_line(f"edited dataset: {out}", f"  (read it with --data edited:{out})")
     if save_sources:

@@ -50,7 +50,7 @@ def predict(model_spec, data_spec, split, limit, classes_from_data, device, out,
     data = load_dataset(data_spec, split, limit)
     check_compatible(model, data, classes_from_data)  # before the progress bar and --out
     with progress() as bar:
-        task = bar.add_task("predict", total=len(data), status="")
+        task = bar.add_task("predict", total=len(data), status="", unit="images")
         summary = api.predict(model, data, out, batch_size=batch_size,
                               classes_from_data=classes_from_data,
                               on_batch=lambda n: bar.advance(task, n))

@@ -115,7 +115,7 @@ class StepBar:
 
     def __call__(self, epoch: int, step: int, steps: int, loss: float) -> None:
         if epoch != self.epoch:
-            self.bar.start(f"epoch {epoch}", steps)
+            self.bar.start(f"epoch {epoch}", steps, "steps")
             self.epoch = epoch
         self.bar.update(completed=step, status=f"loss {loss:.4f}")
 
@@ -250,7 +250,8 @@ def bench_augment(model_spec, data_spec, split, limit, augments, eval_data, eval
             eval_seed=eval_seed, size=size, crop=crop, scale=scale, flip=flip,
             schedule=schedule, norm_eval=norm_eval, classes_from_data=classes_from_data,
             device=device, resume=resume, on_subset=said, on_train=on_train, on_step=steps,
-            on_scoring=lambda total: bar.start("scoring", total), on_records=bar.advance)
+            on_scoring=lambda total: bar.start("scoring", total, "images scored"),
+            on_records=bar.advance)
     details = result.details
     console.print(table("mIoU % per subset, mR = RmIoU / mIoU(reference) (Gen4Seg Tab. IV)",
                         columns(details), table_rows(details)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,21 +193,29 @@ def attack_dataset(
     on_image: Callable[[AttackRecord], None] | None = None,
     classes_from_data: bool = False,
     on_stored: Callable[[str, np.ndarray], None] | None = None,
+    on_queries: Callable[[int], None] | None = None,
 ) -> Summary:
     """Attack every image not yet in results.jsonl; return the summary over the whole set.
     `on_stored(name, image)` sees each stored 8-bit adversarial image (what the scores are
-    computed on; the Python API keeps them in memory when it writes no files)."""
+    computed on; the Python API keeps them in memory when it writes no files).
+    `on_queries(n)` follows the progress in image-queries, `budget` per image: as the model
+    answers during a batch, not only when its images finish (see QuerySlots)."""
     check_compatible(segmenter, dataset, classes_from_data)  # labels of other classes: noise
     check_gradients(type(attack), segmenter)  # a white-box attack on a labels-only model
     done = AttackRecord.keyed(run.done(), run.path and run.path / layout.RESULTS)  # None: in memory
     pending = [i for i, name in enumerate(dataset.names) if name not in done]
     palette = dataset.palette if dataset.palette is not None else default_palette(len(dataset.classes))
+    budget = attack.params.budget
     for name in dataset.names:
-        if name in done and on_image:
-            on_image(done[name])
+        if name in done:
+            if on_queries:
+                on_queries(budget)
+            if on_image:
+                on_image(done[name])
     for batch in same_size_batches(dataset, pending, batch_size):
+        slots = QuerySlots(len(batch) * budget, on_queries)
         for record in _attack_batch(attack, segmenter, dataset, batch, run.path, save_images,
-                                    palette, on_stored):
+                                    palette, on_stored, slots):
             run.append(record.to_json())
             done[record.image] = record
             if on_image:
@@ -214,14 +223,70 @@ def attack_dataset(
     return summarise([done[n] for n in dataset.names], len(dataset.classes))
 
 
+class QuerySlots:
+    """One batch's progress in image-queries: `budget` slots per image. The rows the model is
+    asked about during the attack fill them (an evaluation pass, e.g. of an attack's declared
+    iterate, counts too: hence the cap); `finish` fills what early stops left unspent, so the
+    progress reaches images x budget exactly."""
+
+    def __init__(self, total: int, tell: Callable[[int], None] | None) -> None:
+        self.left = total
+        self.tell = tell
+
+    def spend(self, rows: int) -> None:
+        n = min(rows, self.left)
+        if n > 0 and self.tell:
+            self.left -= n
+            self.tell(n)
+
+    def finish(self) -> None:
+        self.spend(self.left)
+
+
+_UNSET = object()
+
+
+@contextmanager
+def counting_queries(segmenter: Segmenter, tell: Callable[[int], None]) -> Iterator[None]:
+    """Call `tell(rows)` on each call of the model's `predict` and `differentiable_logits`
+    inside the block: instance attributes shadow the methods for its duration (the class, and
+    so `has_gradients`, stays as it is). A model that takes no new attributes is not followed;
+    its progress then moves when each batch ends."""
+    shadowed: dict[str, Any] = {}
+    for name in ("predict", "differentiable_logits"):
+        method = getattr(segmenter, name)
+
+        def counted(images: torch.Tensor, _method: Callable[..., Any] = method) -> Any:
+            tell(int(images.shape[0]))
+            return _method(images)
+
+        before = getattr(segmenter, "__dict__", {}).get(name, _UNSET)
+        try:
+            setattr(segmenter, name, counted)
+        except (AttributeError, TypeError):
+            continue
+        shadowed[name] = before
+    try:
+        yield
+    finally:
+        for name, before in shadowed.items():
+            if before is _UNSET:
+                delattr(segmenter, name)
+            else:
+                setattr(segmenter, name, before)
+
+
 def _attack_batch(attack, segmenter, dataset, batch: list[Item], out: Path | None, save_images,
-                  palette, on_stored) -> Iterator[AttackRecord]:
+                  palette, on_stored, slots: QuerySlots | None = None) -> Iterator[AttackRecord]:
     names = [item.name for item in batch]
     clean_u8 = np.stack([item.image for item in batch])
     x, y = batch_tensors(batch, segmenter.device)
     seeds = [image_seed(attack.params.seed, n) for n in names]
-    result = run_attack(attack, segmenter, x, y, names, seeds=seeds,
-                        num_classes=len(dataset.classes), ignore_index=dataset.ignore_index)
+    slots = slots or QuerySlots(0, None)
+    with counting_queries(segmenter, slots.spend):
+        result = run_attack(attack, segmenter, x, y, names, seeds=seeds,
+                            num_classes=len(dataset.classes), ignore_index=dataset.ignore_index)
+    slots.finish()
     with naming(f"while attacking {', '.join(names)}", ModelError, "the model", hint=MODEL_HINT):
         stored = quantise(result.images, clean_u8, attack.params.eps)
         clean = result.clean_predictions
