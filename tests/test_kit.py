@@ -9,9 +9,8 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
-
-import pytest
 
 import segtk.testing
 from segtk.core import registry
@@ -79,7 +78,6 @@ def test_every_name_of_segtk_testing_imports() -> None:
 
 
 def test_hypothesis_is_a_test_extra_not_a_dependency() -> None:
-    tomllib = pytest.importorskip("tomllib", reason="tomllib comes with Python 3.11")
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = [d.split(">")[0].split("=")[0].split("<")[0].strip() for d in project["dependencies"]]
     assert "hypothesis" not in names
