@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
+from segtk.api import sanity
 from segtk.api.loading import (
     comma_list,
     data_of,
@@ -16,10 +18,11 @@ from segtk.api.loading import (
     pairs_of,
     pixel_limited,
     spec_of,
-    specs_only,
     split_of,
 )
-from segtk.api.results import AttackRun, MemoryRun, StoredImages, Table
+from segtk.api.models import ModelKeywords
+from segtk.api.objects import bench_inputs
+from segtk.api.results import AttackRun, MemoryRun, StoredImages, Table, in_percent
 from segtk.benchmarks.attacks import (
     BenchResult,
     Shard,
@@ -35,17 +38,13 @@ from segtk.benchmarks.attacks import (
     write_contact_sheet,
     write_outputs,
 )
-from segtk.compat import check_compatible, check_models
-from segtk.core import (
-    Dataset,
-    Segmenter,
-    SegtkError,
-    build,
-    check_gradients,
-    load_dataset,
-    resolve_device,
-)
+from segtk.class_names import check_compatible, check_models
+from segtk.core import Segmenter, SegtkError, build, load_dataset
+from segtk.core._attack import check_gradients
+from segtk.core._device import resolve_device
 from segtk.core._eps import check_eps
+from segtk.core._inprocess import in_process
+from segtk.core._specs import cached_segmenter
 from segtk.jobs.attack import AttackRecord, attack_dataset, run_settings
 from segtk.jobs.executors import make_executor
 from segtk.jobs.overwrite import overwrite_run
@@ -60,7 +59,7 @@ SCORES = "stored 8-bit images"  # what the bench table scores (runs before this 
 
 
 @pixel_limited
-def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", budget: int = 50,
+def attack(model: str | Segmenter | torch.nn.Module, data: Any, attack: str = "dla", budget: int = 50,
            eps: float = 8.0, seed: int = 0, limit: int | None = None,
            params: Mapping[str, Any] | Iterable[str] | None = None,
            out: str | Path | None = None, device: str | None = None, *,
@@ -70,12 +69,18 @@ def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", bud
            on_start: Callable[[int], None] | None = None,
            on_image: Callable[[AttackRecord], None] | None = None,
            on_queries: Callable[[int], None] | None = None,
-           max_pixels: int | None = None, reference: str = "labels") -> AttackRun:
+           max_pixels: int | None = None, reference: str = "labels",
+           classes: Sequence[str] | None = None, mean: Sequence[float] | None = None,
+           std: Sequence[float] | None = None, size: tuple[int, int] | None = None,
+           warn: Callable[[str], None] = sanity.warn) -> AttackRun:
     """Run the attack plugin `attack` on every image of `data` against `model`; score the
     stored 8-bit adversarial images.
 
-    `model`, `data`: a spec (as `--model`, `--data`) or a loaded object (`load_model`,
-    `load_dataset`). `budget`: queries per image (the clean query counts); `eps`: L∞ bound on
+    `model`: a spec (as `--model`), a loaded model (`load_model`) or a torch.nn.Module
+    returning logits [B,K,H,W], wrapped with `classes`, `mean`, `std`, `size` (see
+    `segtk.wrap`). `data`: a spec (as `--data`), a loaded dataset (`load_dataset`), a pair of
+    tensors (images [B,3,H,W] in [0,1], labels [B,H,W]), a list of (image, label) pairs or a
+    DataLoader yielding them (their classes are the model's). `budget`: queries per image (the clean query counts); `eps`: L∞ bound on
     the 0–255 scale; `params`: the attack's own parameters (a dict, or KEY=VALUE items as
     `--param` takes them). `out`: a run folder written exactly as `segtk attack --out` writes
     it (resumable with `resume=True`); None keeps everything in memory and writes nothing.
@@ -86,7 +91,10 @@ def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", bud
     the model answers). `reference`: what the attack's proxy scores each query against,
     "labels" (the ground truth) or "prediction" (the model's labels for the clean image: no
     ground truth needed, so `data` may be a folder without labels; images without labels are
-    then scored against their clean prediction, and each record says which).
+    then scored against their clean prediction, and each record says which). A clean mIoU
+    under 5% on the first batch is said once through `warn` (default: a Python warning)
+    before the attack: the model's preprocessing, class order or the label encoding is
+    likely wrong.
     """
     if overwrite:  # start over: clear what an earlier run wrote in `out`
         overwrite_run(out, "attack", resume)
@@ -94,10 +102,11 @@ def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", bud
                        seed=seed, time_limit=time_limit, reference=reference)
     if out is None and resume:
         raise SegtkError("resume=True needs the run folder to resume", hint="pass out=FOLDER")
-    segmenter = model_of(model, device)
-    dataset = data_of(data, split, limit, unlabelled=reference == "prediction")
+    segmenter = model_of(model, device, ModelKeywords(classes, mean, std, size))
+    dataset = data_of(data, split, limit, unlabelled=reference == "prediction", model=segmenter)
     check_compatible(segmenter, dataset, classes_from_data)  # before the run writes anything
     check_gradients(type(attack_obj), segmenter)  # a white-box attack needs a model's gradients
+    sanity.check_clean_miou(segmenter, dataset, batch_size, warn)
     config = {"attack": attack, **run_settings(attack_obj.params), "model": spec_of(segmenter),
               "data": spec_of(dataset), "split": split_of(dataset), "limit": limit,
               "device": str(resolve_device(segmenter.device)),
@@ -119,7 +128,8 @@ def attack(model: str | Segmenter, data: str | Dataset, attack: str = "dla", bud
         run.close()
     images = kept if out is None else \
         StoredImages(Path(out) / layout.IMAGES, dataset.names) if save_images else {}
-    return AttackRun(summary.records, summary.table, images, None if out is None else Path(out))
+    return AttackRun(summary.records, in_percent(summary.table), images,
+                     None if out is None else Path(out))
 
 
 def _eps_values(eps: float | Sequence[float]) -> list[float]:
@@ -130,7 +140,7 @@ def _eps_values(eps: float | Sequence[float]) -> list[float]:
 
 
 @pixel_limited
-def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
+def bench_attacks(models: Any = "demo", data: Any = "demo",
                   attacks: str | Sequence[str] = BENCH_ATTACKS,
                   budgets: str | Sequence[int] = BENCH_BUDGETS, eps: float | Sequence[float] = 8.0,
                   repeats: int = 3, seed: int = 0, limit: int | None = None,
@@ -143,11 +153,18 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
                   classes_from_data: bool = False,
                   on_start: Callable[[int, int], None] | None = None,
                   on_records: Callable[[int], None] | None = None,
-                  max_pixels: int | None = None, reference: str = "labels") -> Table:
+                  max_pixels: int | None = None, reference: str = "labels",
+                  classes: Sequence[str] | None = None, mean: Sequence[float] | None = None,
+                  std: Sequence[float] | None = None, size: tuple[int, int] | None = None,
+                  warn: Callable[[str], None] = sanity.warn) -> Table:
     """Attack specs × budgets (× ε × models) → dataset mIoU % of the stored 8-bit images, mean
     ± std over `repeats` (repeat r uses seed + r): `segtk bench attacks`.
 
-    `models`: model specs (the shards load them in their workers); `attacks`: specs
+    `models`: one model or a list: specs (the shards load them in their workers), or model
+    objects as `segtk.attack` takes them (with `classes`, `mean`, `std`, `size` for a torch
+    module), and `data` a spec or a data object as `segtk.attack` takes it: objects run their
+    shards in this process (several workers or Ray are refused), and rows name such a model
+    `python:NAME` (resuming needs the same objects). `attacks`: specs
     NAME[:KEY=VALUE;...] (a list, or comma-separated); `budgets`, `eps`: one value or several.
     Returns the table's rows (model, attack, eps, budget, miou_mean, miou_std, pacc_mean,
     images, repeats, white_box, and the visibility columns at the largest budget) with
@@ -160,9 +177,31 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
     `reference=prediction` to it, so its rows say so; a spec may also set it itself): its
     queries are scored against the clean image's predicted labels, and `data` may be a folder
     without labels (its images are then scored against their clean prediction).
-    `on_start(shards, images)` and `on_records(n)` follow the progress.
+    `on_start(shards, images)` and `on_records(n)` follow the progress. A model whose clean
+    mIoU on the first batch is under 5% is said once through `warn` before anything runs.
     """
-    model_list = specs_only(models, data, "bench_attacks")
+    if overwrite:  # start over: clear what an earlier run wrote in `out`
+        overwrite_run(out, "bench-attacks", resume or table_only)
+    # a table of what OUT holds runs nothing: it needs no device (and may be read elsewhere)
+    where = str(device or "cpu") if table_only else str(resolve_device(device))
+    inputs = bench_inputs(models, data, "bench_attacks", ModelKeywords(classes, mean, std, size),
+                          executor, workers, where)
+    with in_process(inputs.objects):
+        return _bench_attacks(inputs.models, inputs.data, attacks, budgets, eps, repeats, seed,
+                              limit, out, where, split, time_limit, batch_size, chunk,
+                              inputs.executor, workers, address, resume, table_only,
+                              classes_from_data, on_start, on_records, reference, warn)
+
+
+def _bench_attacks(model_list: list[str], data: str, attacks: str | Sequence[str],
+                   budgets: str | Sequence[int], eps: float | Sequence[float], repeats: int,
+                   seed: int, limit: int | None, out: str | Path | None, where: str,
+                   split: str | None, time_limit: float | None, batch_size: int, chunk: int,
+                   executor: str, workers: int | None, address: str | None, resume: bool,
+                   table_only: bool, classes_from_data: bool,
+                   on_start: Callable[[int, int], None] | None,
+                   on_records: Callable[[int], None] | None, reference: str,
+                   warn: Callable[[str], None]) -> Table:
     if not model_list:
         raise SegtkError("models names no model", hint="e.g. models=['demo']")
     labels = list(dict.fromkeys(with_reference(s, reference) for s in comma_list(attacks)))
@@ -173,15 +212,13 @@ def bench_attacks(models: str | Sequence[str] = "demo", data: str = "demo",
             build_spec(label, budget=max(budget_list), eps=e, seed=seed, time_limit=time_limit)
     if out is None and (resume or table_only):
         raise SegtkError("resume and table_only need the run folder", hint="pass out=FOLDER")
-    if overwrite:  # start over: clear what an earlier run wrote in `out`
-        overwrite_run(out, "bench-attacks", resume or table_only)
-    # a table of what OUT holds runs nothing: it needs no device (and may be read elsewhere)
-    where = str(device or "cpu") if table_only else str(resolve_device(device))
     label_free = all(parse_spec(label).params.get("reference") == "prediction" for label in labels)
     dataset = load_dataset(data, split, limit, unlabelled=label_free)
     if not table_only:  # before run.json is written
         check_models(model_list, dataset, classes_from_data, where)
         check_white_box(model_list, labels, where)  # a white-box spec on a model without gradients
+        for spec in dict.fromkeys(model_list):
+            sanity.check_clean_miou(cached_segmenter(spec, where), dataset, batch_size, warn)
     shards = plan(model_list, data, split, labels, budget_list, repeats, dataset.names, chunk,
                   sweep, seed, batch_size, sheet_dir=None if out is None else str(Path(out) / layout.SHEET_DIR),
                   time_limit=time_limit, device=where)

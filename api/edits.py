@@ -14,9 +14,10 @@ from segtk.api.loading import (
     pairs_of,
     pixel_limited,
     spec_of,
-    specs_only,
     split_of,
 )
+from segtk.api.models import ModelKeywords
+from segtk.api.objects import bench_inputs
 from segtk.api.results import Table
 from segtk.benchmarks.edit_quality import build_metrics, measure_quality, write_quality
 from segtk.benchmarks.edits import (
@@ -27,8 +28,10 @@ from segtk.benchmarks.edits import (
     run_bench,
     write_outputs,
 )
-from segtk.compat import check_models
-from segtk.core import Dataset, SegtkError, declared, load_dataset, registry, resolve_device
+from segtk.class_names import check_models
+from segtk.core import Dataset, SegtkError, declared, load_dataset, registry
+from segtk.core._device import resolve_device
+from segtk.core._inprocess import in_process
 from segtk.editkit import CLASSICAL, DEFAULT_MIN_AREA, backend_class
 from segtk.jobs.edit import (
     EditConfig,
@@ -186,7 +189,7 @@ def selection_config(min_area: float, objects: str, things_only: bool) -> dict[s
 
 
 @pixel_limited
-def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
+def bench_edits(models: Any = "demo", data: Any = "demo",
                 attributes: str | Sequence[str] = BENCH_ATTRIBUTES,
                 values: Mapping[str, Sequence[str]] | None = None,
                 out: str | Path = "runs/bench-edits", *, split: str | None = None,
@@ -210,6 +213,7 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
     """Edited subsets × models → mIoU per subset, RmIoU and mR (Gen4Seg Tab. II/III), as
     `segtk bench edits`: the subsets are built (or reused) in OUT/edits/SUBSET.
 
+    `models`, `data`: specs, or objects as `bench_attacks` takes them (run in this process).
     `values`: {ATTRIBUTE: [VALUE, ...]} (default: every editor's values). Returns one row per
     model and subset (model, subset, miou in %, images), with `details` holding the whole
     result: "groups" (one row per model and group: reference, reference_miou, rmiou, mr,
@@ -225,68 +229,70 @@ def bench_edits(models: str | Sequence[str] = "demo", data: str = "demo",
     """
     if overwrite:  # start over: clear what an earlier run wrote in `out`
         overwrite_run(out, "bench-edits", resume)
-    model_list = specs_only(models, data, "bench_edits")
-    attrs = comma_list(attributes)
-    if not model_list or not attrs:
-        raise SegtkError("--models and --attributes must name at least one each")
-    out_dir = Path(out)
-    if not resume and (out_dir / RESULTS).exists():
-        raise SegtkError(f"{out_dir} already holds results",
-                         hint="pass --resume to continue that run, --overwrite to start it "
-                              "over, or choose another --out")
     where = str(resolve_device(device))
-    # before any subset is edited: the subsets keep the source data's classes
-    check_models(model_list, load_dataset(data, split, 1), classes_from_data, where)
-    writer = load_prompt_writer(prompt_writer, prompt_model)
-    prompts = prompt_settings(prompt_writer, prompt_model)
-    quality_list = list(dict.fromkeys(comma_list(quality)))
-    metric_items = filter_items(metric_params)
-    metrics = build_metrics(quality_list, metric_items)  # a bad metric: said before any edit
-    caption_items = [f"{k}={v}" for k, v in pairs_of(captioner_params, "--captioner-param").items()]
-    captioner_obj = load_captioner(captioner, caption_items)
-    captions = captioner_settings(captioner, caption_items)
-    given = None if device is None else where
-    editor_params = with_device(pairs_of(params, "--param"), backend_class(backend), given)
-    value_map = {attr: list(vals) for attr, vals in (values or {}).items()}
-    filter_list = comma_list(filters)
-    filter_param_items = filter_items(filter_params)
-    if device is not None:  # each filter with a device parameter not given gets it
-        set_by_user = {i.partition(".")[0] for i in filter_param_items
-                       if i.partition("=")[0].endswith(".device")}
-        filter_param_items += [f"{n}.device={where}" for n in filter_list if n not in set_by_user
-                               and "device" in declared(registry.plugin_class("filter", n)).params]
-    config = {"models": model_list, "data": data, "split": split, "limit": limit,
-              **({"device": where} if device is not None else {}),  # None: as runs before it
-              "attributes": attrs, "backend": backend, "values": value_map,
-              "filters": filter_list, "filter_params": filter_param_items, "seed": seed,
-              "pick": pick, "object_centric": object_centric, **prompts,
-              **({"classes_from_data": True} if classes_from_data else {}),  # older runs lack it
-              **({"params": editor_params} if editor_params else {}),
-              **selection_config(min_area, objects, things_only),
-              **({"quality": quality_list, "metric_params": metric_items} if quality_list else {}),
-              **captions}
-    # params are recorded (when given) for --resume to read; each subset's own run.json checks
-    # them, so they may differ here (runs made before they were recorded hold none)
-    # the quality metrics are measured afresh on every run: a resumed run may add or drop them
-    # run.json is written before the subsets are built: a run killed there can be resumed
-    with RunDir(out_dir, config, resume, may_differ=("params", "quality", "metric_params"),
-                kind="bench-edits") as run:
-        subsets = build_subsets(data, split, limit, attrs, out_dir, backend, value_map,
-                                filter_list, filter_param_items, seed, editor_params, on_subset,
-                                pick, object_centric, writer, prompts, min_area, objects,
-                                things_only, captioner_obj, captions)
-        shards = plan(model_list, subsets, chunk, batch_size, where)
-        if on_start:
-            on_start(len(shards), sum(len(s.images) for s in shards))
-        run_bench(shards, run, make_executor(executor, workers, address, where), on_records,
-                  classes_from_data)
-        result = aggregate(list(ScoreLine.keyed(run.done(key="key"), out_dir / RESULTS).values()),
-                           shards)
-        if metrics:
-            result["quality"] = measure_quality(subsets, metrics, _warn)
-        files = write_outputs(result, out_dir)
-        if metrics:
-            files.append(write_quality(result["quality"], out_dir / QUALITY_CSV))
-    rows = [{"model": m, "subset": s, "miou": v, "images": result["images"][m][s]}
-            for m in result["models"] for s, v in result["miou"][m].items()]
-    return Table(rows, out=out_dir, files=files, details=result)
+    inputs = bench_inputs(models, data, "bench_edits", ModelKeywords(), executor, workers, where)
+    model_list, data, executor = inputs.models, inputs.data, inputs.executor
+    with in_process(inputs.objects):
+        attrs = comma_list(attributes)
+        if not model_list or not attrs:
+            raise SegtkError("--models and --attributes must name at least one each")
+        out_dir = Path(out)
+        if not resume and (out_dir / RESULTS).exists():
+            raise SegtkError(f"{out_dir} already holds results",
+                             hint="pass --resume to continue that run, --overwrite to start it "
+                                  "over, or choose another --out")
+        # before any subset is edited: the subsets keep the source data's classes
+        check_models(model_list, load_dataset(data, split, 1), classes_from_data, where)
+        writer = load_prompt_writer(prompt_writer, prompt_model)
+        prompts = prompt_settings(prompt_writer, prompt_model)
+        quality_list = list(dict.fromkeys(comma_list(quality)))
+        metric_items = filter_items(metric_params)
+        metrics = build_metrics(quality_list, metric_items)  # a bad metric: said before any edit
+        caption_items = [f"{k}={v}" for k, v in pairs_of(captioner_params, "--captioner-param").items()]
+        captioner_obj = load_captioner(captioner, caption_items)
+        captions = captioner_settings(captioner, caption_items)
+        given = None if device is None else where
+        editor_params = with_device(pairs_of(params, "--param"), backend_class(backend), given)
+        value_map = {attr: list(vals) for attr, vals in (values or {}).items()}
+        filter_list = comma_list(filters)
+        filter_param_items = filter_items(filter_params)
+        if device is not None:  # each filter with a device parameter not given gets it
+            set_by_user = {i.partition(".")[0] for i in filter_param_items
+                           if i.partition("=")[0].endswith(".device")}
+            filter_param_items += [f"{n}.device={where}" for n in filter_list if n not in set_by_user
+                                   and "device" in declared(registry.plugin_class("filter", n)).params]
+        config = {"models": model_list, "data": data, "split": split, "limit": limit,
+                  **({"device": where} if device is not None else {}),  # None: as runs before it
+                  "attributes": attrs, "backend": backend, "values": value_map,
+                  "filters": filter_list, "filter_params": filter_param_items, "seed": seed,
+                  "pick": pick, "object_centric": object_centric, **prompts,
+                  **({"classes_from_data": True} if classes_from_data else {}),  # older runs lack it
+                  **({"params": editor_params} if editor_params else {}),
+                  **selection_config(min_area, objects, things_only),
+                  **({"quality": quality_list, "metric_params": metric_items} if quality_list else {}),
+                  **captions}
+        # params are recorded (when given) for --resume to read; each subset's own run.json checks
+        # them, so they may differ here (runs made before they were recorded hold none)
+        # the quality metrics are measured afresh on every run: a resumed run may add or drop them
+        # run.json is written before the subsets are built: a run killed there can be resumed
+        with RunDir(out_dir, config, resume, may_differ=("params", "quality", "metric_params"),
+                    kind="bench-edits") as run:
+            subsets = build_subsets(data, split, limit, attrs, out_dir, backend, value_map,
+                                    filter_list, filter_param_items, seed, editor_params, on_subset,
+                                    pick, object_centric, writer, prompts, min_area, objects,
+                                    things_only, captioner_obj, captions)
+            shards = plan(model_list, subsets, chunk, batch_size, where)
+            if on_start:
+                on_start(len(shards), sum(len(s.images) for s in shards))
+            run_bench(shards, run, make_executor(executor, workers, address, where), on_records,
+                      classes_from_data)
+            result = aggregate(list(ScoreLine.keyed(run.done(key="key"), out_dir / RESULTS).values()),
+                               shards)
+            if metrics:
+                result["quality"] = measure_quality(subsets, metrics, _warn)
+            files = write_outputs(result, out_dir)
+            if metrics:
+                files.append(write_quality(result["quality"], out_dir / QUALITY_CSV))
+        rows = [{"model": m, "subset": s, "miou": v, "images": result["images"][m][s]}
+                for m in result["models"] for s, v in result["miou"][m].items()]
+        return Table(rows, out=out_dir, files=files, details=result)

@@ -12,17 +12,13 @@ from typing import Any, ParamSpec, TypeVar, cast
 
 import torch
 
-from segtk.core import (
-    Dataset,
-    Segmenter,
-    SegtkError,
-    load_segmenter,
-    parse_pairs,
-    pixel_limit,
-    require_labels,
-    resolve_device,
-)
+from segtk.api.data import dataset_of_object, is_data_object
+from segtk.api.models import ModelKeywords
+from segtk.core import Dataset, Segmenter, SegtkError, load_segmenter, parse_pairs
 from segtk.core import load_dataset as load_dataset_spec
+from segtk.core._data import pixel_limit
+from segtk.core._device import resolve_device
+from segtk.core._specs import require_labels
 
 __all__ = ["load_model", "load_dataset", "model_of", "data_of", "spec_of", "split_of",
            "pairs_of", "comma_list", "specs_only", "pixel_limited"]
@@ -46,10 +42,16 @@ def pixel_limited(function: Callable[P, R]) -> Callable[P, R]:
     return limited
 
 
-def load_model(spec: str, device: str | torch.device | None = "cpu") -> Segmenter:
+def load_model(spec: str | Segmenter | torch.nn.Module, device: str | torch.device | None = "cpu",
+               **keywords: Any) -> Segmenter:
     """The model a `--model` spec names (see `segtk models`), e.g. "demo" or
     "espnet:camvid=../shared/models/espnet_camvid.safetensors", on `device` (cpu, cuda,
-    cuda:N or auto: CUDA when present)."""
+    cuda:N or auto: CUDA when present). A Segmenter is returned as it is (moved to `device`);
+    a torch.nn.Module returning logits [B,K,H,W] is wrapped (`segtk.wrap`; `keywords`:
+    classes=, mean=, std=, size=)."""
+    if not isinstance(spec, str):
+        return model_of(spec, device, ModelKeywords(**keywords))
+    ModelKeywords(**keywords).apply(spec)  # keywords with a spec: refused
     model = load_segmenter(spec, device)
     setattr(model, SPEC, spec)
     return model
@@ -78,32 +80,46 @@ def split_of(data: Dataset) -> str | None:
     return getattr(data, SPLIT, None)
 
 
-def model_of(model: str | Segmenter, device: str | torch.device | None = None) -> Segmenter:
-    """A spec loaded on `device` (None: cpu), or a loaded model, moved to `device` if one is
-    given and it is elsewhere (None: where it is)."""
+def model_of(model: Any, device: str | torch.device | None = None,
+             keywords: ModelKeywords | None = None) -> Segmenter:
+    """A spec loaded on `device` (None: cpu), a loaded model, or a torch module wrapped with
+    `keywords` (see segtk.wrap), moved to `device` if one is given and it is elsewhere (None:
+    where it is)."""
+    model = (keywords or ModelKeywords()).apply(model)
     if isinstance(model, str):
         return load_model(model, device)
     if not isinstance(model, Segmenter):
-        raise SegtkError(f"model must be a spec (str) or a segtk Segmenter, not "
-                         f"{type(model).__name__}",
-                         hint="e.g. segtk.load_model('demo'), or wrap your model in a "
-                              "segtk.core.Segmenter (see docs/python.md)")
+        raise SegtkError(f"model must be a spec (str), a segtk Segmenter or a torch.nn.Module, "
+                         f"not {type(model).__name__}",
+                         hint="e.g. segtk.load_model('demo'), or segtk.wrap(net, classes=[...]) "
+                              "(see docs/python.md)")
     if device is not None and resolve_device(device) != resolve_device(model.device):
         model.to_device(resolve_device(device))
     return model
 
 
-def data_of(data: str | Dataset, split: str | None, limit: int | None,
-            unlabelled: bool = False) -> Dataset:
+def data_of(data: Any, split: str | None, limit: int | None, unlabelled: bool = False,
+            model: Segmenter | None = None, names: Sequence[str] | None = None) -> Dataset:
     """A spec loaded (its split and limit applied), or a loaded dataset cut to `limit`;
-    `unlabelled`: a dataset without ground truth is welcome (see load_dataset)."""
+    `unlabelled`: a dataset without ground truth is welcome (see load_dataset). Tensors,
+    (image, label) pairs or a DataLoader (see api.data) take their classes from `model`."""
     if isinstance(data, str):
         return load_dataset(data, split, limit, unlabelled=unlabelled)
+    if not isinstance(data, Dataset) and is_data_object(data):
+        if model is None:
+            raise SegtkError("tensors, pairs or a DataLoader take their classes from the model; "
+                             "here there is none", hint="load it with segtk.load_dataset(SPEC)")
+        if split is not None:
+            raise SegtkError("split= chooses the split of a dataset spec, not of tensors",
+                             hint="pass the split's images")
+        data = dataset_of_object(data, model.classes, names)
+    if not isinstance(data, Dataset):
+        raise SegtkError(f"data must be a spec (str), a segtk Dataset, (images, labels) tensors, "
+                         f"(image, label) pairs or a DataLoader, not {type(data).__name__}",
+                         hint="e.g. segtk.load_dataset('demo'), or (images [B,3,H,W] in [0,1], "
+                              "labels [B,H,W])")
     if not unlabelled:
         require_labels(data)
-    if not isinstance(data, Dataset):
-        raise SegtkError(f"data must be a spec (str) or a segtk Dataset, not {type(data).__name__}",
-                         hint="e.g. segtk.load_dataset('demo')")
     if split is not None:
         raise SegtkError("split= chooses the split of a dataset spec; this dataset is loaded "
                          "already", hint="pass segtk.load_dataset(SPEC, split=...) or the spec")

@@ -1,8 +1,9 @@
 """What the Python API returns: an attack's records and stored images, a benchmark's table.
 
-Numbers are what the run files hold: per-image records exactly as results.jsonl stores them
-(mIoU and pixel accuracy as fractions in [0, 1]), benchmark tables as table.json holds them
-(mIoU in %). The CLI prints the same numbers.
+mIoU and pixel accuracy are in percent (0-100) in everything a result shows: an attack's
+summary and its properties, `to_pandas()` tables, benchmark tables (as table.json holds them),
+as the CLI prints them. Only the raw per-image records are the lines of results.jsonl as
+stored, with fractions in [0, 1] (so run folders of every segtk version read back alike).
 """
 
 from __future__ import annotations
@@ -50,6 +51,13 @@ class Table(list):
     def to_pandas(self) -> Any:
         return data_frame(self)
 
+    def __repr__(self) -> str:
+        """A few lines, for a notebook: the row count, the columns, the folder."""
+        columns = list(dict.fromkeys(k for row in self for k in row))
+        shown = ", ".join(columns[:10]) + (", ..." if len(columns) > 10 else "")
+        where = f", out={str(self.out)!r}" if self.out is not None else ""
+        return f"Table({len(self)} rows: {shown}{where})"
+
 
 class StoredImages(Mapping[str, np.ndarray]):
     """The stored 8-bit adversarial images of a run folder, read from OUT/images on access."""
@@ -70,17 +78,28 @@ class StoredImages(Mapping[str, np.ndarray]):
         return len(self.names)
 
 
-@dataclass
-class AttackRun:
-    """What `segtk.attack` returns.
+PERCENT = ("clean_miou", "adv_miou", "clean_image_miou", "adv_image_miou", "clean_pacc",
+           "adv_pacc")  # the ratios a summary and a per-image table show in %
 
-    records: one `AttackRecord` per image, the fields of results.jsonl (image, clean_miou,
-        adv_miou, clean_pacc, adv_pacc, queries, linf, attack_proxy, history, clean_confusion,
-        adv_confusion, and stopped where a time limit stopped the attack) as attributes; each
-        also reads as its JSON line (`record["queries"]`).
-    summary: the CLI's table as fractions: images, clean_miou and adv_miou (dataset mIoU),
-        clean_image_miou and adv_image_miou (mean per-image mIoU), clean_pacc, adv_pacc,
-        mean_queries, max_linf (0–255).
+
+def in_percent(row: Mapping[str, Any]) -> dict[str, Any]:
+    """`row` with its PERCENT ratios (fractions, as jobs and results.jsonl keep them) in %."""
+    return {k: 100.0 * v if k in PERCENT and isinstance(v, int | float) else v
+            for k, v in row.items()}
+
+
+@dataclass(repr=False)
+class AttackRun:
+    """What `segtk.attack` returns; every mIoU and pixel accuracy it shows is in percent.
+
+    records: one `AttackRecord` per image, the lines of results.jsonl as stored (image,
+        clean_miou, adv_miou, clean_pacc, adv_pacc as fractions in [0, 1], queries, linf,
+        attack_proxy, history, clean_confusion, adv_confusion, and stopped where a time limit
+        stopped the attack) as attributes; each also reads as its JSON line
+        (`record["queries"]`). `to_pandas()` shows them in %.
+    summary: the CLI's table, in %: images, clean_miou and adv_miou (dataset mIoU %),
+        clean_image_miou and adv_image_miou (mean per-image mIoU %), clean_pacc, adv_pacc
+        (pixel accuracy %), mean_queries, max_linf (0–255).
     images: image name -> the stored 8-bit adversarial image (uint8 HWC), the one the scores
         are computed on; in memory when `out` is None, else read from OUT/images.
     out: the run folder, or None.
@@ -93,29 +112,40 @@ class AttackRun:
 
     @property
     def clean_miou(self) -> float:
-        """Dataset mIoU of the clean images (one confusion over all images)."""
+        """Dataset mIoU % of the clean images (one confusion over all images)."""
         return self.summary["clean_miou"]
 
     @property
     def adv_miou(self) -> float:
-        """Dataset mIoU of the stored adversarial images."""
+        """Dataset mIoU % of the stored adversarial images."""
         return self.summary["adv_miou"]
 
     @property
     def clean_image_miou(self) -> float:
-        """Mean per-image mIoU of the clean images."""
+        """Mean per-image mIoU % of the clean images."""
         return self.summary["clean_image_miou"]
 
     @property
     def adv_image_miou(self) -> float:
-        """Mean per-image mIoU of the stored adversarial images."""
+        """Mean per-image mIoU % of the stored adversarial images."""
         return self.summary["adv_image_miou"]
 
     def to_pandas(self) -> Any:
-        """One row per image (the records without their confusion matrices and histories)."""
+        """One row per image, mIoU and pixel accuracy in % (the records without their
+        confusion matrices and histories)."""
         skip = ("clean_confusion", "adv_confusion", "history")
-        return data_frame({k: v for k, v in r.to_json().items() if k not in skip}
+        return data_frame(in_percent({k: v for k, v in r.to_json().items() if k not in skip})
                           for r in self.records)
+
+    def __repr__(self) -> str:
+        """One line, for a notebook: the images, the mIoU drop and where the run is."""
+        where = f", out={str(self.out)!r}" if self.out is not None else ""
+        s = self.summary
+        return (f"AttackRun(images={s.get('images', len(self.records))}, "
+                f"clean_miou={s.get('clean_miou', float('nan')):.2f}%, "
+                f"adv_miou={s.get('adv_miou', float('nan')):.2f}%, "
+                f"mean_queries={s.get('mean_queries', float('nan')):.1f}, "
+                f"max_linf={s.get('max_linf', float('nan')):g}{where})")
 
 
 class MemoryRun:

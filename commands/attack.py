@@ -8,7 +8,15 @@ import click
 
 from segtk import api
 from segtk.benchmarks.attacks import SHARED
-from segtk.commands.console import JobProgress, console, pct, quiet_option, result_line, table
+from segtk.commands.console import (
+    JobProgress,
+    console,
+    err_console,
+    pct,
+    quiet_option,
+    result_line,
+    table,
+)
 from segtk.commands.options import (
     classes_from_data_option,
     data_option,
@@ -120,14 +128,15 @@ def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, 
             parse_pairs(extra, "--param"), out, device, split=split, batch_size=batch_size,
             time_limit=time_limit, save_images=save_images, resume=resume,
             classes_from_data=classes_from_data, on_image=tick, reference=reference or "labels",
+            warn=warn,
             on_queries=bar.advance,  # the bar counts image-queries, budget per image
             on_start=lambda n: bar.start(f"{attack_name} ε={eps:g}", n * budget, "queries"))
     t = summary.summary
     console.print(table(f"{attack_name} on {model_spec} / {data_spec} ({t['images']} images)",
                         ["", "clean", "adversarial"], [
-        ["dataset mIoU %", pct(t["clean_miou"]), pct(t["adv_miou"])],
-        ["mean per-image mIoU %", pct(t["clean_image_miou"]), pct(t["adv_image_miou"])],
-        ["pixel accuracy %", pct(t["clean_pacc"]), pct(t["adv_pacc"])],
+        ["dataset mIoU %", t["clean_miou"], t["adv_miou"]],  # AttackRun.summary is in %
+        ["mean per-image mIoU %", t["clean_image_miou"], t["adv_image_miou"]],
+        ["pixel accuracy %", t["clean_pacc"], t["adv_pacc"]],
         ["mean queries", "", t["mean_queries"]],
         ["max L∞ (0–255)", "", t["max_linf"]],
     ]))
@@ -137,3 +146,8 @@ def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, 
     result_line(f"results: {out / layout.RESULTS}")
     if write_html:
         result_line(f"report: {write_report(out)}")
+
+
+def warn(message: str) -> None:
+    """The API's warnings (a clean mIoU too low to attack), as the CLI prints warnings."""
+    err_console.print(f"[yellow]warning:[/] {message}", soft_wrap=True)

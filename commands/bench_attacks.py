@@ -8,7 +8,7 @@ import click
 from segtk import api
 from segtk.api.attacks import BENCH_ATTACKS, BENCH_BUDGETS
 from segtk.benchmarks.attacks import SPEC_SYNTAX, white_box_gaps
-from segtk.commands.attack import reference_option, time_limit_option
+from segtk.commands.attack import reference_option, time_limit_option, warn
 from segtk.commands.console import JobProgress, console, quiet_option, result_line, table
 from segtk.commands.options import (
     DEMO_MODEL,
@@ -129,7 +129,7 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_fr
             table_only=table_only, classes_from_data=classes_from_data,
             reference=reference or "labels", on_start=lambda shards, total: bar.start(f"{shards} shards", total,
                                                                     "images attacked"),
-            on_records=bar.advance)
+            on_records=bar.advance, warn=warn)
     budget_list = sorted({int(b) for b in csv_list(budgets)})
     _print_tables(result, list(dict.fromkeys(models_)), eps, budget_list, repeats)
     console.print("Table: the stored 8-bit images at each budget; "

@@ -12,6 +12,7 @@ from segtk.core import _registry as registry
 from segtk.core._data import Dataset
 from segtk.core._device import resolve_device
 from segtk.core._errors import DataError, ModelError, NoSplits, SegtkError, naming
+from segtk.core._inprocess import in_process_object
 from segtk.core._params import convert
 from segtk.core._segmenter import Segmenter
 
@@ -112,6 +113,11 @@ def load_segmenter(spec: str, device: str | torch.device | None = "cpu") -> Segm
     """The model a `--model` spec names, on `device` (see `resolve_device`; adapters load on
     cpu, and `Segmenter.to_device` moves them)."""
     where = resolve_device(device)  # a missing CUDA: said before any loading
+    obj = in_process_object(spec)
+    if obj is not None:  # a Python object a benchmark in this process runs (core._inprocess)
+        if where != resolve_device(obj.device):
+            obj.to_device(where)
+        return obj
     if is_spec_file(spec):
         spec = read_spec_file(spec)
     name, arg = split_spec(spec)
@@ -179,6 +185,8 @@ def saved_spec(model: object, spec: str) -> str:
 
 def cached_segmenter(spec: str, device: str | torch.device | None = "cpu") -> Segmenter:
     """One loaded model per spec, device and process: benchmark workers reuse it across shards."""
+    if in_process_object(spec) is not None:  # never cached: the name is the running bench's
+        return load_segmenter(spec, device)
     return _cached_segmenter(spec, str(resolve_device(device)))
 
 
@@ -208,6 +216,9 @@ def load_dataset(spec: str, split: str | None = None, limit: int | None = None,
                  unlabelled: bool = False) -> Dataset:
     """The dataset `spec` names; one without ground truth (see UNLABELLED) only with
     `unlabelled=True`."""
+    obj = in_process_object(spec)  # a Python object a benchmark in this process runs
+    if obj is not None:
+        return obj if limit is None else obj.subset(limit=limit)
     name, arg = split_spec(spec)
     plugin = registry.dataset_plugin(name)
     dataset = plugin.load(arg, split)

@@ -175,7 +175,7 @@ def test_an_attack_runs_on_cuda(tmp_path: Path) -> None:
     assert [r["queries"] for r in result.records] == [10, 10]
     assert all(r["linf"] <= 8 for r in result.records)
     on_cpu = segtk.attack("demo", "demo", "dla", budget=10, limit=2)
-    assert abs(result.clean_miou - on_cpu.clean_miou) < 0.01  # the same model, another device
+    assert abs(result.clean_miou - on_cpu.clean_miou) < 1  # % : the same model, another device
 
 
 @CUDA

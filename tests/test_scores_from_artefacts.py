@@ -83,11 +83,11 @@ def test_attack_records_and_table_are_what_the_stored_pngs_score(folder, tmp_pat
         assert rec["linf"] == np.abs(stored - source).max() <= 8
         assert rec["queries"] == 12
     assert run.adv_miou < run.clean_miou, "the attack changed nothing: the check would be weak"
-    assert run.clean_miou == pytest.approx(miou(clean_total))
-    assert run.adv_miou == pytest.approx(miou(adv_total))
-    assert run.summary["adv_pacc"] == pytest.approx(pacc(adv_total))
-    per_image = [records[n]["adv_miou"] for n in sorted(records)]
-    assert run.adv_image_miou == pytest.approx(np.mean(per_image))
+    assert run.clean_miou == pytest.approx(100 * miou(clean_total))  # the run's numbers are in %
+    assert run.adv_miou == pytest.approx(100 * miou(adv_total))
+    assert run.summary["adv_pacc"] == pytest.approx(100 * pacc(adv_total))
+    per_image = [records[n]["adv_miou"] for n in sorted(records)]  # records: fractions, as stored
+    assert run.adv_image_miou == pytest.approx(100 * np.mean(per_image))
 
 
 def object_miou(c: np.ndarray) -> float:

@@ -3,7 +3,7 @@ import segtk
 model = segtk.load_model("demo")                 # any --model spec, or your own Segmenter
 data = segtk.load_dataset("demo", limit=2)       # any --data spec; items: .name .image .label
 result = segtk.attack(model, data, attack="dla", budget=50, eps=8, seed=0)
-print(f"mIoU {100 * result.clean_miou:.2f} -> {100 * result.adv_miou:.2f}")
+print(f"mIoU {result.clean_miou:.2f}% -> {result.adv_miou:.2f}%")
 record = result.records[0]                       # one per image, as results.jsonl holds it
 print(record["image"], record["queries"], record["linf"], result.images[record["image"]].shape)
 
