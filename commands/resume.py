@@ -16,7 +16,7 @@ The wrapper also gives each such command `--overwrite` (jobs.overwrite.start_ove
 in OUT is cleared before the command starts, refused together with --resume (or --table-only).
 
 Options that are not settings (--workers, --chunk, --report, ...) are not declared, so they
-may differ freely. The run's own check (core.runs.RunDir, which compares the whole config)
+may differ freely. The run's own check (storage.runs.RunDir, which compares the whole config)
 stays the last word: it refuses what the options cannot say (e.g. a `--param` of another
 value, an editor's canonical spelling of a value).
 """
@@ -58,7 +58,7 @@ class Recorded:
     read: the recorded value as the option's value (what click would pass the command).
     same: a form of the option's value that is equal exactly when the settings are (e.g. a
         comma list as a list), or None where only the command's own config check can tell
-        (then an explicit value is left to core.runs.RunDir).
+        (then an explicit value is left to storage.runs.RunDir).
     absent: what a config without `key` recorded, for keys written only when set (e.g.
         classes_from_data: False); by default such a run leaves the option alone.
     """
@@ -70,7 +70,7 @@ class Recorded:
 
 
 def as_text(value: Any) -> str:
-    """A recorded value as text that core.params.convert reads back to it, as its declared type
+    """A recorded value as text that core.convert reads back to it, as its declared type
     or as a Python literal (untyped parameters): True, None, items joined by ','."""
     if isinstance(value, bool | None):
         return str(value)
