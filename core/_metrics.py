@@ -48,6 +48,7 @@ class LabelConfusion:
                           if self.WAYS * self.span < torch.iinfo(t).max)
         ways = torch.arange(self.WAYS, dtype=self.dtype, device=labels.device) * self.span
         way = ways.repeat(-(-self.pixels // self.WAYS))[: self.pixels]  # 0, span, 2·span, …
+        self.way = way
         self.base = torch.where(valid, labels * k1, self.size).to(self.dtype) + way
 
     def __call__(self, pred: torch.Tensor, owners: torch.Tensor | None = None) -> torch.Tensor:
@@ -69,6 +70,16 @@ class LabelConfusion:
         counts = [torch.bincount(self.base[owner] + pred[r], minlength=self.WAYS * self.span)
                   .view(self.WAYS, self.span)[:, : self.size].sum(0) for r, owner in enumerate(rows)]
         return (counts[0][None] if n == 1 else torch.stack(counts)).view(n, k, k + 1)
+
+    def pairs(self, pred: torch.Tensor, owner: int = 0) -> torch.Tensor:
+        """[H·W] int32: each pixel's bin, true·(K+1) + shown, for a checked prediction [H,W]
+        (ids >= 0) against labels[owner]; an unscored pixel's true row is K, a shown id past
+        the classes column K. A table of (K+1)² values per (true, shown) pair then reads a
+        value per pixel in one gather: an attack's per-pixel credit, query after query."""
+        shown = pred.reshape(-1).clamp(max=self.num_classes).to(self.dtype)
+        if self.base.device != pred.device:
+            self.base, self.way = self.base.to(pred.device), self.way.to(pred.device)
+        return (self.base[owner] - self.way).add_(shown).int()
 
 
 def iou_per_class(conf: torch.Tensor) -> torch.Tensor:

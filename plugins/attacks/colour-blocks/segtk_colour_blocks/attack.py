@@ -3,37 +3,34 @@
 SignHunter, DLA and colour-stripes learn one bit per query: did flipping this block lower the
 proxy? A segmenter answers with a whole label map, and a flip mostly changes the labels near
 it. So here one query tries many blocks at once and each block is judged by the labels inside
-it:
+it. Each image goes through four phases (`Phase`):
 
-1. the clean query, then a uniform +ε start (or, with `explore` > 0, colour-stripes' random
-   coloured stripe draws, the best of which is the start, even if it did not beat clean);
-2. rounds over a grid of square cells, coarse to fine (`cells` along the shorter side, doubled
-   every `rounds` rounds up to `finest`, then staying there). A round is one *trial* query: the
-   kept signs with a random `rate` share of the cells (`fine_rate` on the finest grid; at
-   least one) given a new colour (a random non-empty set of their channels flipped). A flipped
-   cell whose value dropped is credited: the class-balanced count of its correctly labelled
-   pixels, less `wrong_weight`·TP_c/U_c² for each pixel it shows as a wrong class c (from the
-   kept labels: pushing pixels into a class the image still gets right, such as the sky,
-   lowers that class's IoU); on the
-   finest grid only cells that still hold a correctly labelled pixel are flipped (`live`: a cell
-   with none has little left to lose, and its flip blurs its neighbours' credit). If some
-   but not all flipped cells are credited, one more query *verifies* that mix; the kept signs
-   become the best of the kept, the trial and the mix, by the proxy (a strict drop), so the
-   proxy of the kept signs only falls. On the finer grids (at least `texture_from` cells) a
-   `texture` share of the flipped cells becomes a grey texture (+ε on every channel here, -ε
-   there) instead of a new colour: a checkerboard of `period`-px squares with one pixel of
-   every square inverted (which one, and the polarity, drawn per trial; 2-px diagonal stripes
-   are four of these eight). ESPNet CamVid's sky, which no uniform ±ε colour moves, gives way
-   to them.
+- EXPLORE (`explore` > 0): random coloured stripe draws; the best is the start, even if it did
+  not beat the clean image.
+- START (no exploration): a uniform +ε start.
+- TRIAL: rounds over a grid of square cells, coarse to fine (`cells` along the shorter side,
+  doubled every `rounds` rounds up to `finest`, then staying there). A trial query is the kept
+  signs with a random `rate` share of the cells (`fine_rate` on the finest grid; at least one)
+  given a new colour (a random non-empty set of their channels flipped); on the finer grids
+  (at least `texture_from` cells) a `texture` share of those cells becomes a grey texture
+  instead (`block_textures`). A flipped cell whose value dropped is credited: the
+  class-balanced count of its correctly labelled pixels, less `wrong_weight`·TP_c/U_c² for each
+  pixel it shows as a wrong class c (`pair_values`, from the kept labels). On the finest grid
+  only cells that still hold a correctly labelled pixel are flipped (`live`).
+- VERIFY: if some but not all flipped cells were credited, one more query tries that mix; the
+  kept signs become the best of the kept, the trial and the mix by the proxy (a strict drop),
+  so the proxy of the kept signs only falls. Then TRIAL again.
 
 Nothing depends on the budget, so the first b queries of a long run are the b-query run
-(`anytime`). Every value moves by exactly ±ε, like DLA and colour-stripes. Tuned on CamVid val
-images outside the first 20 (README of this plugin)."""
+(`anytime`). Every value moves by exactly ±ε, like DLA and colour-stripes.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import Enum
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -114,23 +111,58 @@ class ColourBlocksParams(AttackParams):
                                  hint=f"e.g. --param {key}=0.5")
 
 
+class Phase(Enum):
+    """What an image's next query is (see the module docstring)."""
+
+    EXPLORE = "explore"
+    START = "start"
+    TRIAL = "trial"
+    VERIFY = "verify"
+
+
 @dataclass
 class _Signs:
-    """A sign pattern (True: +ε) and what the model said about it."""
+    """A sign pattern (True: +ε), what the model said about it and, once read, the (true,
+    shown) pair index of each of its pixels (`LabelConfusion.pairs`)."""
 
     positive: torch.Tensor  # bool [3,H,W]
     score: float = math.inf
     labels: torch.Tensor | None = None  # [H,W]
+    pairs: torch.Tensor | None = None  # int32 [H·W]
+
+
+class _Scored(NamedTuple):
+    """The kept signs read on one grid: what each pixel is worth and what each cell holds."""
+
+    signs: _Signs  # the kept signs these were computed for
+    size: int  # cell size in pixels
+    values: torch.Tensor  # [(K+1)²] a pixel's value per (true, shown) pair (`pair_values`)
+    cell_values: torch.Tensor  # [gh,gw] the kept labels' value per cell
+    live: torch.Tensor  # bool [gh,gw] on the CPU: cells holding a correctly labelled pixel
 
 
 @dataclass
-class _State:
-    kept: _Signs | None = None
-    trial: _Signs | None = None  # queried, waiting for its mix to be verified
-    mix: _Signs | None = None  # the kept signs plus the trial's credited cells: query next
+class _Trial:
+    """A trial round: which channels of which cells it recoloured, on the kept signs' grid."""
+
+    cells: torch.Tensor  # bool [3,gh,gw] on the job's device
+    flipped: torch.Tensor  # bool [gh,gw] on the CPU: cells with any channel recoloured
+    scored: _Scored  # the kept signs it was built from
+    answer: _Signs | None = None  # its query, once answered (while its mix is verified)
+
+
+@dataclass
+class _Image:
+    """One image's search."""
+
+    confusion: LabelConfusion  # against its labels: the kept labels' confusion and pair index
+    phase: Phase
+    draws: int = 0  # exploration draws so far
     rounds: int = 0  # trial rounds so far
-    # the kept signs and grid size scored, with their pair values, value per cell and live cells
-    scored: tuple[_Signs, int, torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+    kept: _Signs | None = None
+    trial: _Trial | None = None
+    mix: _Signs | None = None  # the kept signs plus the trial's credited cells (VERIFY)
+    scored: _Scored | None = None  # the kept signs' values, cached while they survive
 
 
 def cell_sums(values: torch.Tensor, size: int) -> torch.Tensor:
@@ -143,7 +175,14 @@ def cell_sums(values: torch.Tensor, size: int) -> torch.Tensor:
 
 def expand_cells(cells: torch.Tensor, size: int, height: int, width: int) -> torch.Tensor:
     """[..., gh, gw] -> [..., H, W]: each cell's value over its pixels."""
-    return cells.repeat_interleave(size, dim=-2).repeat_interleave(size, dim=-1)[..., :height, :width]
+    *lead, gh, gw = cells.shape
+    grid = cells[..., :, None, :, None].expand(*lead, gh, size, gw, size)
+    return grid.reshape(*lead, gh * size, gw * size)[..., :height, :width]
+
+
+def select(mask: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """`torch.where(mask, a, b)` for bool tensors, in bit operations (many times faster)."""
+    return b ^ ((a ^ b) & mask)
 
 
 def block_textures(height: int, width: int, period: int) -> torch.Tensor:
@@ -160,6 +199,23 @@ def block_textures(height: int, width: int, period: int) -> torch.Tensor:
     return torch.cat([textures, ~textures])
 
 
+def pair_values(conf: torch.Tensor, wrong_weight: float) -> torch.Tensor:
+    """[(K+1)²]: what a pixel adds to its cell's value, per (true, shown) pair of the labels
+    whose confusion [K, K+1] is `conf`.
+    Correctly shown class c: 1 / (pixels of c), a class-balanced count that tracks mIoU.
+    Wrongly shown as c: -wrong_weight · TP_c / U_c², the first-order drop of c's per-image
+    IoU. Ignored pixels and labels past the classes (a model's void): 0."""
+    k = conf.shape[0]
+    area = conf.sum(dim=1)
+    values = torch.zeros(k + 1, k + 1, device=conf.device)
+    if wrong_weight > 0:
+        tp = conf.diagonal().float()
+        union = (area + conf[:, :k].sum(dim=0)) - tp
+        values[:k, :k] = -(wrong_weight * tp / union.clamp(min=1) ** 2)
+    values[:k, :k].diagonal().copy_(1.0 / area.clamp(min=1).float())
+    return values.flatten()
+
+
 class ColourBlocks(Attack[ColourBlocksParams]):
     """Coloured ±ε blocks; one query tries many, each judged by the labels inside it."""
 
@@ -168,51 +224,92 @@ class ColourBlocks(Attack[ColourBlocksParams]):
     anytime = True
 
     def attack(self, oracle: Oracle) -> None:
-        b, _, h, w = oracle.clean.shape
         oracle.query(oracle.clean)  # first: with reference=prediction, it fills oracle.labels
-        self._rows = [self._truth_rows(oracle, i) for i in range(b)]
-        k, ignore = oracle.proxy.num_classes, oracle.proxy.ignore_index
-        self._confusions = [LabelConfusion(oracle.labels[i : i + 1], k, ignore) for i in range(b)]
-        self._textures = block_textures(h, w, self.params.period).to(oracle.clean.device)
-        states = [_State() for _ in range(b)]
-        t = 0
+        run = _Run(self.params, oracle)
         while active := oracle.active().tolist():
-            t += 1
-            masks = [self._propose(states[i], oracle, i, t) for i in active]
-            answer = oracle.verified.answer([oracle.verified.vertex(i, m, pin=True) for i, m in zip(active, masks)])
+            masks = [run.propose(i) for i in active]
+            verified = oracle.verified
+            answer = verified.answer([verified.vertex(i, m, pin=True) for i, m in zip(active, masks)])
             for i, score, labels, mask in zip(active, answer.scores.tolist(), answer.labels, masks):
-                self._learn(states[i], oracle, i, t, _Signs(mask, score, labels))
+                run.learn(i, _Signs(mask, score, labels))
 
-    def _propose(self, st: _State, oracle: Oracle, i: int, t: int) -> torch.Tensor:
-        """Image i's next candidate as a bool [3,H,W] (+ε where True): a stripe draw, the
-        uniform start, a mix to verify or a trial."""
-        p = self.params
-        _, _, h, w = oracle.clean.shape
-        if t <= p.explore:
-            k = t % 2
-            stripes = stripe_count(h if k == HORIZONTAL else w, min(h, w), p.width)
-            signs = stripe_draw(stripes, oracle.rngs[i], oracle.clean.device)
-            return stripe_lines(signs, k, h, w).expand(CHANNELS, h, w) > 0
-        if st.kept is None:  # no exploration: a uniform +ε is the start
-            return torch.ones(CHANNELS, h, w, dtype=torch.bool, device=oracle.clean.device)
-        if st.mix is not None:
-            return st.mix.positive
-        size = self._cell_size(st, h, w)
+
+class _Run:
+    """One batch's attack: each image's phase and signs, and what all images share."""
+
+    def __init__(self, params: ColourBlocksParams, oracle: Oracle) -> None:
+        b, _, self.height, self.width = oracle.clean.shape
+        self.params, self.oracle, self.device = params, oracle, oracle.clean.device
+        k, ignore = oracle.proxy.num_classes, oracle.proxy.ignore_index
+        first = Phase.EXPLORE if params.explore > 0 else Phase.START
+        self.images = [_Image(LabelConfusion(oracle.labels[i : i + 1], k, ignore), first)
+                       for i in range(b)]
+        self.textures = block_textures(self.height, self.width, params.period).to(self.device)
+
+    def propose(self, i: int) -> torch.Tensor:
+        """Image i's next candidate as a bool [3,H,W] (+ε where True), by its phase."""
+        image = self.images[i]
+        if image.phase is Phase.EXPLORE:
+            return self._draw(image, self.oracle.rngs[i])
+        if image.phase is Phase.START:
+            return torch.ones(CHANNELS, self.height, self.width, dtype=torch.bool, device=self.device)
+        if image.phase is Phase.VERIFY:
+            assert image.mix is not None
+            return image.mix.positive
+        return self._trial(image, self.oracle.rngs[i])
+
+    def learn(self, i: int, got: _Signs) -> None:
+        """Fold image i's answer into its search, and move it to its next phase."""
+        image = self.images[i]
+        if image.phase is Phase.EXPLORE:
+            self._keep_if_lower(image, got)
+            if image.draws == self.params.explore:
+                image.phase = Phase.TRIAL if image.kept is not None else Phase.START
+        elif image.phase is Phase.START:
+            self._keep_if_lower(image, got)
+            image.phase = Phase.TRIAL
+        elif image.phase is Phase.TRIAL:
+            self._credit(image, got)
+        else:
+            self._verified(image, got)
+
+    @staticmethod
+    def _keep_if_lower(image: _Image, got: _Signs) -> None:
+        if image.kept is None or got.score < image.kept.score:
+            image.kept = got
+
+    # EXPLORE
+
+    def _draw(self, image: _Image, rng: torch.Generator) -> torch.Tensor:
+        """A random coloured stripe pattern, alternating vertical and horizontal stripes."""
+        h, w = self.height, self.width
+        image.draws += 1
+        k = image.draws % 2
+        stripes = stripe_count(h if k == HORIZONTAL else w, min(h, w), self.params.width)
+        signs = stripe_draw(stripes, rng, self.device)
+        return stripe_lines(signs, k, h, w).expand(CHANNELS, h, w) > 0
+
+    # TRIAL
+
+    def _trial(self, image: _Image, rng: torch.Generator) -> torch.Tensor:
+        """The kept signs with a share of the current grid's cells given a new colour (or a
+        texture); the random draws come from the image's CPU generator."""
+        p, h, w = self.params, self.height, self.width
+        assert image.kept is not None
+        cells = self._cells(image)
+        size = math.ceil(min(h, w) / cells)
         gh, gw = math.ceil(h / size), math.ceil(w / size)
-        rng = oracle.rngs[i]
-        rate = p.fine_rate if self._cells(st) == p.finest else p.rate
-        chosen = torch.rand(gh, gw, generator=rng) < rate
-        live = self._score_kept(st, oracle, i, size)[2]
-        if p.live and self._cells(st) == p.finest and bool(live.any()):
-            chosen &= live.cpu()
+        chosen = torch.rand(gh, gw, generator=rng) < (p.fine_rate if cells == p.finest else p.rate)
+        scored = self._score_kept(image, size)
+        if p.live and cells == p.finest and bool(scored.live.any()):
+            chosen &= scored.live
         if not bool(chosen.any()):  # a trial that flips nothing would waste its query
             chosen.view(-1)[int(torch.randint(gh * gw, (1,), generator=rng))] = True
         colour = torch.randint(1, 2**CHANNELS, (gh, gw), generator=rng)  # a non-empty channel set
         bits = torch.stack([(colour >> c) & 1 for c in range(CHANNELS)]).bool() & chosen
-        st.trial = _Signs(bits.to(oracle.clean.device))  # the flipped cells, until answered
-        flip = expand_cells(st.trial.positive, size, h, w)
-        signs = st.kept.positive ^ flip
-        if p.texture > 0 and self._cells(st) >= p.texture_from:
+        image.trial = _Trial(bits.to(self.device), bits.any(dim=0), scored)
+        signs = image.kept.positive ^ expand_cells(image.trial.cells, size, h, w)
+        if p.texture > 0 and cells >= p.texture_from:
             signs = self._textured(signs, chosen, size, rng)
         return signs
 
@@ -220,91 +317,68 @@ class ColourBlocks(Attack[ColourBlocksParams]):
                   rng: torch.Generator) -> torch.Tensor:
         """`signs` with a `texture` share of the chosen cells set to one grey texture (drawn
         per trial from `block_textures`) instead of a new colour."""
-        p = self.params
-        _, h, w = signs.shape
-        textured = chosen & (torch.rand(chosen.shape, generator=rng) < p.texture)
-        pick = int(torch.randint(len(self._textures), (1,), generator=rng))
-        cells = expand_cells(textured, size, h, w).to(signs.device)
-        return torch.where(cells, self._textures[pick], signs)
+        textured = chosen & (torch.rand(chosen.shape, generator=rng) < self.params.texture)
+        pick = int(torch.randint(len(self.textures), (1,), generator=rng))
+        where = expand_cells(textured.to(self.device), size, self.height, self.width)
+        return select(where, self.textures[pick], signs)
 
-    def _score_kept(self, st: _State, oracle: Oracle, i: int,
-                    size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The pair values of the kept labels, their value per cell and which cells hold a
-        correctly labelled pixel; the kept signs often survive a round, so kept for the next."""
-        if st.scored is not None and st.scored[0] is st.kept and st.scored[1] == size:
-            return st.scored[2:]
-        assert st.kept is not None and st.kept.labels is not None
-        pairs = self._pairs(st.kept.labels, oracle, i)
-        values = self._pair_values(self._confusions[i](st.kept.labels[None])[0])
-        correct = values.clamp(min=0)  # only a correct pixel is worth more than 0
-        scored = values, cell_sums(values[pairs], size), cell_sums(correct[pairs], size) > 0
-        st.scored = (st.kept, size, *scored)
-        return scored
-
-    def _truth_rows(self, oracle: Oracle, i: int) -> torch.Tensor:
-        """Per pixel, its true class times K+1 (ignored pixels: row K): adding a shown label (past
-        the classes: column K) gives the pixel's (true, shown) pair as one index."""
-        labels, k = oracle.labels[i], oracle.proxy.num_classes
-        return torch.where(labels == oracle.proxy.ignore_index, k, labels) * (k + 1)
-
-    def _pairs(self, labels: torch.Tensor, oracle: Oracle, i: int) -> torch.Tensor:
-        return self._rows[i] + labels.clamp(max=oracle.proxy.num_classes)
-
-    def _pair_values(self, conf: torch.Tensor) -> torch.Tensor:
-        """[(K+1)²]: what a pixel adds to its cell's value, per (true, shown) pair of the labels
-        whose confusion [K, K+1] is `conf`.
-        Correctly shown class c: 1 / (pixels of c), a class-balanced count that tracks mIoU.
-        Wrongly shown as c: -wrong_weight · TP_c / U_c², the first-order drop of c's per-image
-        IoU. Ignored pixels and labels past the classes (a model's void): 0."""
-        k = conf.shape[0]
-        area = conf.sum(dim=1)
-        values = torch.zeros(k + 1, k + 1, device=conf.device)
-        if self.params.wrong_weight > 0:
-            tp = conf.diagonal().float()
-            union = (area + conf[:, :k].sum(dim=0)) - tp
-            values[:k, :k] = -(self.params.wrong_weight * tp / union.clamp(min=1) ** 2)
-        values[:k, :k].diagonal().copy_(1.0 / area.clamp(min=1).float())
-        return values.flatten()
-
-    def _learn(self, st: _State, oracle: Oracle, i: int, t: int, got: _Signs) -> None:
-        """Fold one answer into image i's state."""
-        p = self.params
-        _, _, h, w = oracle.clean.shape
-        if t <= p.explore or st.kept is None:
-            if st.kept is None or got.score < st.kept.score:
-                st.kept = got
+    def _credit(self, image: _Image, got: _Signs) -> None:
+        """A trial's answer: credit each flipped cell whose value dropped; keep the trial if
+        all or none were, else verify the mix of credited cells (or keep it unqueried)."""
+        kept, trial = image.kept, image.trial
+        assert kept is not None and kept.labels is not None and trial is not None
+        image.rounds += 1
+        image.trial = None
+        scored = trial.scored
+        after = cell_sums(self._pixel_values(image, got, scored.values), scored.size)
+        credited = trial.flipped & (after < scored.cell_values).cpu()
+        if bool(credited.equal(trial.flipped)) or not bool(credited.any()):
+            self._keep_if_lower(image, got)
             return
-        kept, trial, scored = st.kept, st.trial, st.scored
-        assert trial is not None and scored is not None
-        assert kept.labels is not None and got.labels is not None
-        if st.mix is not None:  # the verification: keep the best of kept, trial and mix
-            st.kept = min((got, trial, kept), key=lambda s: s.score)
-            st.trial, st.mix = None, None
+        keep = expand_cells(credited.to(self.device), scored.size, self.height, self.width)
+        mix = _Signs(select(keep, got.positive, kept.positive))
+        if self.params.verify:
+            trial.answer, image.mix, image.trial = got, mix, trial
+            image.phase = Phase.VERIFY
             return
-        size = self._cell_size(st, h, w)
-        st.rounds += 1
-        flipped = trial.positive.any(dim=0)  # a trial's `positive` holds its flipped cells
-        st.trial = None
-        _, _, values, before, _ = scored  # the kept signs' (the trial was built from them)
-        after = cell_sums(values[self._pairs(got.labels, oracle, i)], size)
-        credited = flipped & (after < before)
-        if bool(credited.equal(flipped)) or not bool(credited.any()):
-            if got.score < kept.score:
-                st.kept = got
-            return
-        keep = expand_cells(credited, size, h, w)
-        mix = _Signs(torch.where(keep, got.positive, kept.positive))
-        if p.verify:
-            st.trial, st.mix = got, mix
-            return
+        assert got.labels is not None
         mix.labels = torch.where(keep[0], got.labels, kept.labels)
         mix.score = min(got.score, kept.score)
-        st.kept = mix
+        image.kept = mix
 
-    def _cells(self, st: _State) -> int:
+    # VERIFY
+
+    def _verified(self, image: _Image, got: _Signs) -> None:
+        """The mix's answer: keep the best of the kept signs, the trial and the mix."""
+        assert image.kept is not None and image.trial is not None and image.trial.answer is not None
+        image.kept = min((got, image.trial.answer, image.kept), key=lambda s: s.score)
+        image.trial, image.mix = None, None
+        image.phase = Phase.TRIAL
+
+    # the kept signs' values
+
+    def _score_kept(self, image: _Image, size: int) -> _Scored:
+        """The kept labels' pair values, their value per cell and which cells hold a correctly
+        labelled pixel; the kept signs often survive a round, so cached for the next."""
+        kept = image.kept
+        if image.scored is not None and image.scored.signs is kept and image.scored.size == size:
+            return image.scored
+        assert kept is not None and kept.labels is not None
+        values = pair_values(image.confusion(kept.labels[None])[0], self.params.wrong_weight)
+        pixels = self._pixel_values(image, kept, values)
+        correct = pixels.clamp(min=0)  # only a correct pixel is worth more than 0
+        image.scored = _Scored(kept, size, values, cell_sums(pixels, size),
+                               (cell_sums(correct, size) > 0).cpu())
+        return image.scored
+
+    def _pixel_values(self, image: _Image, signs: _Signs, values: torch.Tensor) -> torch.Tensor:
+        """[H,W]: each pixel's value under `signs`' labels (its pair index read once)."""
+        if signs.pairs is None:
+            assert signs.labels is not None
+            signs.pairs = image.confusion.pairs(signs.labels)
+        return values.index_select(0, signs.pairs).view(self.height, self.width)
+
+    def _cells(self, image: _Image) -> int:
         """Cells along the shorter side in the current round."""
         p = self.params
-        return min(p.finest, p.cells * 2 ** (st.rounds // p.rounds))
-
-    def _cell_size(self, st: _State, h: int, w: int) -> int:
-        return math.ceil(min(h, w) / self._cells(st))
+        return min(p.finest, p.cells * 2 ** (image.rounds // p.rounds))

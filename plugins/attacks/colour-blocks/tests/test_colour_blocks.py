@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import hashlib
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 
 import segtk
-from segtk.core import AttackResult, Segmenter, SegtkError, confusion
+from segtk.core import AttackResult, LabelConfusion, Segmenter, SegtkError, confusion
 from segtk.testing import AttackSuite, RecordingSegmenter, toy_batch
 from segtk_colour_blocks import ColourBlocks
-from segtk_colour_blocks.attack import block_textures, cell_sums
+from segtk_colour_blocks.attack import block_textures, cell_sums, pair_values
 
 
 class TestColourBlocks(AttackSuite):
@@ -170,31 +169,30 @@ def test_without_texture_the_finer_grids_keep_one_colour_per_cell() -> None:
         assert torch.equal(cells, cells[..., :1, :1].expand_as(cells))
 
 
-def pair_case(weight: float) -> tuple[ColourBlocks, Any, torch.Tensor]:
-    """Two classes and a void label (2) the model may show; one ignored pixel (255)."""
-    truth = torch.tensor([[0, 0, 0, 0], [1, 1, 255, 1]])
-    kept = torch.tensor([[0, 0, 1, 2], [1, 0, 1, 2]])
-    oracle: Any = SimpleNamespace(labels=truth[None], proxy=SimpleNamespace(num_classes=2, ignore_index=255))
-    attack = ColourBlocks(budget=10, eps=8, wrong_weight=weight)
-    attack._rows = [attack._truth_rows(oracle, 0)]
-    return attack, oracle, kept
+TRUTH = torch.tensor([[0, 0, 0, 0], [1, 1, 255, 1]])  # two classes, one ignored pixel (255)
+KEPT = torch.tensor([[0, 0, 1, 2], [1, 0, 1, 2]])  # and a void label (2) the model may show
 
 
 def test_a_pixel_is_worth_its_class_share_if_right_and_costs_its_shown_class_iou_if_wrong() -> None:
-    attack, oracle, kept = pair_case(2.0)
-    values = attack._pair_values(confusion(kept, oracle.labels[0], 2)[0]).view(3, 3)
+    values = pair_values(confusion(KEPT, TRUTH, 2)[0], 2.0).view(3, 3)
     # class 0: 4 pixels, TP 2, union 4 + 3 shown - 2 = 5; class 1: 3 pixels, TP 1, union
     # 3 + 2 - 1 = 4; the ignored pixel (row 2) and the void label (column 2) count nowhere.
     expected = torch.tensor([[1 / 4, -2 * 1 / 16, 0], [-2 * 2 / 25, 1 / 3, 0], [0, 0, 0]])
     torch.testing.assert_close(values, expected)
 
 
+def test_each_pixel_reads_the_value_of_its_true_and_shown_pair() -> None:
+    pairs = LabelConfusion(TRUTH[None], 2, 255).pairs(KEPT)
+    # true·3 + shown; the ignored pixel's row is 2, the void label's column is 2
+    assert pairs.tolist() == [0, 0, 1, 2, 4, 3, 7, 5]
+
+
 def test_pushing_a_pixel_into_a_recognised_class_is_credited_only_with_a_wrong_weight() -> None:
     moved = torch.tensor([[0, 0, 1, 1], [1, 0, 1, 2]])  # a void pixel now shows class 1
+    pairs = LabelConfusion(TRUTH[None], 2, 255).pairs
     for weight, drops in ((1.0, True), (0.0, False)):
-        attack, oracle, kept = pair_case(weight)
-        values = attack._pair_values(confusion(kept, oracle.labels[0], 2)[0])
-        before, after = (cell_sums(values[attack._pairs(labels, oracle, 0)], 1) for labels in (kept, moved))
+        values = pair_values(confusion(KEPT, TRUTH, 2)[0], weight)
+        before, after = (cell_sums(values[pairs(labels).long()].view(2, 4), 1) for labels in (KEPT, moved))
         assert bool(after[0, 3] < before[0, 3]) is drops
         assert torch.equal(after.flatten()[:3], before.flatten()[:3])
 
