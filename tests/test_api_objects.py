@@ -5,19 +5,30 @@ clean mIoU too low to mean anything is said once, results are in % with a short 
 
 from __future__ import annotations
 
+import types
 import warnings
 
 import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from segtk_demo.model import load_net
-from segtk_demo.scenes import CLASSES
 
 import segtk
 from segtk.cli import cli
-from segtk.core import Segmenter, SegtkError
+from segtk.core import (
+    Segmenter,
+    SegmenterPlugin,
+    SegtkError,
+    hookimpl,
+    read_label,
+    registry,
+    write_png,
+)
 from segtk.core._eps import check_eps
+from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
+from segtk.testing import TinySegmenter
+from segtk_demo.model import load_net
+from segtk_demo.scenes import CLASSES
 
 EPS_MESSAGE = ("eps=0.0314 looks like a fraction of the [0,1] range; segtk takes eps on the "
                "0-255 scale: pass eps=8 for 8/255")
@@ -255,3 +266,32 @@ def test_results_are_in_percent_with_a_short_repr(tmp_path) -> None:
     assert run.records[0].clean_miou <= 1, "records are results.jsonl's lines (fractions)"
     assert len(repr(run)) < 200 and "clean_miou=" in repr(run) and "%" in repr(run)
     assert len(repr(table)) < 300 and repr(table).startswith("Table(2 rows")
+
+
+@pytest.fixture
+def tiny_model():
+    """`--model tiny` through the plugin manager (as in test_cli.py)."""
+    reset_plugin_manager()
+    plugin = types.SimpleNamespace(register_segmenters=hookimpl(lambda register: register(
+        SegmenterPlugin("tiny", lambda arg: TinySegmenter(), "tiny", "--model tiny"))))
+    get_plugin_manager().register(plugin, name="tiny-api-objects")
+    registry.reset()
+    yield "tiny"
+    reset_plugin_manager()
+    registry.reset()
+
+
+def test_the_cli_warns_about_a_low_clean_miou(tmp_path, folder_dataset, tiny_model) -> None:
+    """Labels one class off what the model predicts (a class order mix-up): `segtk attack`
+    and `segtk bench attacks` say so once, and still run."""
+    for path in (folder_dataset / "labels").iterdir():
+        label = read_label(path)
+        write_png(path, np.where(label == 255, 255, (label + 1) % 4).astype(np.uint8))
+    for args in (["attack", "--plugin", "random", "--budget", "2", "--out", str(tmp_path / "a")],
+                 ["bench", "attacks", "--attacks", "random", "--budgets", "2", "--repeats", "1",
+                  "--executor", "inline", "--out", str(tmp_path / "b")]):
+        result = CliRunner().invoke(cli, [*args, "--model", "tiny", "--data",
+                                          f"folder:{folder_dataset}"])
+        assert result.exit_code == 0, result.output
+        said = " ".join(result.output.split())
+        assert said.count("warning: model tiny scores a clean mIoU of 0.00%") == 1, said
