@@ -7,8 +7,9 @@ along rows or columns; this kit holds their shared vocabulary:
 - `CHANNELS`: colour channels an independent sign may be drawn for;
 - `stripe_count`, `stripe_draw`, `stripe_lines`: how many stripes a pattern has when a stripe
   is a share of the shorter image side, a random coloured pattern, and its per-line signs;
-- `next_flip` (with `BlockCursor`): DLA's hierarchical calibration order — the whole image,
-  halves, quarters, … single lines, then again.
+- `next_flip`: DLA's hierarchical calibration order — the whole image, halves, quarters, …
+  single lines, then again — read off a cursor (any object with integer fields `level` and
+  `block`, both starting at 0).
 
 Like `segtk.core`, this is a door for plugins: a plugin imports these names from
 `segtk.attackkit`, never from another plugin.
@@ -21,8 +22,8 @@ from typing import Protocol
 
 import torch
 
-__all__ = ["CHANNELS", "HORIZONTAL", "VERTICAL", "BlockCursor", "next_flip", "stripe_count",
-           "stripe_draw", "stripe_lines"]
+__all__ = ["CHANNELS", "HORIZONTAL", "VERTICAL", "next_flip", "stripe_count", "stripe_draw",
+           "stripe_lines"]
 
 HORIZONTAL, VERTICAL = 1, 0  # k = t % 2 in DLA's Algorithm 1: 1 = one sign per row
 CHANNELS = 3
