@@ -7,6 +7,7 @@ import json
 import click
 
 from segtk import api
+from segtk.class_names import check_compatible
 from segtk.commands.console import console, pct, progress, quiet_option, table
 from segtk.commands.options import (
     classes_from_data_option,
@@ -17,7 +18,6 @@ from segtk.commands.options import (
     model_option,
     split_option,
 )
-from segtk.compat import check_compatible
 from segtk.core import load_dataset, load_segmenter
 
 

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 import segtk_demo
+from segtk.class_names import check_compatible, class_key
 from segtk.cli import cli
-from segtk.compat import check_compatible, class_key
 from segtk.core import DataError, Dataset, ModelError
 from segtk.core._specs import load_dataset, load_segmenter, pop_classes
 from segtk.testing import TinySegmenter, shared

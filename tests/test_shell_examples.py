@@ -64,7 +64,7 @@ def test_the_models_listing_quotes_its_examples() -> None:
 def test_the_class_mismatch_hint_quotes_its_spec() -> None:
     import re
 
-    from segtk.compat import check_compatible
+    from segtk.class_names import check_compatible
     from segtk.core import DataError, Dataset
     from segtk.testing import TinySegmenter
 
