@@ -31,7 +31,7 @@ from segtk.commands.options import (
 from segtk.commands.resume import Recorded, pairs, resumable
 from segtk.core import parse_pairs
 from segtk.jobs.attack import AttackRecord
-from segtk.reports.writer import write_report
+from segtk.reports.writer import report_of
 from segtk.storage import layout
 
 time_limit_option = click.option(  # segtk attack and segtk bench attacks
@@ -97,7 +97,8 @@ def default_out(out: str | None, attack_name: str | None) -> str | None:
               help="Attack-specific parameter (repeat for several), e.g. --param "
                    "exploration=0.3.")
 @quiet_option
-@click.option("--report", "write_html", is_flag=True, help=f"Also write OUT/{layout.REPORT} (see `segtk report`).")
+@click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`); a --resume "
+                   "rewrites the one OUT holds, --report or not.")
 @resumable("attack", RECORDED, lambda p: default_out(p["out"], p["attack_name"]),
            may_change=("limit",), required=("attack_name",))
 def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, device, budget,
@@ -144,8 +145,8 @@ def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, 
         console.print("mIoU of the images without labels is against their clean prediction "
                       "(their records say scored_against: prediction).", soft_wrap=True)
     result_line(f"results: {out / layout.RESULTS}")
-    if write_html:
-        result_line(f"report: {write_report(out)}")
+    if report := report_of(out, write_html, resume):  # --resume refreshes an earlier one
+        result_line(f"report: {report}")
 
 
 def warn(message: str) -> None:

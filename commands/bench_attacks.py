@@ -25,7 +25,7 @@ from segtk.commands.options import (
 )
 from segtk.commands.resume import Recorded, joined, resumable
 from segtk.core import SegtkError, convert
-from segtk.reports.writer import write_report
+from segtk.reports.writer import report_of
 from segtk.storage import layout
 
 
@@ -93,7 +93,8 @@ def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[f
                    "OUT holds (e.g. while another process is still running it); the options "
                    f"left out are read from OUT/{layout.RUN}, and --limit may differ.")
 @quiet_option
-@click.option("--report", "write_html", is_flag=True, help=f"Also write OUT/{layout.REPORT} (see `segtk report`).")
+@click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`); a --resume "
+                   "rewrites the one OUT holds, --report or not.")
 @resumable("bench-attacks", RECORDED, flags=("resume", "table_only"),
            may_change=("attacks", "eps", "limit"))
 def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_from_data, device,
@@ -144,8 +145,8 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_fr
     sheet = result.details["sheet"]
     if sheet:
         result_line(f"wrote {sheet}", f" (ε={max(eps):g})" if len(eps) > 1 else "")
-    if write_html:
-        result_line(f"report: {write_report(out)}")
+    if report := report_of(out, write_html, resume):  # --resume refreshes an earlier one
+        result_line(f"report: {report}")
 
 
 def _print_tables(rows: list[dict], models: list[str], sweep: list[float], cols: list[int],

@@ -27,7 +27,7 @@ from segtk.commands.resume import Recorded, joined, pairs, resumable
 from segtk.core import SegtkError, parse_pairs, registry, split_spec
 from segtk.editkit import CLASSICAL, DEFAULT_MIN_AREA, OBJECT_RULES
 from segtk.jobs.edit import PICKS
-from segtk.reports.writer import write_report
+from segtk.reports.writer import report_of
 from segtk.storage.layout import QUALITY_CSV, RUN
 
 
@@ -147,7 +147,8 @@ RECORDED = {
               help="Keep finished results in OUT and run the rest; the options left out are "
                    f"read from OUT/{RUN}.")
 @quiet_option
-@click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
+@click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`); a --resume "
+                   "rewrites the one OUT holds, --report or not.")
 @resumable("bench-edits", RECORDED)
 def bench_edits(models_, data_spec, split, limit, classes_from_data, device, attributes, values, pick,
                 object_centric, min_area, objects, things_only,
@@ -215,5 +216,5 @@ def bench_edits(models_, data_spec, split, limit, classes_from_data, device, att
                              for s, v in q["values"].items()]))
     for path in result.files:
         result_line(f"wrote {path}")
-    if write_html:
-        result_line(f"report: {write_report(out)}")
+    if report := report_of(out, write_html, resume):  # --resume refreshes an earlier one
+        result_line(f"report: {report}")

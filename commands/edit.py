@@ -29,7 +29,7 @@ from segtk.core import parse_pairs
 from segtk.editkit import CLASSICAL, DEFAULT_EXCLUDE, DEFAULT_MIN_AREA, OBJECT_RULES, SKIP_REASONS
 from segtk.jobs.edit import PICKS
 from segtk.jobs.edit_records import EditLine, SkipLine
-from segtk.reports.writer import write_report
+from segtk.reports.writer import report_of
 from segtk.storage.layout import CONTACT_SHEET, SOURCE
 
 # Where run.json records each option (see commands.resume and jobs.edit.run_config). --values,
@@ -126,7 +126,8 @@ def default_out(out: str | None, editor_name: str | None) -> str | None:
 @click.option("--captioner-param", "captioner_params", multiple=True, metavar="KEY=VALUE",
               help="Captioner option (repeat for several), e.g. --captioner-param model=DIR.")
 @quiet_option
-@click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`).")
+@click.option("--report", "write_html", is_flag=True, help="Also write OUT/report.html (see `segtk report`); a --resume "
+                   "rewrites the one OUT holds, --report or not.")
 @resumable("edit", RECORDED, lambda p: default_out(p["out"], p["editor_name"]),
            required=("editor_name",))
 def edit(editor_name, values, backend, device, data_spec, split, limit, out, variants, pick,
@@ -199,5 +200,5 @@ def edit(editor_name, values, backend, device, data_spec, split, limit, out, var
         result_line(f"originals: {out / SOURCE}", f"  (--data folder:{out / SOURCE})")
     if (out / CONTACT_SHEET).exists():
         result_line(f"contact sheet: {out / CONTACT_SHEET}")
-    if write_html:
-        result_line(f"report: {write_report(out)}")
+    if report := report_of(out, write_html, resume):  # --resume refreshes an earlier one
+        result_line(f"report: {report}")

@@ -1,4 +1,4 @@
-"""`segtk report`: write a run directory's self-contained HTML report."""
+"""`segtk report`: write a run directory's HTML report, a page of that folder."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""`segtk report`: one self-contained, offline HTML page per run directory.
+"""`segtk report`: one offline HTML page per run directory, which shows the folder's pictures.
 
 The page is RUN_DIR/report.html. Pictures it needs that the run did not store (the clean image,
 the amplified perturbation, the label, edit masks) are written to RUN_DIR/report_files/, and
-every link is relative, so the run folder can be zipped and shared as it is. Charts are inline
+every link is relative: the page works inside its run folder, which can be zipped and shared as
+it is (report.html alone shows no pictures). Charts are inline
 SVG; the only script sorts tables and flags images that failed to load.
 
 Six kinds of run have a page; run.json records which one a folder holds (storage.runs.RunDir):
@@ -51,7 +52,8 @@ from segtk.reports.train import train_context
 from segtk.storage import layout
 from segtk.storage.runs import command_of, load_run_file
 
-__all__ = ["FILES_DIR", "REPORT_FILE", "TEMPLATES", "detect_kind", "read_run_json", "write_report"]
+__all__ = ["FILES_DIR", "REPORT_FILE", "TEMPLATES", "detect_kind", "read_run_json", "report_of",
+           "write_report"]
 
 BUILDERS = {"attack": attack_context, "bench-attacks": bench_context, "edit": edit_context,
             "bench-edits": bench_edits_context, "train": train_context,
@@ -96,6 +98,15 @@ def write_report(run_dir: str | Path, data_spec: str | None = None,
     html = _environment().get_template(PAGES[kind]).render(**context)
     atomic_write_bytes(run / REPORT_FILE, html.encode())
     return run / REPORT_FILE
+
+
+def report_of(run_dir: str | Path, asked: bool, resumed: bool) -> Path | None:
+    """The report a command writes at its end: when asked (--report), and on --resume when the
+    run folder holds one already (its page would otherwise describe the run before the
+    resume). None when it writes none."""
+    if asked or (resumed and (Path(run_dir) / REPORT_FILE).is_file()):
+        return write_report(run_dir)
+    return None
 
 
 def read_run_json(run: Path) -> dict[str, Any]:
