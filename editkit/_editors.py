@@ -9,7 +9,7 @@
 - `GeometryEditor`: moves or rescales the object with one rigid transform (`transform_object`,
   Gen4Seg Eq. 8: scales e_x, e_y and a shift; nearest-neighbour for labels, the uncovered
   area gets the fill label: ignore, or the background class) and repaints what it uncovered
-  (`fill_rows`, OpenCV, or the backend's `geometry`).
+  (`inpaint`: row interpolation or OpenCV, or the backend's `geometry`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 from segtk.core import EditedSample, Editor, PluginError, Sample, SkipSample
 from segtk.core._params import Declared
 from segtk.editkit._backends import CLASSICAL, backend_class, make_backend
-from segtk.editkit._inpaint import fill_rows, surroundings_prompt
+from segtk.editkit._inpaint import INPAINT_METHODS, inpaint, surroundings_prompt
 from segtk.editkit._transforms import Scale, background_fill, transform_object
 
 # --- attribute editors ------------------------------------------------------------------------
@@ -107,7 +107,7 @@ class GeometryEditor(AttributeEditor):
 
     Classical repaint of the object's old area, dilated by `dilate` px so its soft edge goes
     too, computed on the image without the object (so the object never bleeds into the fill);
-    the moved object is pasted on top. `method=rows` (default, `fill_rows`): row-wise linear
+    the moved object is pasted on top (`inpaint`). `method=rows` (default, `fill_rows`): row-wise linear
     interpolation plus matching grain; `telea` / `ns`: OpenCV inpainting with `radius`.
     Uncovered pixels are labelled `fill`; the dilation ring keeps its label (it was background
     already).
@@ -129,7 +129,7 @@ class GeometryEditor(AttributeEditor):
             raise PluginError(f"{self.name}: border={self.params['border']!r} is unknown",
                               hint="border=keep (objects cut by the image border stay cut by "
                                    "it) or border=ignore")
-        if self.params["method"] not in ("rows", "telea", "ns"):
+        if self.params["method"] not in INPAINT_METHODS:
             raise PluginError(f"{self.name}: method={self.params['method']!r} is unknown",
                               hint="method=rows (row interpolation + grain), telea or ns "
                                    "(OpenCV inpainting)")
@@ -176,19 +176,10 @@ class GeometryEditor(AttributeEditor):
                             writer)
 
     def repaint(self, sample: Sample, moved: EditedSample, rng: np.random.Generator) -> np.ndarray:
-        import cv2  # the editors' optional dependency (`requires`)
-
-        k = int(self.params["dilate"])
-        hole: np.ndarray = sample.mask.astype(np.uint8)
-        if k > 0:
-            hole = cv2.dilate(hole, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * k + 1,) * 2))
-        method = self.params["method"]
-        image: np.ndarray
-        if method == "rows":
-            image = fill_rows(sample.image, hole.astype(bool), rng, float(self.params["grain"]))
-        else:
-            flag = cv2.INPAINT_TELEA if method == "telea" else cv2.INPAINT_NS
-            bgr = np.ascontiguousarray(sample.image[..., ::-1])
-            image = cv2.inpaint(bgr, hole * 255, float(self.params["radius"]), flag)[..., ::-1].copy()
+        """The image without the object, inpainted over its old place, with the moved object
+        pasted on top."""
+        p = self.params
+        image = inpaint(sample.image, sample.mask, rng, p["method"], int(p["dilate"]),
+                        float(p["radius"]), float(p["grain"]))
         image[moved.mask] = moved.image[moved.mask]
         return image

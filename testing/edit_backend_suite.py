@@ -27,21 +27,19 @@ import numpy as np
 import pytest
 
 from segtk.core import EditBackend, EditedSample, Sample, SegtkError, declared
-from segtk.testing.fakes import shifted, toy_sample
+from segtk.editkit import transform_object
+from segtk.testing.fakes import toy_sample
 
 UNKNOWN = "no_such_option"
 
 
 def moved_right(sample: Sample, dx: int = 6) -> EditedSample:
     """The object moved `dx` px right with its label and mask, as a geometry editor hands it to
-    a backend: the area it uncovered labelled ignore and marked `repaint`."""
-    mask = shifted(sample.mask, dx, 0)
-    label = sample.label.copy()
-    label[sample.mask] = sample.ignore_index
-    label[mask] = shifted(sample.label, dx, 0)[mask]
-    image = sample.image.copy()
-    image[mask] = shifted(sample.image, dx, 0)[mask]
-    return EditedSample(image, label, mask, f"right {dx}", repaint=sample.mask & ~mask)
+    a backend (`segtk.editkit.transform_object`): the area it uncovered labelled ignore and
+    marked `repaint`."""
+    moved = transform_object(sample, 1.0, (dx, 0), sample.ignore_index)
+    moved.value = f"right {dx}"
+    return moved
 
 
 class EditBackendSuite:
