@@ -26,8 +26,8 @@ FILE = re.compile(rf"(?<![\w./-])((?:{NAMES})(?:/[\w.-]+)+\.pyi?)\b")
 PATH = re.compile(rf"(?<![\w./-])((?:segtk|{NAMES})(?:\.[A-Za-z_]\w*)+)")
 # File names (`cli.py`, `segtk.json`), not module paths.
 SUFFIXES = {"py", "pyi", "md", "json", "jsonl", "toml", "txt", "html", "j2", "csv", "png", "yaml"}
-# Placeholders in prose: segtk.NAME is any name.
-PLACEHOLDERS = {"segtk.NAME", "segtk.X"}
+# Placeholders in prose: segtk.NAME, segtk.core.X are any name.
+PLACEHOLDERS = {"NAME", "X"}
 # Folders of the source tree that are not segtk packages: named to say they do not import
 # (tests/test_packaging.py checks that they are refused).
 NOT_SEGTK = {p.name for p in ROOT.iterdir() if p.is_dir() and not (p / "__init__.py").exists()}
@@ -66,7 +66,7 @@ def named_paths(text: str) -> Iterator[str]:
     """The dotted segtk paths `text` names, each with its `segtk.`."""
     for match in PATH.finditer(text):
         path = match.group(1)
-        if path.rsplit(".", 1)[1] in SUFFIXES or path in PLACEHOLDERS:
+        if path.rsplit(".", 1)[1] in SUFFIXES or PLACEHOLDERS.intersection(path.split(".")):
             continue
         path = path if path.startswith("segtk.") else f"segtk.{path}"
         if path.split(".")[1] not in NOT_SEGTK:
@@ -80,8 +80,13 @@ def resolve(path: str) -> Any:
     for i, part in enumerate(parts[1:], start=2):
         if hasattr(obj, part):
             obj = getattr(obj, part)
-        else:
+            continue
+        try:
             obj = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError as exc:
+            if exc.name != ".".join(parts[:i]):
+                raise
+            raise AttributeError(f"{'.'.join(parts[:i - 1])} has no {part!r}") from None
     return obj
 
 
@@ -104,7 +109,7 @@ def collect(texts: Iterator[tuple[Path, str]]) -> dict[str, set[str]]:
 
 
 def test_the_finder_reads_both_spellings() -> None:
-    text = "`segtk.core.Segmenter`, core.runs.RunDir, cli.py, segtk.json and `segtk.NAME`"
+    text = "`segtk.core.Segmenter`, core.runs.RunDir, cli.py, segtk.json, `segtk.core.X`"
     assert list(named_paths(text)) == ["segtk.core.Segmenter", "segtk.core.runs.RunDir"]
     assert stale({"segtk.core.runs.RunDir": {"x"}}) != []
     assert stale({"segtk.core.Segmenter": {"x"}, "segtk.jobs.attack.quantise": {"x"}}) == []
