@@ -97,7 +97,7 @@ def test_a_module_without_classes_is_refused_in_one_line() -> None:
                  lambda: segtk.predict(load_net(), "demo", limit=1)):
         with pytest.raises(SegtkError) as err:
             call()
-        assert "without classes=" in err.value.message and "segtk.wrap(net" in err.value.hint
+        assert "without classes=" in err.value.message and "segtk.wrap(net" in (err.value.hint or "")
         assert "\n" not in str(err.value)
 
 
