@@ -342,7 +342,7 @@ class _Run:
             image.phase = Phase.VERIFY
             return
         assert got.labels is not None
-        mix.labels = torch.where(keep[0], got.labels, kept.labels)
+        mix.labels = torch.where(keep, got.labels, kept.labels)
         mix.score = min(got.score, kept.score)
         image.kept = mix
 
