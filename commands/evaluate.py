@@ -8,6 +8,7 @@ import click
 
 from segtk.commands.console import console, quiet_option, result_line, table
 from segtk.commands.options import (
+    checked_eps,
     classes_from_data_option,
     data_option,
     device_option,
@@ -35,9 +36,10 @@ def _eps(ctx: click.Context, param: click.Parameter, value: str | None) -> list[
     if value is None:
         return None
     try:
-        return convert(value, list[float], "--eps")
+        values = convert(value, list[float], "--eps")
     except SegtkError as exc:
         raise click.BadParameter(exc.message) from exc
+    return [checked_eps(v) for v in values]  # the one ε rule of segtk attack and the API
 
 
 @click.command("evaluate")

@@ -18,7 +18,7 @@ import torch
 from segtk.benchmarks.attacks import BenchAttackRecord
 from segtk.core import Dataset, SegtkError
 from segtk.core._metrics import mean_iou
-from segtk.evaluation.ensemble import class_ious, members_at, percent, worst_case
+from segtk.evaluation.ensemble import class_ious, members_at, percent, total, worst_case
 from segtk.evaluation.protocol import PROTOCOL, VERSION, Profile
 from segtk.storage.provenance import spec_file_hashes
 from segtk.storage.runs import atomic_write_json
@@ -55,12 +55,13 @@ def clean_section(records: Iterable[BenchAttackRecord], images: Sequence[str]) -
     if missing:
         raise SegtkError(f"no clean score of image {missing[0]!r} in the black-box records",
                          hint="finish the run: segtk evaluate ... --resume")
-    per_image = [{"image": i, "miou": percent(mean_iou(by_image[i]))} for i in images]
-    scored = [p["miou"] for p in per_image if p["miou"] is not None]
-    total = sum(by_image[i] for i in images)
-    return {"miou": percent(mean_iou(total)),
+    scores = [percent(mean_iou(by_image[i])) for i in images]
+    scored = [v for v in scores if v is not None]
+    summed = total(by_image[i] for i in images)
+    return {"miou": percent(mean_iou(summed)),
             "image_miou": round(sum(scored) / len(scored), 4) if scored else None,
-            "class_iou": class_ious(total), "per_image": per_image}
+            "class_iou": class_ious(summed),
+            "per_image": [{"image": i, "miou": v} for i, v in zip(images, scores)]}
 
 
 def attack_section(records: Sequence[BenchAttackRecord], attacks: Sequence[str],
@@ -85,7 +86,7 @@ def edits_section(table: Mapping[str, Any], model: str,
         if group is None:
             continue
         subsets = [s for s in group["subsets"] if s == attr or s.startswith(attr + "-")]
-        values = [miou[s] for s in subsets if miou.get(s) is not None]
+        values = [v for s in subsets if (v := miou.get(s)) is not None]
         ref = group["reference_miou"]
         per_attr[attr] = {"group": group["group"], "subsets": subsets,
                           "miou": round(sum(values) / len(values), 4) if values else None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -66,11 +67,16 @@ def image_miou(conf: torch.Tensor) -> float:
     return math.inf if v is None else v
 
 
-def worst_case(members: Sequence[Member], images: Sequence[str]) -> dict:
+def total(confusions: Iterable[torch.Tensor]) -> torch.Tensor:
+    """The sum of confusion matrices (at least one)."""
+    return torch.stack(list(confusions)).sum(0)
+
+
+def worst_case(members: Sequence[Member], images: Sequence[str]) -> dict[str, Any]:
     """The ensemble's result at one ε and budget: per image each member's mIoU and the worst;
     the dataset mIoU, per-class IoU and mean per-image mIoU of the worst case; each member's
     dataset mIoU; the queries the ensemble spent."""
-    per_image = []
+    per_image: list[dict[str, Any]] = []
     chosen: dict[str, torch.Tensor] = {}
     for img in images:
         scores = {m.attack: image_miou(m.confusions[img]) for m in members}
@@ -78,16 +84,16 @@ def worst_case(members: Sequence[Member], images: Sequence[str]) -> dict:
         chosen[img] = next(m.confusions[img] for m in members if m.attack == worst)
         per_image.append({"image": img, "worst": _finite(scores[worst]), "by": worst,
                           "members": {a: _finite(v) for a, v in scores.items()}})
-    totals = {m.attack: sum(m.confusions[i] for i in images) for m in members}
-    selection = sum(chosen[i] for i in images)
+    totals = {m.attack: total(m.confusions[i] for i in images) for m in members}
+    selection = total(chosen[i] for i in images)
     candidates = [(PER_IMAGE, selection), *totals.items()]
-    name, total = min(candidates, key=lambda kv: image_miou(kv[1]))  # first of equal: per image
-    finite = [p["worst"] for p in per_image if p["worst"] is not None]
+    name, lowest = min(candidates, key=lambda kv: image_miou(kv[1]))  # first of equal: per image
+    finite: list[float] = [p["worst"] for p in per_image if p["worst"] is not None]
     return {
-        "miou": percent(mean_iou(total)),
+        "miou": percent(mean_iou(lowest)),
         "selection": name,
         "image_miou": round(sum(finite) / len(finite), 4) if finite else None,
-        "class_iou": class_ious(total),
+        "class_iou": class_ious(lowest),
         "members": {a: {"miou": percent(mean_iou(t)),
                         "image_miou": _mean([p["members"][a] for p in per_image])}
                     for a, t in totals.items()},

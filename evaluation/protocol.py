@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from segtk.core import SegtkError
+from segtk.core._eps import check_eps
 
 PROTOCOL = "segtk-robustness"
 VERSION = "1.0"
@@ -63,10 +64,9 @@ def profile_of(name: str, eps: list[float] | None = None) -> Profile:
     chosen = PROFILES[name]
     if eps is None:
         return chosen
-    grid = tuple(dict.fromkeys(float(e) for e in eps))
-    if not grid or any(not 0 < e <= 255 for e in grid):
-        raise SegtkError(f"eps {list(grid)} must name values in 0<x<=255 (the 0-255 scale)",
-                         hint="e.g. --eps 4,8,16")
+    grid = tuple(dict.fromkeys(check_eps(e) for e in eps))  # segtk's one ε rule
+    if not grid:
+        raise SegtkError("eps names no value", hint="e.g. eps=[4, 8, 16]")
     if grid == chosen.eps:
         return chosen
     return Profile(f"{name}+eps", grid, chosen.budgets, chosen.black_box, chosen.white_box,

@@ -96,9 +96,6 @@ def _evaluate(model: str, data: str, chosen: Profile, out: Path, split: str | No
     config = {"protocol": protocol_record(chosen), "model": model, "data": data, "split": split,
               "limit": limit, "device": where,
               **({"classes_from_data": True} if classes_from_data else {})}
-    shared = dict(data=data, split=split, limit=limit, device=where, executor=executor,
-                  workers=workers, address=address, resume=resume,
-                  classes_from_data=classes_from_data)
     with EvaluateRun(out, config, resume, kind="evaluate"):
         (out / CARD_JSON).unlink(missing_ok=True)  # a card only for finished sub-runs
         stage(f"black-box ensemble: {', '.join(chosen.black_box)} at budgets "
@@ -106,7 +103,9 @@ def _evaluate(model: str, data: str, chosen: Profile, out: Path, split: str | No
         bench_attacks([model], attacks=list(chosen.black_box), budgets=list(chosen.budgets),
                       eps=list(chosen.eps), repeats=chosen.repeats, seed=chosen.seed,
                       out=out / BLACK_BOX, batch_size=batch_size, chunk=chunk,
-                      reference=reference, **shared)
+                      reference=reference, data=data, split=split, limit=limit, device=where,
+                      executor=executor, workers=workers, address=address, resume=resume,
+                      classes_from_data=classes_from_data)
         labels = [with_reference(a, reference) for a in chosen.black_box]
         black = _records(out / BLACK_BOX)
         gradients = cached_segmenter(model, where).has_gradients
@@ -117,7 +116,9 @@ def _evaluate(model: str, data: str, chosen: Profile, out: Path, split: str | No
             bench_attacks([model], attacks=list(chosen.white_box),
                           budgets=[chosen.white_box_passes], eps=list(chosen.eps),
                           repeats=chosen.repeats, seed=chosen.seed, out=out / WHITE_BOX,
-                          batch_size=batch_size, chunk=chunk, **shared)
+                          batch_size=batch_size, chunk=chunk, data=data, split=split,
+                          limit=limit, device=where, executor=executor, workers=workers,
+                          address=address, resume=resume, classes_from_data=classes_from_data)
             white = _records(out / WHITE_BOX)
         edits: dict[str, Any] = {"ran": False}
         if label_free:
@@ -125,7 +126,9 @@ def _evaluate(model: str, data: str, chosen: Profile, out: Path, split: str | No
         else:
             stage(f"attribute edits: {', '.join(chosen.edits)}")
             bench_edits([model], attributes=list(chosen.edits), out=out / EDITS,
-                        seed=chosen.seed, chunk=chunk, **shared)
+                        seed=chosen.seed, chunk=chunk, data=data, split=split, limit=limit,
+                        device=where, executor=executor, workers=workers, address=address,
+                        resume=resume, classes_from_data=classes_from_data)
             table = read_json(out / EDITS / layout.TABLE_JSON)
             edits = edits_section(table, model, chosen.edits)
         images = dataset.names

@@ -140,7 +140,8 @@ def test_label_free_card_says_so(tmp_path):
     for item in demo:
         write_png(data / "images" / f"{item.name}.png", item.image)
     (data / "classes.txt").write_text("\n".join(demo.classes) + "\n")
-    card = evaluate("demo", f"folder:{data}", profile="quick", executor="inline")
+    card = evaluate("demo", f"folder:{data}", profile="quick", executor="inline",
+                    out=tmp_path / "card")
     assert card["label_free"] and card["data"]["scored_against"] == "prediction"
     assert card["clean"]["miou"] == 100.0
     assert not card["white_box"]["ran"] and "labels" in card["white_box"]["reason"]
@@ -148,3 +149,5 @@ def test_label_free_card_says_so(tmp_path):
     assert all(set(e["members"]) == {"colour-blocks:reference=prediction",
                                      "signhunter:reference=prediction",
                                      "dla:reference=prediction"} for e in card["black_box"])
+    page = (tmp_path / "card" / "card.html").read_text()
+    assert "Label-free" in page and "against the model&#39;s clean prediction" in page
