@@ -250,6 +250,15 @@ def test_bench_attacks_takes_model_and_data_objects_in_process() -> None:
                             limit=2, workers=2, classes=list(CLASSES))
 
 
+def test_bench_edits_takes_a_module(tmp_path) -> None:
+    by_spec = segtk.bench_edits("demo", "demo", "color", {"color": ["red"]}, tmp_path / "spec",
+                                limit=2)
+    mine = segtk.bench_edits(segtk.wrap(load_net(), list(CLASSES)), "demo", "color",
+                             {"color": ["red"]}, tmp_path / "mine", limit=2)
+    assert [r["model"] for r in mine] == ["python:DemoNet"] * 2
+    assert [(r["subset"], r["miou"]) for r in mine] == [(r["subset"], r["miou"]) for r in by_spec]
+
+
 def test_a_python_object_spec_is_refused_outside_its_process() -> None:
     with pytest.raises(SegtkError, match="a Python object of the process"):
         segtk.load_model("python:DemoNet")
