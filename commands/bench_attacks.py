@@ -49,7 +49,7 @@ RECORDED = {
 
 
 def _eps_sweep(ctx: click.Context, param: click.Parameter, value: str) -> list[float]:
-    """--eps 8 or --eps 4,8,16 (read by core.params.convert); each value read by the rule
+    """--eps 8 or --eps 4,8,16 (read by core.convert); each value read by the rule
     `segtk attack --eps` follows (commands.options.checked_eps)."""
     try:
         values = convert(value, list[float], "--eps")

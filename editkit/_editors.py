@@ -45,7 +45,7 @@ class AttributeEditor(Editor):
         # if it does not declare them either; without a backend, refused here).
         own = {k: v for k, v in params.items() if k in self.defaults or engine_cls is None}
         self.backend = backend
-        # `--param` text (or typed values) read as the type of each default (core.params)
+        # `--param` text (or typed values) read as the type of each default (core.convert)
         self.params = {**self.defaults,
                        **Declared.of_defaults(self.defaults).read(own, "editor", self.name)}
         self.backend_options = {k: v for k, v in params.items() if k not in own}
