@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,8 +12,9 @@ import torch
 
 import segtk
 from segtk.core import AttackResult, LabelConfusion, Segmenter, SegtkError, confusion
-from segtk.testing import AttackSuite, RecordingSegmenter, toy_batch
+from segtk.testing import AttackSuite, RecordingSegmenter, TinySegmenter, toy_batch
 from segtk_colour_blocks import ColourBlocks
+from segtk_colour_blocks import attack as attack_module
 from segtk_colour_blocks.attack import block_textures, cell_sums, pair_values
 
 
@@ -237,3 +240,30 @@ def test_a_short_run_on_the_demo_model_is_pinned(params: dict[str, Any], expecte
     images, labels = demo_batch(2)
     result = ColourBlocks(eps=8, seed=3, **params).run(segtk.load_model("demo"), images, labels)
     assert run_digest(result) == expected
+
+
+def test_the_search_reads_back_at_most_one_small_tensor_per_query(monkeypatch: pytest.MonkeyPatch) -> None:
+    # On a GPU every read of a device tensor on the host waits for the device. The search's
+    # per-pixel work stays on the job's device; what comes back is one [cells] mask per trial
+    # (which cells were credited: it decides the next query) and, when the kept signs change,
+    # their live cells. Counted on CPU by the calls from the attack's own module.
+    module = Path(attack_module.__file__).resolve()
+    calls: dict[str, int] = {}
+
+    def counting(name: str) -> Any:
+        original = getattr(torch.Tensor, name)
+
+        def wrapper(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if Path(sys._getframe(1).f_code.co_filename).resolve() == module:
+                calls[name] = calls.get(name, 0) + 1
+            return original(self, *args, **kwargs)
+        return wrapper
+
+    for name in ("cpu", "item", "numpy", "tolist"):
+        monkeypatch.setattr(torch.Tensor, name, counting(name))
+    images, labels = toy_batch(2, 32, 48)
+    ColourBlocks(budget=60, eps=8, cells=2, finest=8, rounds=2).run(TinySegmenter(), images, labels)
+    queries = 2 * 60
+    assert calls.get("item", 0) == calls.get("numpy", 0) == 0
+    assert calls.get("tolist", 0) <= 2 * queries  # the oracle's active images and scores: per step
+    assert 0 < calls.get("cpu", 0) <= queries
