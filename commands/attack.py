@@ -131,7 +131,8 @@ def attack(attack_name, model_spec, data_spec, split, limit, classes_from_data, 
             classes_from_data=classes_from_data, on_image=tick, reference=reference or "labels",
             warn=warn,
             on_queries=bar.advance,  # the bar counts image-queries, budget per image
-            on_start=lambda n: bar.start(f"{attack_name} ε={eps:g}", n * budget, "queries"))
+            on_start=lambda n: bar.start(f"{attack_name} ε={eps:g} budget={budget}", n * budget,
+                                         "queries"))
     t = summary.summary
     console.print(table(f"{attack_name} on {model_spec} / {data_spec} ({t['images']} images)",
                         ["", "clean", "adversarial"], [
