@@ -43,15 +43,18 @@ def pixel_limited(function: Callable[P, R]) -> Callable[P, R]:
 
 
 def load_model(spec: str | Segmenter | torch.nn.Module, device: str | torch.device | None = "cpu",
-               **keywords: Any) -> Segmenter:
+               *, classes: Sequence[str] | None = None, mean: Sequence[float] | None = None,
+               std: Sequence[float] | None = None,
+               size: tuple[int, int] | None = None) -> Segmenter:
     """The model a `--model` spec names (see `segtk models`), e.g. "demo" or
     "espnet:camvid=../shared/models/espnet_camvid.safetensors", on `device` (cpu, cuda,
     cuda:N or auto: CUDA when present). A Segmenter is returned as it is (moved to `device`);
-    a torch.nn.Module returning logits [B,K,H,W] is wrapped (`segtk.wrap`; `keywords`:
-    classes=, mean=, std=, size=)."""
+    a torch.nn.Module returning logits [B,K,H,W] is wrapped (`segtk.wrap`) with `classes`,
+    `mean`, `std`, `size`."""
+    keywords = ModelKeywords(classes, mean, std, size)
     if not isinstance(spec, str):
-        return model_of(spec, device, ModelKeywords(**keywords))
-    ModelKeywords(**keywords).apply(spec)  # keywords with a spec: refused
+        return model_of(spec, device, keywords)
+    keywords.apply(spec)  # keywords with a spec: refused
     model = load_segmenter(spec, device)
     setattr(model, SPEC, spec)
     return model

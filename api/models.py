@@ -155,7 +155,8 @@ class ModelKeywords:
             return wrap(model, **given)
         if given:
             kind = "a spec" if isinstance(model, str) else type(model).__name__
-            raise SegtkError(f"{', '.join(f'{k}=' for k in given)} describe a torch.nn.Module; "
+            verb = "describes" if len(given) == 1 else "describe"
+            raise SegtkError(f"{', '.join(f'{k}=' for k in given)} {verb} a torch.nn.Module; "
                              f"model is {kind}, which knows its own",
                              hint="drop them, or pass the module itself (see segtk.wrap)")
         return model
