@@ -16,13 +16,20 @@ Two measurements, on the same val images (480×360 CamVid by default), one CPU t
    call is timed), so a machine shared with other work slows both sides alike; a separate
    bare-forward timing is printed next to it.
 
+With `--size WxH` the images are resized first (bilinear; labels nearest), e.g. 2048x1024 for a
+Cityscapes frame: each segtk-only row then also says ms per query per megapixel, so how the cost
+grows with the image reads off directly. A last segtk-only row, "oracle alone", is an attack
+that does nothing but query ε-box corners the way colour-blocks does: the oracle's own share
+(the per-batch bounds check, the corner build, the proxy, the counter and the history).
+
 Times are CPU time of this process (`time.process_time`): waits for the disk (fsync of the
 stored PNGs and results) are not included. With `--device cuda` (the model, the images and every
 tensor of the job on the GPU) they are wall-clock times after `torch.cuda.synchronize()`, since
 the GPU runs asynchronously and its work is no CPU time.
 
     OMP_NUM_THREADS=1 python bench/attack_overhead.py [--model SPEC --data SPEC --images 8
-        --budget 50 --attacks dla,colour-stripes --repeats 3 --skip-model --device cuda]
+        --budget 50 --attacks dla,colour-stripes,colour-blocks --size 2048x1024 --repeats 3
+        --skip-model --device cuda]
 """
 
 from __future__ import annotations
@@ -32,16 +39,23 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
+import torch.nn.functional as F
 
 from segtk.core import (
+    Attack,
+    AttackParams,
+    Dataset,
+    Item,
+    Oracle,
     Segmenter,
     SegtkError,
-    build_attack,
     load_dataset,
     load_segmenter,
-    resolve_device,
 )
+from segtk.core._build import build_attack
+from segtk.core._device import resolve_device
 from segtk.jobs.attack import attack_dataset, image_seed
 from segtk.jobs.batching import batch_tensors
 from segtk.storage.runs import RunDir
@@ -95,6 +109,52 @@ class TimedSegmenter(Segmenter):
         return labels
 
 
+class OracleAlone(Attack[AttackParams]):
+    """No search: every query the same ε-box corner, built and asked for the way colour-blocks
+    asks (`oracle.verified.vertex` into the pinned rows, then `answer`), so its time per query
+    is the oracle's own share of a corner attack's."""
+
+    name = "oracle alone"
+    Params = AttackParams
+    anytime = True
+
+    def attack(self, oracle: Oracle) -> None:
+        oracle.query(oracle.clean)
+        positive = torch.ones(oracle.clean.shape[1:], dtype=torch.bool, device=oracle.clean.device)
+        while active := oracle.active().tolist():
+            verified = oracle.verified
+            verified.answer([verified.vertex(i, positive, pin=True) for i in active]).scores.tolist()
+
+
+def resized(item: Item, width: int, height: int) -> Item:
+    """`item` at width x height: the image bilinear, the label nearest."""
+    image = torch.from_numpy(item.image).permute(2, 0, 1)[None].float()
+    image = F.interpolate(image, size=(height, width), mode="bilinear", align_corners=False)
+    label = torch.from_numpy(item.label)[None, None].float()
+    label = F.interpolate(label, size=(height, width), mode="nearest")
+    return Item(item.name, image[0].permute(1, 2, 0).round().clamp(0, 255).to(torch.uint8).numpy(),
+                label[0, 0].long().numpy().astype(np.int64))
+
+
+def resized_dataset(data: Dataset, width: int, height: int) -> Dataset:
+    """`data` with every item read at width x height."""
+    items = [resized(data[i], width, height) for i in range(len(data))]
+    pairs = [(item.name, lambda item=item: item) for item in items]
+    return Dataset(data.name, data.classes, pairs, data.ignore_index, data.palette, data.extra,
+                   data.things)
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """'2048x1024' -> (2048, 1024)."""
+    try:
+        width, height = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--size must be WIDTHxHEIGHT, e.g. 2048x1024, got {text!r}") from None
+    if width < 1 or height < 1:
+        raise argparse.ArgumentTypeError(f"--size must be positive, got {text!r}")
+    return width, height
+
+
 def per_image(model: Segmenter, images: torch.Tensor, batch: int, repeats: int) -> float:
     """Bare `predict` time per image for batches of `batch` images."""
     x = images[:batch]
@@ -137,7 +197,9 @@ def main() -> None:
     ap.add_argument("--data", default=f"camvid:{SHARED / 'data/camvid'}")
     ap.add_argument("--images", type=int, default=8)
     ap.add_argument("--budget", type=int, default=50)
-    ap.add_argument("--attacks", default="dla,colour-stripes")
+    ap.add_argument("--attacks", default="dla,colour-stripes,colour-blocks")
+    ap.add_argument("--size", type=parse_size, default=None,
+                    help="resize the images to WIDTHxHEIGHT first, e.g. 2048x1024")
     ap.add_argument("--repeats", type=int, default=3, help="best of N for the segtk-only timings")
     ap.add_argument("--skip-model", action="store_true", help="only the near-zero-cost segmenter")
     ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (as --device)")
@@ -150,10 +212,13 @@ def main() -> None:
     CLOCK = gpu_clock if device.type == "cuda" else cpu_clock
     torch.set_num_threads(1)
     data = load_dataset(args.data, limit=args.images)
+    if args.size is not None:
+        data = resized_dataset(data, *args.size)
     items = [data[i] for i in range(len(data))]
     images, labels = batch_tensors(items, device)
     names = [item.name for item in items]
     h, w = images.shape[-2:]
+    megapixels = h * w / 1e6
     attacks = args.attacks.split(",")
     clock = "wall-clock time (synchronised)" if device.type == "cuda" else "CPU time"
     print(f"images {len(data)} at {w}x{h}, budget {args.budget}, eps 8, threads 1, "
@@ -170,9 +235,17 @@ def main() -> None:
             job, per_image_queries = min(job_per_query(attack, green, data, batch)
                                          for _ in range(args.repeats))
             job -= model_s
-            print(f"{name:>15} batch {batch}: attack loop {loop * 1e3:6.3f} ms/query, "
-                  f"whole job {job * 1e3:6.3f} ms/query (segmenter {model_s * 1e3:.3f} ms/image; "
+            print(f"{name:>15} batch {batch}: attack loop {loop * 1e3:6.3f} ms/query "
+                  f"({loop * 1e3 / megapixels:6.3f} per MP), whole job {job * 1e3:6.3f} ms/query "
+                  f"(segmenter {model_s * 1e3:.3f} ms/image; "
                   f"job - loop = {(job - loop) * per_image_queries * 1e3:.1f} ms/image)")
+    alone = OracleAlone(budget=args.budget, eps=8, seed=0)
+    for batch in (1, 8):
+        model_s = per_image(green, images, batch, repeats=50)
+        loop = min(loop_per_query(alone, green, images, labels, names, batch)
+                   for _ in range(args.repeats)) - model_s
+        print(f"{'oracle alone':>15} batch {batch}: attack loop {loop * 1e3:6.3f} ms/query "
+              f"({loop * 1e3 / megapixels:6.3f} per MP)")
 
     if args.skip_model:
         return
