@@ -7,7 +7,8 @@ from collections.abc import Iterable
 
 import torch
 
-from segtk.core import DataError, Dataset, Segmenter, cached_segmenter
+from segtk.core import DataError, Dataset, Segmenter
+from segtk.core._specs import cached_segmenter
 
 
 def class_key(name: str) -> str:

@@ -121,7 +121,6 @@ def attack(model: str | Segmenter | torch.nn.Module, data: Any, attack: str = "d
             on_start(len(dataset))
         summary = attack_dataset(attack_obj, segmenter, dataset, run, batch_size,
                                  save_images and out is not None, on_image,
-                                 classes_from_data=classes_from_data,
                                  on_stored=kept.__setitem__ if out is None else None,
                                  on_queries=on_queries)
     finally:

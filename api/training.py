@@ -10,7 +10,9 @@ from typing import Any
 from segtk.api.loading import comma_list, pixel_limited, specs_only
 from segtk.api.results import Table
 from segtk.benchmarks.augment import AugmentBench, eval_seed_for, run, write_outputs
-from segtk.core import SegtkError, preferred_split, resolve_device
+from segtk.core import SegtkError
+from segtk.core._device import resolve_device
+from segtk.core._specs import preferred_split
 from segtk.editkit import CLASSICAL
 from segtk.jobs.edit import EditSummary
 from segtk.jobs.overwrite import overwrite_run

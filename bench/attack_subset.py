@@ -17,7 +17,7 @@ import time
 
 from val_subset import add_subset_options, build_spec, class_index, load_subset
 
-from segtk.core import iou_per_class, mean_iou
+from segtk.core._metrics import iou_per_class, mean_iou
 from segtk.jobs.attack import image_seed
 
 

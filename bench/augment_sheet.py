@@ -15,7 +15,9 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
-from segtk.core import AugmentContext, build_augmenter, default_palette, load_dataset
+from segtk.core import AugmentContext, load_dataset
+from segtk.core._build import build_augmenter
+from segtk.core._data import default_palette
 from segtk.imaging import overlay
 from segtk.jobs.train import resize_pair
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import torch
 
 from segtk.benchmarks.attacks import bench_records
-from segtk.core import iou_per_class, load_dataset
+from segtk.core import load_dataset
+from segtk.core._metrics import iou_per_class
 from segtk.storage.layout import RESULTS
 from segtk.storage.runs import read_results
 

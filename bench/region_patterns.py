@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 from val_subset import add_subset_options, build_spec, class_index, load_subset
 
-from segtk.core import confusion, iou_per_class
+from segtk.core import confusion
+from segtk.core._metrics import iou_per_class
 from segtk.jobs.attack import image_seed
 
 

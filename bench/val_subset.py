@@ -7,15 +7,8 @@ from pathlib import Path
 
 import torch
 
-from segtk.core import (
-    Attack,
-    Dataset,
-    Segmenter,
-    SegtkError,
-    build_attack,
-    load_dataset,
-    load_segmenter,
-)
+from segtk.core import Attack, Dataset, Segmenter, SegtkError, load_dataset, load_segmenter
+from segtk.core._build import build_attack
 from segtk.jobs.batching import batch_tensors
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"

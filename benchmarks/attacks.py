@@ -46,21 +46,19 @@ from segtk.core import (
     PluginError,
     SegtkError,
     atomic_write_bytes,
-    brief_spec,
     build,
-    cached_segmenter,
-    check_gradients,
     confusion,
     declared,
     load_dataset,
-    mean_iou,
     parse_pairs,
-    pixel_accuracy,
     read_image,
     registry,
     to_tensor,
     write_png,
 )
+from segtk.core._attack import check_gradients
+from segtk.core._metrics import mean_iou, pixel_accuracy
+from segtk.core._specs import brief_spec, cached_segmenter
 from segtk.imaging import amplify, save_figure
 from segtk.jobs.attack import evaluate, image_seed, quantise, run_attack, scoring_labels
 from segtk.jobs.batching import batch_tensors, same_size_batches
@@ -177,7 +175,7 @@ class Shard:
     batch_size: int
     sheet_dir: str | None = None  # where repeat 0 leaves its adversarial PNGs for the sheet
     time_limit: float | None = None  # seconds per run of a batch (--time-limit), None: none
-    device: str = "cpu"  # where the model and tensors live (core.resolve_device's name)
+    device: str = "cpu"  # where the model and tensors live (segtk.core._device.resolve_device's name)
 
     def key(self, image: str) -> str:
         return f"{self.model}|{self.attack}|eps={self.eps!r}|{self.repeat}|{self.budget}|{image}"

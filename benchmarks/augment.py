@@ -39,7 +39,8 @@ from segtk.benchmarks.edits import (
     run_bench,
 )
 from segtk.compat import check_models
-from segtk.core import SegtkError, atomic_write_bytes, load_dataset, parse_augment
+from segtk.core import SegtkError, atomic_write_bytes, load_dataset
+from segtk.core._build import parse_augment
 from segtk.imaging import save_figure
 from segtk.jobs.executors import make_executor
 from segtk.jobs.train import StepHook, TrainConfig, last_epoch_spec, train

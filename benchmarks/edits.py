@@ -50,17 +50,14 @@ from segtk.core import (
     PromptWriter,
     SegtkError,
     atomic_write_bytes,
-    brief_spec,
-    cached_segmenter,
     check_prediction,
     confusion,
-    iou_per_class,
     load_dataset,
-    mean_iou,
-    mean_robustness,
     read_label,
     write_png,
 )
+from segtk.core._metrics import iou_per_class, mean_iou, mean_robustness
+from segtk.core._specs import brief_spec, cached_segmenter
 from segtk.editkit import DEFAULT_MIN_AREA, backend_class, prepare_sample
 from segtk.imaging import save_figure
 from segtk.jobs.batching import batch_tensors, same_size_batches
@@ -104,7 +101,7 @@ class Shard:
     subset: Subset
     images: tuple[str, ...]
     batch_size: int = 4
-    device: str = "cpu"  # where the model and tensors live (core.resolve_device's name)
+    device: str = "cpu"  # where the model and tensors live (segtk.core._device.resolve_device's name)
 
     def key(self, image: str) -> str:
         return f"{self.model}|{self.subset.name}|{image}"

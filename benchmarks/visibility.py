@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from segtk.core import rgb_to_oklab
+from segtk.editkit import rgb_to_oklab
 
 
 def psnr(clean: np.ndarray, adv: np.ndarray) -> float:

@@ -24,7 +24,8 @@ from segtk.commands.options import (
     split_option,
 )
 from segtk.commands.resume import Recorded, joined, pairs, resumable
-from segtk.core import SegtkError, parse_pairs, registry, split_spec
+from segtk.core import SegtkError, parse_pairs, registry
+from segtk.core._specs import split_spec
 from segtk.editkit import CLASSICAL, DEFAULT_MIN_AREA, OBJECT_RULES
 from segtk.jobs.edit import PICKS
 from segtk.reports.writer import report_of

@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from segtk.core import PluginError, SegtkError, UnknownPlugin
+from segtk.core import PluginError, SegtkError
+from segtk.core._errors import UnknownPlugin
 
 CHECKOUT = Path(__file__).resolve().parent.parent  # segtk is installed editable from its root
 FOLDER = "extras"

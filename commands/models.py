@@ -9,7 +9,8 @@ import click
 
 from segtk.commands.console import console, shell_safe, status_text, table
 from segtk.commands.plugins import details, did_you_mean, print_details
-from segtk.core import SegtkError, UnknownPlugin, load_dataset, registry
+from segtk.core import SegtkError, load_dataset, registry
+from segtk.core._errors import UnknownPlugin
 
 
 class ModelsGroup(click.Group):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
-from segtk.core import DEFAULT_MAX_PIXELS, DEVICE_OPTION, SegtkError, pixel_limit, resolve_device
+from segtk.core import DEVICE_OPTION, SegtkError
+from segtk.core._data import DEFAULT_MAX_PIXELS, pixel_limit
+from segtk.core._device import resolve_device
 from segtk.core._eps import check_eps
 from segtk.jobs.edit import DEFAULT_PROMPT_WRITER
 

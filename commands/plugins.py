@@ -18,13 +18,9 @@ from segtk.commands.edit import edit as edit_command
 from segtk.commands.extras import Extra, extra_of, not_installed
 from segtk.commands.plugin_commands import add_commands
 from segtk.commands.scaffold import new
-from segtk.core import (
-    AttackParams,
-    PluginInfo,
-    UnknownPlugin,
-    declared,
-    registry,
-)
+from segtk.core import AttackParams, declared, registry
+from segtk.core._errors import UnknownPlugin
+from segtk.core._registry import PluginInfo
 
 
 @click.group(invoke_without_command=True)

@@ -1,53 +1,33 @@
 """segtk.core: the plugin API, one door.
 
-Everything a plugin builds on is imported from here (`from segtk.core import Attack, Oracle`):
-the contracts (Attack, Segmenter, Editor, Filter, Augmenter, EditBackend, PromptWriter,
+What a plugin builds on is imported from here (`from segtk.core import Attack, Oracle`): the
+contracts (Attack, Segmenter, Editor, Filter, Augmenter, EditBackend, PromptWriter,
 DatasetPlugin, Metric, Captioner), the query counter and oracle that make budgets and ε exact,
-the PGD loop of white-box attacks, the proxy and metrics, data types and I/O,
-parameter parsing, the hook markers and the plugin registry (`registry`). The modules behind it are
-private (`segtk.core._attack`, …): only core imports them (tests/test_architecture.py checks).
+the PGD loop of white-box attacks, the proxy and metrics, data types and I/O, parameter
+parsing, the loaders and the builder, the hook markers and the plugin registry (`registry`).
+Each name here is used by a plugin, a scaffold template or a contract suite
+(tests/test_core_door.py checks). The modules behind it are private (`segtk.core._attack`, …):
+plugins never import them; segtk's own packages import from them the helpers that are not
+plugin contracts (spec strings, device resolution, summaries).
 """
 
 from segtk.core import _registry as registry
-from segtk.core._attack import (
-    EPS_TOLERANCE,
-    Attack,
-    AttackParams,
-    AttackResult,
-    Oracle,
-    box,
-    check_gradients,
-    project,
-    uniform_noise,
-)
-from segtk.core._augment import (
-    AugmentContext,
-    Augmenter,
-    ModuleTrainable,
-    Trainable,
-    save_safetensors,
-    seeds,
-)
-from segtk.core._build import build, build_attack, build_augmenter, parse_augment
-from segtk.core._colour import oklab_to_linear, oklab_to_rgb, rgb_to_oklab
+from segtk.core._attack import Attack, AttackParams
+from segtk.core._augment import AugmentContext, Augmenter, ModuleTrainable, save_safetensors, seeds
+from segtk.core._build import build, build_augmenter
 from segtk.core._data import (
-    DEFAULT_MAX_PIXELS,
-    MAX_PIXELS_ENV,
     TEMP_SUFFIX,
     Dataset,
     DatasetPlugin,
     Item,
     atomic_write_bytes,
     check_flat_split,
-    default_palette,
-    is_temp,
-    pixel_limit,
     read_image,
     read_label,
     to_tensor,
     write_png,
 )
-from segtk.core._device import DEVICE_OPTION, resolve_device
+from segtk.core._device import DEVICE_OPTION
 from segtk.core._editing import (
     EDIT_KINDS,
     EditBackend,
@@ -57,26 +37,11 @@ from segtk.core._editing import (
     Sample,
     SkipSample,
 )
-from segtk.core._errors import (
-    AttackError,
-    DataError,
-    ModelError,
-    PluginError,
-    SegtkError,
-    UnknownPlugin,
-    naming,
-)
+from segtk.core._errors import DataError, ModelError, PluginError, SegtkError
 from segtk.core._filtering import Filter, FilterResult
 from segtk.core._hookspecs import Register, hookimpl
-from segtk.core._metrics import (
-    ConfusionAccumulator,
-    LabelConfusion,
-    confusion,
-    iou_per_class,
-    mean_iou,
-    mean_robustness,
-    pixel_accuracy,
-)
+from segtk.core._metrics import ConfusionAccumulator, LabelConfusion, confusion
+from segtk.core._oracle import EPS_TOLERANCE, AttackResult, Oracle, project, uniform_noise
 from segtk.core._params import (
     convert,
     declared,
@@ -92,7 +57,7 @@ from segtk.core._quality import (
     QualityPair,
     load_pretrained,
 )
-from segtk.core._registry import PluginInfo, missing_modules
+from segtk.core._registry import missing_modules
 from segtk.core._render import colourise, voc_colormap
 from segtk.core._segmenter import (
     QueryCounter,
@@ -101,35 +66,18 @@ from segtk.core._segmenter import (
     check_prediction,
     labels_from_logits,
 )
-from segtk.core._specs import (
-    UNLABELLED,
-    brief_spec,
-    cached_segmenter,
-    is_spec_file,
-    load_dataset,
-    load_segmenter,
-    preferred_split,
-    read_spec_file,
-    relative_spec,
-    require_labels,
-    resolve_spec,
-    saved_spec,
-    split_spec,
-)
-from segtk.core._verified import Verified, VerifiedImages
+from segtk.core._specs import load_dataset, load_segmenter
+from segtk.core._verified import Verified
 from segtk.core._whitebox import GradientAttack, PGDParams, pixel_cross_entropy
 
 __all__ = [
-    "UNLABELLED",
     "Attack",
-    "AttackError",
     "AttackParams",
     "AttackResult",
     "AugmentContext",
     "Augmenter",
     "Captioner",
     "ConfusionAccumulator",
-    "DEFAULT_MAX_PIXELS",
     "DEVICE_OPTION",
     "DataError",
     "Dataset",
@@ -144,7 +92,6 @@ __all__ = [
     "GradientAttack",
     "Item",
     "LabelConfusion",
-    "MAX_PIXELS_ENV",
     "Metric",
     "MetricResult",
     "ModelError",
@@ -152,7 +99,6 @@ __all__ = [
     "Oracle",
     "PGDParams",
     "PluginError",
-    "PluginInfo",
     "Preprocessing",
     "PromptWriter",
     "Proxy",
@@ -165,61 +111,32 @@ __all__ = [
     "SegtkError",
     "SkipSample",
     "TEMP_SUFFIX",
-    "Trainable",
-    "UnknownPlugin",
     "Verified",
-    "VerifiedImages",
     "atomic_write_bytes",
-    "box",
-    "brief_spec",
-    "build",
-    "build_attack",
     "build_augmenter",
-    "cached_segmenter",
+    "build",
     "check_flat_split",
-    "check_gradients",
-    "require_labels",
     "check_prediction",
     "colourise",
     "confusion",
     "convert",
     "declared",
-    "default_palette",
     "hookimpl",
-    "iou_per_class",
-    "is_spec_file",
-    "is_temp",
     "labels_from_logits",
     "load_dataset",
     "load_pretrained",
     "load_segmenter",
-    "mean_iou",
-    "mean_robustness",
     "missing_modules",
-    "naming",
-    "oklab_to_linear",
-    "oklab_to_rgb",
-    "parse_augment",
     "parse_options",
     "parse_pairs",
-    "pixel_accuracy",
     "pixel_cross_entropy",
-    "pixel_limit",
-    "preferred_split",
     "project",
     "read_image",
     "read_label",
-    "read_spec_file",
     "registry",
     "reset_plugin_manager",
-    "relative_spec",
-    "resolve_device",
-    "resolve_spec",
-    "rgb_to_oklab",
     "save_safetensors",
-    "saved_spec",
     "seeds",
-    "split_spec",
     "to_tensor",
     "uniform_noise",
     "voc_colormap",

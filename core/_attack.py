@@ -27,13 +27,7 @@ import torch
 
 from segtk.core._eps import check_eps
 from segtk.core._errors import AttackError, SegtkError, failure
-from segtk.core._oracle import (  # the oracle's geometry, re-exported until core's door names _oracle
-    EPS_TOLERANCE as EPS_TOLERANCE,
-)
 from segtk.core._oracle import REFERENCES, RETURNS, AttackResult, Oracle, OracleRun
-from segtk.core._oracle import box as box
-from segtk.core._oracle import project as project
-from segtk.core._oracle import uniform_noise as uniform_noise
 from segtk.core._proxy import Proxy
 from segtk.core._segmenter import QueryCounter, Segmenter, TimeUp
 
@@ -157,9 +151,22 @@ class Attack(ABC, Generic[P]):
         `labels` are not used (None will do): each query is scored against the clean image's
         predicted labels, and the attack never sees the ground truth.
         """
-        p = self.params
         check_gradients(type(self), segmenter)
-        check_reference(type(self), p.reference)
+        return self._run(segmenter, images, labels, seeds, checkpoints, num_classes, ignore_index)
+
+    def _run(
+        self,
+        segmenter: Segmenter,
+        images: torch.Tensor,
+        labels: torch.Tensor | None,
+        seeds: list[int] | None = None,
+        checkpoints: tuple[int, ...] = (),
+        num_classes: int | None = None,
+        ignore_index: int | None = None,
+    ) -> AttackResult:
+        """`run` once its precondition holds: segtk's jobs check it (`check_gradients`) once,
+        before they write anything, and then run every batch through here."""
+        p = self.params
         ignore = ignore_index if ignore_index is not None else segmenter.ignore_index
         if p.reference == "prediction":  # filled in by each image's clean query
             labels = torch.full((images.shape[0], *images.shape[2:]), ignore, dtype=torch.long,

@@ -11,14 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from segtk.core import (
-    DataError,
-    Dataset,
-    check_flat_split,
-    default_palette,
-    read_label,
-    voc_colormap,
-)
+from segtk.core import DataError, Dataset, check_flat_split, read_label, voc_colormap
+from segtk.core._data import default_palette
 from segtk.datasets.readers import (
     _dir,
     _images,

@@ -17,17 +17,17 @@ from typing import Any
 import numpy as np
 
 from segtk.core import (
-    UNLABELLED,
     DataError,
     Dataset,
     Item,
     check_flat_split,
     convert,
-    default_palette,
     parse_pairs,
     read_image,
     read_label,
 )
+from segtk.core._data import default_palette
+from segtk.core._specs import UNLABELLED
 from segtk.storage.layout import CLASSES, IMAGES, LABELS, MANIFEST
 
 LabelReader = Callable[[Path], np.ndarray]
@@ -164,7 +164,7 @@ def folder_dataset(root: Path, name: str, hint: str, labels_optional: bool = Fal
                    mapping: dict[int, int] | None = None) -> Dataset:
     """images/ + labels/ (same stems) + classes.txt; labels hold ids (P or grey PNGs).
     `labels_optional`: without labels/, the images with no labelled pixel (all ignore), the
-    dataset marked unlabelled (`core.UNLABELLED`), which only label-free jobs accept.
+    dataset marked unlabelled (`segtk.core._specs.UNLABELLED`), which only label-free jobs accept.
     `mapping`: stored id -> class id (or 255), applied as each label is read."""
     classes = read_classes(root)
     image_dir = _dir(root / IMAGES, "images", hint)

@@ -11,12 +11,15 @@ The contracts (`Editor`, `EditBackend`, `Sample`, `EditedSample`, `SkipSample`) 
   `target_box`, `border_sides`, `Scale`;
 - object selection: `prepare_sample` (the salient object, its mask and caption, or a `Skip`
   with one of `SKIP_REASONS`), `allowed_classes`, `thing_classes`, `DEFAULT_EXCLUDE`,
-  `DEFAULT_MIN_AREA`, `OBJECT_RULES`.
+  `DEFAULT_MIN_AREA`, `OBJECT_RULES`;
+- colour: `rgb_to_oklab`, `oklab_to_rgb`, `oklab_to_linear` (OKLab, a perceptual colour space
+  where Euclidean distance roughly tracks visible colour difference).
 
 The modules behind it are private (`segtk.editkit._transforms`, ...).
 """
 
 from segtk.editkit._backends import CLASSICAL, backend_class
+from segtk.editkit._colour import oklab_to_linear, oklab_to_rgb, rgb_to_oklab
 from segtk.editkit._editors import AttributeEditor, GeometryEditor
 from segtk.editkit._selection import (
     DEFAULT_EXCLUDE,
@@ -44,7 +47,10 @@ __all__ = [
     "backend_class",
     "bbox",
     "border_sides",
+    "oklab_to_linear",
+    "oklab_to_rgb",
     "prepare_sample",
+    "rgb_to_oklab",
     "target_box",
     "thing_classes",
     "transform_object",

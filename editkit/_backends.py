@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from segtk.core import EditBackend, PluginError, UnknownPlugin, build, registry
+from segtk.core import EditBackend, PluginError, build, registry
+from segtk.core._errors import UnknownPlugin
 
 CLASSICAL = "classical"
 BACKEND_KIND = "edit-backend"

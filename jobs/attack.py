@@ -18,10 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from segtk.compat import check_compatible
 from segtk.core import (
     Attack,
-    AttackError,
     AttackParams,
     AttackResult,
     ConfusionAccumulator,
@@ -31,16 +29,14 @@ from segtk.core import (
     ModelError,
     Segmenter,
     SegtkError,
-    check_gradients,
     check_prediction,
-    default_palette,
-    mean_iou,
-    naming,
-    pixel_accuracy,
     registry,
     to_tensor,
     write_png,
 )
+from segtk.core._data import default_palette
+from segtk.core._errors import AttackError, naming
+from segtk.core._metrics import mean_iou, pixel_accuracy
 from segtk.imaging import overlay
 from segtk.jobs.batching import batch_tensors, same_size_batches
 from segtk.storage import layout
@@ -122,7 +118,7 @@ def run_attack(attack: Attack, segmenter: Segmenter, x: torch.Tensor, y: torch.T
     attack plugin (and its distribution), or the model (Attack.run tells them apart)."""
     context = f"while attacking {', '.join(names)}"
     try:
-        return attack.run(segmenter, x, y, **options)
+        return attack._run(segmenter, x, y, **options)  # the job checked it can, once
     except AttackError as exc:
         source = registry.origin("attack", type(attack))
         who = f"attack {attack.name!r}" + (f" from {source}" if source else "")
@@ -191,7 +187,6 @@ def attack_dataset(
     batch_size: int = 1,
     save_images: bool = True,
     on_image: Callable[[AttackRecord], None] | None = None,
-    classes_from_data: bool = False,
     on_stored: Callable[[str, np.ndarray], None] | None = None,
     on_queries: Callable[[int], None] | None = None,
 ) -> Summary:
@@ -199,9 +194,10 @@ def attack_dataset(
     `on_stored(name, image)` sees each stored 8-bit adversarial image (what the scores are
     computed on; the Python API keeps them in memory when it writes no files).
     `on_queries(n)` follows the progress in image-queries, `budget` per image: as the model
-    answers during a batch, not only when its images finish (see QuerySlots)."""
-    check_compatible(segmenter, dataset, classes_from_data)  # labels of other classes: noise
-    check_gradients(type(attack), segmenter)  # a white-box attack on a labels-only model
+    answers during a batch, not only when its images finish (see QuerySlots). The caller has
+    checked the job's preconditions once, before writing anything (`segtk.attack` and `bench
+    attacks`: the classes with check_compatible, a white-box attack's gradients with
+    check_gradients); batches run without checking them again."""
     done = AttackRecord.keyed(run.done(), run.path and run.path / layout.RESULTS)  # None: in memory
     pending = [i for i, name in enumerate(dataset.names) if name not in done]
     palette = dataset.palette if dataset.palette is not None else default_palette(len(dataset.classes))

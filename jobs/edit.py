@@ -48,14 +48,14 @@ from segtk.core import (
     SkipSample,
     atomic_write_bytes,
     build,
-    default_palette,
-    naming,
     parse_pairs,
     read_image,
     read_label,
     registry,
     write_png,
 )
+from segtk.core._data import default_palette
+from segtk.core._errors import naming
 from segtk.editkit import (
     DEFAULT_MIN_AREA,
     OBJECT_RULES,

@@ -17,7 +17,8 @@ from typing import Any
 
 import torch
 
-from segtk.core import MAX_PIXELS_ENV, PluginError, SegtkError
+from segtk.core import PluginError, SegtkError
+from segtk.core._data import MAX_PIXELS_ENV
 
 Task = Callable[[Any], Any]
 PR_SET_PDEATHSIG = 1  # linux/prctl.h

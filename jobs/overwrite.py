@@ -13,7 +13,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from segtk.core import SegtkError, is_temp
+from segtk.core import SegtkError
+from segtk.core._data import is_temp
 from segtk.storage import layout
 from segtk.storage.runs import RunLock, command_of, load_run_file
 

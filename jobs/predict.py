@@ -16,11 +16,11 @@ from segtk.core import (
     ModelError,
     Segmenter,
     check_prediction,
-    default_palette,
-    naming,
     to_tensor,
     write_png,
 )
+from segtk.core._data import default_palette
+from segtk.core._errors import naming
 from segtk.imaging import overlay
 from segtk.jobs.batching import same_size_batches
 from segtk.storage.layout import LABELS, OVERLAYS, SUMMARY

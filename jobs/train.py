@@ -14,7 +14,7 @@ The output folder:
                                   record cannot leave it behind); `--model OUT/model.spec`
 
 Specs in the run folder (model.spec, results.jsonl, checkpoint.json) write paths inside it as
-`./PATH`, relative to the folder (core.relative_spec), so a copied run points into itself.
+`./PATH`, relative to the folder (segtk.core._specs.relative_spec), so a copied run points into itself.
 
 Determinism: everything random is derived from (seed, epoch[, step]): the data order of each
 epoch, each batch's crops and augmentation (one torch.Generator per step), and the global torch
@@ -52,16 +52,14 @@ from segtk.core import (
     Dataset,
     ModelError,
     SegtkError,
-    Trainable,
     atomic_write_bytes,
-    build_augmenter,
     load_dataset,
     load_segmenter,
-    naming,
-    read_spec_file,
-    relative_spec,
-    resolve_spec,
 )
+from segtk.core._augment import Trainable
+from segtk.core._build import build_augmenter
+from segtk.core._errors import naming
+from segtk.core._specs import read_spec_file, relative_spec, resolve_spec
 from segtk.jobs.checkpoints import (
     checkpoint_dir,
     latest_checkpoint,
@@ -107,7 +105,7 @@ class TrainConfig:
     size: tuple[int, int] | None = None  # (W, H): resize every image first
     crop: tuple[int, int] | None = None  # (W, H): then a random crop per sample and epoch
     classes_from_data: bool = False  # trust that the model's outputs are the data's classes
-    device: str = "cpu"  # where the model trains (core.resolve_device's name: cpu, cuda:0)
+    device: str = "cpu"  # where the model trains (segtk.core._device.resolve_device's name: cpu, cuda:0)
     # The standard pipeline before the augmenter (MMSegmentation's): a random rescale by a
     # ratio drawn from [lo, hi] before the crop (then a crop may pad: image 0, label ignore),
     # and a horizontal flip with probability 0.5 after it.

@@ -8,7 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from segtk.core import Dataset, SegtkError, brief_spec, iou_per_class, read_image
+from segtk.core import Dataset, SegtkError, read_image
+from segtk.core._metrics import iou_per_class
+from segtk.core._specs import brief_spec
 from segtk.imaging import amplify, overlay
 from segtk.jobs.attack import AttackRecord, summarise
 from segtk.reports.common import (

@@ -27,7 +27,7 @@ from segtk.benchmarks.attacks import (
     white_box_gaps,
     write_contact_sheet,
 )
-from segtk.core import brief_spec
+from segtk.core._specs import brief_spec
 from segtk.reports.attack import reference_notes
 from segtk.reports.common import (
     FILES_DIR,

@@ -17,7 +17,7 @@ from typing import Any
 
 from segtk.benchmarks.augment import ALL_ORIGINAL, START, tabulate
 from segtk.benchmarks.edits import ScoreLine
-from segtk.core import brief_spec
+from segtk.core._specs import brief_spec
 from segtk.reports.bench_edits import edit_subset_dirs, table_from_records
 from segtk.reports.common import _href, _note, finished_records
 from segtk.reports.svg import SERIES_COLOURS, Series, bar_chart

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from segtk.benchmarks.edits import ORIGINAL_OBJECT, ScoreLine, Shard, Subset, aggregate
-from segtk.core import SegtkError, brief_spec
+from segtk.core import SegtkError
+from segtk.core._specs import brief_spec
 from segtk.reports.common import _href, _note
 from segtk.storage.layout import (
     EDITS,

@@ -17,7 +17,9 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, pass_context
 from jinja2.runtime import Context
 from markupsafe import Markup, escape
 
-from segtk.core import Dataset, SegtkError, default_palette, load_dataset, split_spec, write_png
+from segtk.core import Dataset, SegtkError, load_dataset, write_png
+from segtk.core._data import default_palette
+from segtk.core._specs import split_spec
 from segtk.storage import layout
 from segtk.storage.runs import read_results
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from segtk.core import Dataset, SegtkError, brief_spec, read_image, read_label
+from segtk.core import Dataset, SegtkError, read_image, read_label
+from segtk.core._specs import brief_spec
 from segtk.datasets.readers import IMAGE_SUFFIXES, read_classes
 from segtk.editkit import SKIP_REASONS
 from segtk.imaging import overlay

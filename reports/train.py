@@ -15,7 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from segtk.core import SegtkError, brief_spec, load_segmenter, preferred_split, resolve_spec
+from segtk.core import SegtkError, load_segmenter
+from segtk.core._specs import brief_spec, preferred_split, resolve_spec
 from segtk.jobs.checkpoints import checkpoint_dir
 from segtk.jobs.predict import predict_dataset
 from segtk.jobs.train import EpochLine

@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 
 from segtk import __version__
-from segtk.core import SegtkError, atomic_write_bytes, is_spec_file, read_spec_file
+from segtk.core import SegtkError, atomic_write_bytes
+from segtk.core._specs import is_spec_file, read_spec_file
 
 SOURCE = Path(__file__).resolve().parent.parent  # the segtk package's folder (the repo root)
 _CHUNK = 1 << 20

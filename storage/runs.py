@@ -26,7 +26,8 @@ from typing import Any, ClassVar, Protocol, Self
 
 import numpy as np
 
-from segtk.core import SegtkError, atomic_write_bytes, is_temp
+from segtk.core import SegtkError, atomic_write_bytes
+from segtk.core._data import is_temp
 from segtk.storage import layout
 from segtk.storage.os_errors import os_error
 from segtk.storage.provenance import git_commit, spec_file_hashes, versions, weights_change

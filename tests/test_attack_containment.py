@@ -15,8 +15,9 @@ import torch
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core import Attack, AttackError, ModelError, hookimpl, load_dataset
+from segtk.core import Attack, ModelError, hookimpl, load_dataset
 from segtk.core import _plugins as plugins_module
+from segtk.core._errors import AttackError
 from segtk.core._plugins import reset_plugin_manager
 from segtk.jobs.attack import attack_dataset
 from segtk.storage.runs import RunDir, read_results

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+import segtk
 from segtk.core import (
     Attack,
     DataError,
@@ -21,11 +22,11 @@ from segtk.core import (
     Segmenter,
     SegtkError,
     confusion,
-    default_palette,
     project,
     read_image,
     to_tensor,
 )
+from segtk.core._data import default_palette
 from segtk.imaging import overlay
 from segtk.jobs.attack import (
     MODEL_HINT,
@@ -176,12 +177,16 @@ def test_on_image_reports_every_image_once_in_dataset_order_also_on_resume(tmp_p
 
 
 def test_classes_are_checked_unless_taken_from_the_data(tmp_path) -> None:
+    """The attack job checks the model's classes against the data's before it writes anything
+    (once: its batches do not check again, see tests/test_preconditions_once.py)."""
     data = dataset(n=1)
     data.classes = ["road", "car", "sky", "tree"]  # four, named otherwise
     with pytest.raises(DataError, match="name their classes differently"):
-        attack(data, tmp_path / "a")
-    summary, _ = attack(data, tmp_path / "b", classes_from_data=True)
-    assert summary.table["images"] == 1
+        segtk.attack(TinySegmenter(), data, budget=6, out=tmp_path / "a")
+    assert not (tmp_path / "a").exists()
+    run = segtk.attack(TinySegmenter(), data, budget=6, out=tmp_path / "b", classes_from_data=True,
+                       warn=lambda message: None)
+    assert len(run.records) == 1
 
 
 @pytest.mark.parametrize("steps", [3, 5, 100])  # odd: round-half-to-even would go up
@@ -205,12 +210,11 @@ def test_an_image_cut_short_by_the_time_limit_says_so(tmp_path, monkeypatch) -> 
 
 
 def test_a_white_box_attack_on_a_model_without_gradients_is_refused_before_any_query(tmp_path) -> None:
-    from segtk.core import registry
     class LabelsOnly(TinySegmenter):
         name = "labels-only"
         logits = Segmenter.logits  # the contract's (TinySegmenter's base): none
 
     model = LabelsOnly()
     with pytest.raises(SegtkError, match="is white-box: it needs the gradients .* model .labels-only."):
-        attack(dataset(n=1), tmp_path / "r", model, attack_=registry.attack("pgd")(budget=2))
-    assert model.calls == 0
+        segtk.attack(model, dataset(n=1), attack="pgd", budget=2, out=tmp_path / "r")
+    assert model.calls == 0 and not (tmp_path / "r").exists()

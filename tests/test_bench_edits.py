@@ -17,15 +17,8 @@ from PIL import Image
 
 from segtk.benchmarks.edits import subset_miou
 from segtk.cli import cli
-from segtk.core import (
-    EditBackend,
-    EditedSample,
-    Editor,
-    hookimpl,
-    load_dataset,
-    mean_iou,
-    write_png,
-)
+from segtk.core import EditBackend, EditedSample, Editor, hookimpl, load_dataset, write_png
+from segtk.core._metrics import mean_iou
 from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 from segtk.editkit import GeometryEditor
 from segtk.jobs.edit import picked_value

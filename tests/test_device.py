@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 import segtk
 from segtk.cli import cli, pm_commands
-from segtk.core import Segmenter, SegtkError, resolve_device
+from segtk.core import Segmenter, SegtkError
+from segtk.core._device import resolve_device
 from segtk_demo.model import DemoSegmenter
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -19,11 +19,11 @@ from segtk.core import (
     QueryCounter,
     Segmenter,
     SegtkError,
-    default_palette,
     project,
     read_image,
     write_png,
 )
+from segtk.core._data import default_palette
 from segtk.core._oracle import OracleRun
 from segtk.core._png import encode_png
 from segtk.imaging import overlay

@@ -9,20 +9,21 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import click
 import numpy as np
 import pytest
-import tomllib
 from click.testing import CliRunner
 
 from segtk.cli import cli
 from segtk.commands import extras as extras_module
 from segtk.commands.console import console
 from segtk.commands.train import split_augments
-from segtk.core import DataError, preferred_split, write_png
+from segtk.core import DataError, write_png
 from segtk.core._plugins import reset_plugin_manager
+from segtk.core._specs import preferred_split
 
 
 def invoke(*args: str):

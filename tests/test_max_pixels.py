@@ -16,7 +16,8 @@ from PIL import ImageFile
 
 import segtk
 from segtk.cli import cli
-from segtk.core import DEFAULT_MAX_PIXELS, DataError, pixel_limit, read_image, read_label, write_png
+from segtk.core import DataError, read_image, read_label, write_png
+from segtk.core._data import DEFAULT_MAX_PIXELS, pixel_limit
 from segtk.core._errors import ImageTooLarge
 from segtk_demo.scenes import CLASSES as DEMO_CLASSES
 

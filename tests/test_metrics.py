@@ -10,15 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from segtk.core import (
-    ConfusionAccumulator,
-    Proxy,
-    confusion,
-    iou_per_class,
-    mean_iou,
-    mean_robustness,
-    pixel_accuracy,
-)
+from segtk.core import ConfusionAccumulator, Proxy, confusion
+from segtk.core._metrics import iou_per_class, mean_iou, mean_robustness, pixel_accuracy
 
 
 def brute_force(pred: np.ndarray, label: np.ndarray, k: int, ignore: int = 255):

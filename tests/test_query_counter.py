@@ -80,7 +80,8 @@ def test_wrong_shape_and_nan_are_model_errors() -> None:
 
 
 def test_naming_prefixes_segtk_errors_and_wraps_others() -> None:
-    from segtk.core import PluginError, SegtkError, naming
+    from segtk.core import PluginError, SegtkError
+    from segtk.core._errors import naming
 
     with pytest.raises(ModelError, match=r"^while predicting a\.png: the model raised ValueError: boom$"):
         with naming("while predicting a.png", ModelError, "the model"):

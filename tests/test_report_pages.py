@@ -34,8 +34,9 @@ import segtk.benchmarks.augment as bench_augment_module
 import segtk.benchmarks.edits as bench_edits_module
 import segtk.reports.train as train_report
 from segtk.cli import cli
-from segtk.core import brief_spec, load_dataset, load_segmenter, resolve_spec
+from segtk.core import load_dataset, load_segmenter
 from segtk.core._data import write_png
+from segtk.core._specs import brief_spec, resolve_spec
 from segtk.jobs.predict import predict_dataset
 from segtk.reports.common import relative_paths, shown_path
 from segtk.reports.svg import SERIES_COLOURS

@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from segtk.cli import cli
 from segtk.commands.attack import RECORDED
 from segtk.commands.resume import as_text, pairs
-from segtk.core import build_attack, convert, parse_pairs, registry
+from segtk.core import convert, parse_pairs, registry
+from segtk.core._build import build_attack
 from segtk.jobs.attack import run_settings
 from segtk.jobs.edit import build_editor
 from segtk.storage import layout

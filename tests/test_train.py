@@ -20,9 +20,9 @@ from segtk.core import (
     PluginError,
     SegtkError,
     load_segmenter,
-    resolve_spec,
     save_safetensors,
 )
+from segtk.core._specs import resolve_spec
 from segtk.jobs import train as train_job
 from segtk.jobs.checkpoints import checkpoint_hashes
 from segtk.jobs.train import TrainConfig, read_spec, require_trainable, train

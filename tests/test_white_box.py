@@ -17,7 +17,6 @@ from segtk.benchmarks.attacks import white_box_gaps
 from segtk.cli import cli
 from segtk.core import (
     Attack,
-    AttackError,
     GradientAttack,
     ModelError,
     Oracle,
@@ -28,12 +27,13 @@ from segtk.core import (
     hookimpl,
     load_dataset,
     load_segmenter,
-    mean_iou,
     pixel_cross_entropy,
     read_image,
     registry,
     to_tensor,
 )
+from segtk.core._errors import AttackError
+from segtk.core._metrics import mean_iou
 from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 from segtk.jobs.batching import batch_tensors
 from segtk.testing import TinySegmenter, shared, toy_batch

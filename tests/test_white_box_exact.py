@@ -7,16 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from segtk.core import (
-    Attack,
-    AttackError,
-    Oracle,
-    Proxy,
-    QueryCounter,
-    Segmenter,
-    SegtkError,
-    check_gradients,
-)
+from segtk.core import Attack, Oracle, Proxy, QueryCounter, Segmenter, SegtkError
+from segtk.core._attack import check_gradients
+from segtk.core._errors import AttackError
 from segtk.core._oracle import OracleRun
 from segtk.testing import TinySegmenter, toy_batch
 

@@ -10,7 +10,7 @@ import torch
 
 import segtk
 from segtk.attackkit import next_flip
-from segtk.core import AttackResult, Segmenter, SegtkError, box
+from segtk.core import AttackResult, Segmenter, SegtkError
 from segtk.testing import AttackSuite, RecordingSegmenter, TinySegmenter, toy_batch
 from segtk_dla import DLA
 from segtk_dla.attack import _State
@@ -85,7 +85,7 @@ def test_calibration_keeps_flip_only_when_proxy_drops() -> None:
     model = Scripted(script)
     result = DLA(budget=20, eps=8, proxy="pacc", direction="horizontal").run(
         model, clean, torch.zeros(1, h, w, dtype=torch.long))
-    lo, hi = box(clean[0], 8 / 255)
+    lo, hi = clean[0] - 8 / 255, clean[0] + 8 / 255  # the ε-box: clean lies inside [0,1]
     blocks = [(0, 8), (0, 4), (4, 8), (0, 2), (2, 4), (4, 6), (6, 8)] + [(r, r + 1) for r in range(8)]
     kept, best = model.seen[3], 36  # the last exploration draw that fell below the clean proxy
     for k, (start, stop) in enumerate(blocks, start=5):

@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from segtk.core import EditedSample, Sample, oklab_to_linear, oklab_to_rgb, rgb_to_oklab
-from segtk.editkit import AttributeEditor
+from segtk.core import EditedSample, Sample
+from segtk.editkit import AttributeEditor, oklab_to_linear, oklab_to_rgb, rgb_to_oklab
 
 COLOURS = ("red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "white",
            "black", "grey")

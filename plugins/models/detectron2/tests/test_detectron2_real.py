@@ -14,6 +14,7 @@ SEGTK_REQUIRE_DETECTRON2=1 makes that a failure.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ import torch
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core import ModelError, Segmenter, cached_segmenter, load_dataset, load_segmenter
+from segtk.core import ModelError, Segmenter, load_dataset, load_segmenter
 from segtk.testing import SegmenterSuite, requires_stack
 from segtk_detectron2.segmenter import Detectron2Segmenter
 
@@ -34,6 +35,13 @@ pytestmark = requires_stack(
     ("detectron2", "detectron2._C", "transformers"), FLAG,
     how="bash scripts/install-detectron2.sh, then run with .venv-detectron2/bin/python",
 )
+
+
+@functools.lru_cache(maxsize=4)
+def loaded(spec: str) -> Segmenter:
+    """One loaded model per spec for the contract suite's tests (loading is the slow part)."""
+    return load_segmenter(spec)
+
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 DEMO = ["sky", "road", "sidewalk", "building", "vegetation", "car", "person", "pole"]
@@ -284,7 +292,7 @@ class Detectron2Contract(SegmenterSuite):
         self.spec = spec(cases[self.case], weights[self.case])
 
     def make(self) -> Segmenter:
-        return cached_segmenter(self.spec)
+        return loaded(self.spec)
 
 
 class TestSemanticFPNContract(Detectron2Contract):

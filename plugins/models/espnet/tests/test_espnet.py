@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
@@ -14,7 +15,6 @@ from segtk.core import (
     ConfusionAccumulator,
     ModelError,
     Segmenter,
-    cached_segmenter,
     load_dataset,
     load_segmenter,
     read_image,
@@ -25,6 +25,13 @@ from segtk.core import (
 from segtk.testing import SegmenterSuite, shared
 from segtk_espnet import ESPNetSegmenter, build_network, convert, load
 from segtk_espnet.network import ESPNet, infer_config
+
+
+@functools.lru_cache(maxsize=4)
+def loaded(spec: str) -> Segmenter:
+    """One loaded model per spec for the contract suite's tests (loading is the slow part)."""
+    return load_segmenter(spec)
+
 
 CITY_FRAME = "frankfurt_000000_000294"
 
@@ -289,4 +296,4 @@ class TestESPNetContract(SegmenterSuite):
     """The segmenter contract (segtk.testing), on the CamVid weights in ../shared."""
 
     def make(self) -> Segmenter:
-        return cached_segmenter(f"espnet:camvid={weights('camvid')}")
+        return loaded(f"espnet:camvid={weights('camvid')}")

@@ -40,7 +40,7 @@ from segtk.core import (
     ModelError,
     QueryCounter,
     Segmenter,
-    build_attack,
+    build,
     load_dataset,
     load_segmenter,
 )
@@ -137,7 +137,7 @@ def segtk_serve(model_spec: str, port: int) -> Iterator[Served]:
 
 
 def run_attack(model, data_spec: str, out: Path, batch_size: int = 2, **kw):
-    attack = build_attack("dla", budget=BUDGET, eps=EPS, seed=SEED)
+    attack = build("attack", "dla", budget=BUDGET, eps=EPS, seed=SEED)
     data = load_dataset(data_spec, None, LIMIT)
     run = RunDir(out, cli_config(model if isinstance(model, str) else model.url, data_spec), False, kind="attack")
     return attack_dataset(attack, model if not isinstance(model, str) else load_segmenter(model),
@@ -146,7 +146,7 @@ def run_attack(model, data_spec: str, out: Path, batch_size: int = 2, **kw):
 
 def cli_config(model_spec: str, data_spec: str) -> dict:
     """The run.json config `segtk attack` writes, so a CLI --resume accepts our run."""
-    attack = build_attack("dla", budget=BUDGET, eps=EPS, seed=SEED)
+    attack = build("attack", "dla", budget=BUDGET, eps=EPS, seed=SEED)
     return {"attack": "dla", **run_settings(attack.params), "model": model_spec,
             "data": data_spec, "split": None}
 
@@ -205,7 +205,7 @@ def test_server_down_then_back_resume_via_cli(specs, tmp_path, evaluated, monkey
             stop[0] = True
 
         with pytest.raises(ModelError) as err:
-            attack = build_attack("dla", budget=BUDGET, eps=EPS, seed=SEED)
+            attack = build("attack", "dla", budget=BUDGET, eps=EPS, seed=SEED)
             data = load_dataset(data_spec, None, LIMIT)
             original = model.predict
 

@@ -9,6 +9,7 @@ loaded through `--model mmseg:...` and compared with `mmseg.apis.init_model` +
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 from pathlib import Path
@@ -20,7 +21,7 @@ import torch
 from click.testing import CliRunner
 
 from segtk.cli import cli
-from segtk.core import ModelError, Segmenter, cached_segmenter, missing_modules
+from segtk.core import ModelError, Segmenter, load_segmenter, missing_modules
 from segtk.testing import SegmenterSuite, requires_stack
 from segtk_mmseg.segmenter import (
     MMSegSegmenter,
@@ -31,6 +32,13 @@ from segtk_mmseg.segmenter import (
     resized_shape,
     state_dict_from_checkpoint,
 )
+
+
+@functools.lru_cache(maxsize=4)
+def loaded(spec: str) -> Segmenter:
+    """One loaded model per spec for the contract suite's tests (loading is the slow part)."""
+    return load_segmenter(spec)
+
 
 MM_MISSING = missing_modules(("mmengine", "mmseg", "mmcv", "mmcv._ext"))
 needs_mm = requires_stack(("mmengine", "mmseg", "mmcv", "mmcv._ext"), "SEGTK_REQUIRE_MMSEG")
@@ -230,4 +238,4 @@ class TestMMSegContract(SegmenterSuite):
         self.spec = fcn_spec
 
     def make(self) -> Segmenter:
-        return cached_segmenter(self.spec)
+        return loaded(self.spec)

@@ -1,5 +1,5 @@
 """sRGB <-> OKLab (Björn Ottosson 2020): a perceptual colour space where Euclidean distance
-roughly tracks visible colour difference, used by the colour editor and visibility metrics."""
+roughly tracks visible colour difference, used by the colour editor and the visibility metrics."""
 
 from __future__ import annotations
 
