@@ -21,7 +21,7 @@ from segtk import __version__
 from segtk.api.attacks import bench_attacks, with_reference
 from segtk.api.edits import bench_edits
 from segtk.benchmarks.attacks import bench_records
-from segtk.core import SegtkError, load_dataset
+from segtk.core import SegtkError, load_dataset, registry
 from segtk.core._device import resolve_device
 from segtk.core._specs import UNLABELLED, cached_segmenter
 from segtk.evaluation.card import (
@@ -121,8 +121,11 @@ def _evaluate(model: str, data: str, chosen: Profile, out: Path, split: str | No
                           address=address, resume=resume, classes_from_data=classes_from_data)
             white = _records(out / WHITE_BOX)
         edits: dict[str, Any] = {"ran": False}
+        missing = None if label_free else editors_missing(chosen.edits)
         if label_free:
             edits["reason"] = "no labels: the edit benchmark scores against the ground truth"
+        elif missing:
+            edits["reason"] = missing
         else:
             stage(f"attribute edits: {', '.join(chosen.edits)}")
             bench_edits([model], attributes=list(chosen.edits), out=out / EDITS,
@@ -157,6 +160,17 @@ def _evaluate(model: str, data: str, chosen: Profile, out: Path, split: str | No
         if html:
             write_card_page(card, out, dataset)
     return card
+
+
+def editors_missing(names: tuple[str, ...]) -> str | None:
+    """Why the profile's editors cannot run here (one not installed, or its dependency
+    missing: the `edit` extra), or None; the card then says edits were not run, and why."""
+    for name in names:
+        try:
+            registry.plugin_class("editor", name)
+        except SegtkError as exc:
+            return exc.message + (f" ({exc.hint})" if exc.hint else "")
+    return None
 
 
 def _records(run: Path) -> list:

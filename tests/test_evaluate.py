@@ -17,6 +17,7 @@ from segtk.core import SegtkError, load_dataset, write_png
 from segtk.core._metrics import mean_iou
 from segtk.evaluation import evaluate, leaderboard
 from segtk.evaluation.ensemble import Member, worst_case
+from segtk.evaluation.run import editors_missing
 from segtk.storage import layout
 from segtk.storage.runs import read_results
 
@@ -151,3 +152,22 @@ def test_label_free_card_says_so(tmp_path):
                                      "dla:reference=prediction"} for e in card["black_box"])
     page = (tmp_path / "card" / "card.html").read_text()
     assert "Label-free" in page and "against the model&#39;s clean prediction" in page
+
+
+def test_cli_resume_reads_the_options_it_is_not_given(local, tmp_path):
+    """`segtk evaluate --out OUT --resume` alone: model, data, limit and profile from run.json."""
+    again = tmp_path / "again"
+    shutil.copytree(local, again)
+    (again / "card.json").unlink()
+    result = CliRunner().invoke(cli, ["evaluate", "--out", str(again), "--resume",
+                                      "--executor", "inline"])
+    assert result.exit_code == 0, result.output
+    assert (again / "card.json").read_bytes() == (local / "card.json").read_bytes()
+    result = CliRunner().invoke(cli, ["evaluate", "--out", str(again), "--resume",
+                                      "--profile", "standard"])
+    assert result.exit_code == 1 and "protocol" in result.output
+
+
+def test_editors_that_cannot_run_are_named_not_skipped_silently():
+    assert editors_missing(("color", "size")) is None
+    assert "nosuch" in (editors_missing(("color", "nosuch")) or "")
