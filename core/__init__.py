@@ -13,8 +13,8 @@ plugin contracts (spec strings, device resolution, summaries).
 
 from segtk.core import _registry as registry
 from segtk.core._attack import Attack, AttackParams
-from segtk.core._augment import AugmentContext, Augmenter, ModuleTrainable, save_safetensors, seeds
 from segtk.core._build import build, build_augmenter
+from segtk.core._captioner import Captioner
 from segtk.core._data import (
     TEMP_SUFFIX,
     Dataset,
@@ -50,13 +50,7 @@ from segtk.core._params import (
 from segtk.core._plugins import reset_plugin_manager
 from segtk.core._preprocessing import Preprocessing, parse_options
 from segtk.core._proxy import Proxy
-from segtk.core._quality import (
-    Captioner,
-    Metric,
-    MetricResult,
-    QualityPair,
-    load_pretrained,
-)
+from segtk.core._quality_metric import Metric, MetricResult, QualityPair, load_pretrained
 from segtk.core._registry import missing_modules
 from segtk.core._render import colourise, voc_colormap
 from segtk.core._segmenter import (
@@ -67,6 +61,7 @@ from segtk.core._segmenter import (
     labels_from_logits,
 )
 from segtk.core._specs import load_dataset, load_segmenter
+from segtk.core._training import AugmentContext, Augmenter, ModuleTrainable, save_safetensors, seeds
 from segtk.core._verified import Verified
 from segtk.core._whitebox import GradientAttack, PGDParams, pixel_cross_entropy
 

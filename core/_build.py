@@ -16,10 +16,10 @@ from typing import Any
 
 from segtk.core import _registry as registry
 from segtk.core._attack import Attack
-from segtk.core._augment import Augmenter
 from segtk.core._errors import PluginError, SegtkError, failure
 from segtk.core._kinds import kind as kind_named
 from segtk.core._params import Declared, declared, parse_pairs, unknown_parameter
+from segtk.core._training import Augmenter
 
 NO_AUGMENTATION = ("baseline", "none")
 

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from segtk.core._attack import Attack
-from segtk.core._augment import Augmenter
+from segtk.core._captioner import Captioner
 from segtk.core._data import DatasetPlugin
 from segtk.core._editing import EditBackend, Editor, PromptWriter
 from segtk.core._errors import PluginError
 from segtk.core._filtering import Filter
-from segtk.core._quality import Captioner, Metric
+from segtk.core._quality_metric import Metric
 from segtk.core._segmenter import SegmenterPlugin
+from segtk.core._training import Augmenter
 
 Construct = Callable[[type, dict[str, Any]], Any]  # (class, its read parameters) -> the plugin
 

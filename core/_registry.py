@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from segtk.core._attack import Attack
-from segtk.core._augment import Augmenter
+from segtk.core._captioner import Captioner
 from segtk.core._data import DatasetPlugin
 from segtk.core._editing import EditBackend, Editor, PromptWriter
 from segtk.core._errors import PluginError, UnknownPlugin
@@ -19,8 +19,9 @@ from segtk.core._filtering import Filter
 from segtk.core._kinds import BY_NAME, KINDS, Kind
 from segtk.core._kinds import kind as kind_row
 from segtk.core._plugins import BUILTIN, PluginManager, contained, failure, get_plugin_manager
-from segtk.core._quality import Captioner, Metric
+from segtk.core._quality_metric import Metric
 from segtk.core._segmenter import SegmenterPlugin
+from segtk.core._training import Augmenter
 
 __all__ = ["KINDS", "BY_NAME", "Kind", "PluginInfo", "plugins", "lookup", "origin", "reset",
            "plugin_class", "attack", "segmenter_plugin", "editor", "filter_", "dataset_plugin",

@@ -12,9 +12,9 @@ import torch
 from safetensors.torch import load_file
 
 from segtk.core import SegtkError, atomic_write_bytes, save_safetensors
-from segtk.core._augment import Trainable
 from segtk.core._errors import naming
 from segtk.core._specs import relative_spec, saved_spec
+from segtk.core._training import Trainable
 from segtk.storage.layout import CHECKPOINT_DONE, CHECKPOINT_MODEL, CHECKPOINTS, OPTIMIZER, STATE
 from segtk.storage.provenance import sha256_file
 from segtk.storage.records import Record

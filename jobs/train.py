@@ -56,10 +56,10 @@ from segtk.core import (
     load_dataset,
     load_segmenter,
 )
-from segtk.core._augment import Trainable
 from segtk.core._build import build_augmenter
 from segtk.core._errors import naming
 from segtk.core._specs import read_spec_file, relative_spec, resolve_spec
+from segtk.core._training import Trainable
 from segtk.jobs.checkpoints import (
     checkpoint_dir,
     latest_checkpoint,

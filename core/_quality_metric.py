@@ -1,25 +1,19 @@
-"""The editing-quality contracts (Gen4Seg Tables I and VII–IX): how good an edit is, and the
-caption P an edit starts from.
+"""The editing-quality metric contract (Gen4Seg Tables I and VII–IX): how good an edit is.
 
-Two plugin kinds meet here:
+`Metric` (hook `register_metrics`): `measure(pairs) -> MetricResult`, one number per
+(original, edited) `QualityPair` where the metric has one (`per_image`: CLIP accuracy, masked
+LPIPS, DINO distance) and one number for the set (their mean, or a set statistic such as a
+Fréchet distance, which has no per-image number). `segtk bench edits --quality NAME`.
 
-- `Metric` (hook `register_metrics`): `measure(pairs) -> MetricResult`, one number per
-  (original, edited) pair where the metric has one (`per_image`: CLIP accuracy, masked LPIPS,
-  DINO distance) and one number for the set (their mean, or a set statistic such as a Fréchet
-  distance, which has no per-image number). `segtk bench edits --quality NAME`.
-- `Captioner` (hook `register_captioners`): `caption(image, mask, class_name) -> str`, the
-  source caption P the edit prompts are written from (Gen4Seg asks a VLM). `segtk edit
-  --captioner NAME`.
-
-Both are built as `cls(options)` (`segtk.core.build`), the options read as their `Params`
-dataclass declares them: a key it does not declare is refused. Model weights are read from
-local folders only (`load_pretrained`): nothing is downloaded.
+Metrics and captioners (core/_captioner.py) are built as `cls(options)` (`segtk.core.build`),
+the options read as their `Params` dataclass declares them (`read_params`): a key it does not
+declare is refused. Model weights are read from local folders only (`load_pretrained`):
+nothing is downloaded.
 """
 
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,25 +113,6 @@ def check_pairs(pairs: Sequence[QualityPair], who: str) -> None:
             raise PluginError(f"metric {who!r}: pair {i} has original {shape}, edited "
                               f"{pair.edited.shape}, mask {pair.mask.shape}",
                               hint="images RGB [H,W,3] of one size, the mask [H,W]")
-
-
-class Captioner(ABC):
-    """Writes the source caption P of an image (Gen4Seg: a VLM describes it), from which the
-    edit prompts P* are written. Deterministic: the same image gets the same caption."""
-
-    name: ClassVar[str] = "captioner"
-    requires: ClassVar[tuple[str, ...]] = ()
-    install: ClassVar[str] = ""
-    description: ClassVar[str] = ""
-    Params: ClassVar[type] = NoParams
-
-    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
-        self.params: Any = read_params(self, "captioner", options)
-
-    @abstractmethod
-    def caption(self, image: np.ndarray, mask: np.ndarray, class_name: str) -> str:
-        """One line describing `image` (uint8 RGB [H,W,3]); `mask` (bool [H,W], all True for
-        the whole image) and `class_name` ("" for image edits) say which object is edited."""
 
 
 def load_pretrained(classes: Sequence[Any], spec: str | Path | None, *, who: str, what: str,
