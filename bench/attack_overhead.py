@@ -51,10 +51,10 @@ from segtk.core import (
     Oracle,
     Segmenter,
     SegtkError,
+    build,
     load_dataset,
     load_segmenter,
 )
-from segtk.core._build import build_attack
 from segtk.core._device import resolve_device
 from segtk.jobs.attack import attack_dataset, image_seed
 from segtk.jobs.batching import batch_tensors
@@ -227,7 +227,7 @@ def main() -> None:
     green = GreenSegmenter(data.classes, device)
     print("\nsegtk's own cost per query (near-zero-cost segmenter's time subtracted)")
     for name in attacks:
-        attack = build_attack(name, budget=args.budget, eps=8, seed=0)
+        attack = build("attack", name, {}, budget=args.budget, eps=8, seed=0)
         for batch in (1, 8):
             model_s = per_image(green, images, batch, repeats=50)
             loop = min(loop_per_query(attack, green, images, labels, names, batch)
@@ -254,7 +254,7 @@ def main() -> None:
     for batch in (1, 8):
         bare = per_image(model, images, min(batch, len(data)), repeats=max(2, 16 // batch))
         for name in attacks:
-            attack = build_attack(name, budget=args.budget, eps=8, seed=0)
+            attack = build("attack", name, {}, budget=args.budget, eps=8, seed=0)
             timed = TimedSegmenter(model)
             seconds, queries = job_time(attack, timed, data, batch)
             forward = timed.seconds / timed.images

@@ -7,8 +7,16 @@ from pathlib import Path
 
 import torch
 
-from segtk.core import Attack, Dataset, Segmenter, SegtkError, load_dataset, load_segmenter
-from segtk.core._build import build_attack
+from segtk.core import (
+    Attack,
+    Dataset,
+    Segmenter,
+    SegtkError,
+    build,
+    load_dataset,
+    load_segmenter,
+    parse_pairs,
+)
 from segtk.jobs.batching import batch_tensors
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -46,7 +54,7 @@ def build_spec(parser: argparse.ArgumentParser, spec: str, budget: int, eps: flo
     (checked before the model loads, so a run does not fail after its first spec)."""
     name, *extra = spec.split(":")
     try:
-        return build_attack(name, budget=budget, eps=eps, seed=seed, extra=tuple(extra))
+        return build("attack", name, parse_pairs(tuple(extra), "--param"), budget=budget, eps=eps, seed=seed)
     except SegtkError as error:
         parser.error(f"{spec}: {error}")
 

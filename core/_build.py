@@ -11,11 +11,10 @@ are; naming one in the text parameters is an error.
 from __future__ import annotations
 
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from segtk.core import _registry as registry
-from segtk.core._attack import Attack
 from segtk.core._errors import PluginError, SegtkError, failure
 from segtk.core._kinds import kind as kind_named
 from segtk.core._params import Declared, declared, parse_pairs, unknown_parameter
@@ -81,12 +80,6 @@ def _raised_by_the_call(exc: TypeError, construct: Callable[..., Any]) -> bool:
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     return tb is not None and tb.tb_frame.f_code is getattr(construct, "__code__", None)
-
-
-def build_attack(name: str, extra: Iterable[str] = (), **shared: Any) -> Attack:
-    """The attack `name` from `--param KEY=VALUE` items and the shared knobs (budget, eps, seed)."""
-    attack = build("attack", name, parse_pairs(extra, "--param"), **shared)
-    return typing.cast(Attack, attack)
 
 
 def split_params(text: str, name: str = "augmenter") -> dict[str, str]:

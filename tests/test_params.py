@@ -24,7 +24,7 @@ from segtk.core import (
     hookimpl,
     registry,
 )
-from segtk.core._build import build, build_attack
+from segtk.core._build import build
 from segtk.core._params import (
     convert,
     declared,
@@ -215,8 +215,9 @@ def toys():
     reset_plugin_manager()
 
 
-def test_build_attack_reads_params_by_their_annotations(toys) -> None:
-    attack = build_attack("toy-attack", ["steps=5", "mode=slow", "scale=none"], budget=7, eps=4.0)
+def test_building_an_attack_reads_params_by_their_annotations(toys) -> None:
+    items = parse_pairs(["steps=5", "mode=slow", "scale=none"], "--param")
+    attack = build("attack", "toy-attack", items, budget=7, eps=4.0)
     assert (attack.params.steps, attack.params.mode, attack.params.scale) == (5, "slow", None)
     assert (attack.params.budget, attack.params.eps) == (7, 4.0)
     assert build("attack", "toy-attack", {"scale": "0.5"}).params.scale == 0.5
@@ -229,19 +230,19 @@ def test_build_attack_reads_params_by_their_annotations(toys) -> None:
     (["budget=9"], "parameter 'budget' of attack 'toy-attack' is set by its own option"),
     (["eps=300"], "eps must be in (0, 255], got 300.0"),  # the attack's own check
 ])
-def test_build_attack_errors_are_one_line(toys, items, message) -> None:
+def test_building_an_attack_errors_are_one_line(toys, items, message) -> None:
     with pytest.raises(SegtkError) as err:
-        build_attack("toy-attack", items, budget=7)
+        build("attack", "toy-attack", parse_pairs(items, "--param"), budget=7)
     assert err.value.message.startswith(message)
     assert "\n" not in str(err.value)
 
 
-def test_build_attack_hints(toys) -> None:
+def test_building_an_attack_hints(toys) -> None:
     with pytest.raises(PluginError) as err:
-        build_attack("toy-attack", ["bogus=1"])
+        build("attack", "toy-attack", parse_pairs(["bogus=1"], "--param"))
     assert str(err.value.hint).startswith("toy-attack takes: eps=8.0, budget=50") and "steps=3" in str(err.value.hint)
     with pytest.raises(PluginError) as err:
-        build_attack("toy-attack", ["budget=9"], budget=7)
+        build("attack", "toy-attack", parse_pairs(["budget=9"], "--param"), budget=7)
     assert err.value.hint == "use --budget 9 instead"
 
 

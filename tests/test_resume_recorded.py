@@ -16,8 +16,7 @@ from click.testing import CliRunner
 from segtk.cli import cli
 from segtk.commands.attack import RECORDED
 from segtk.commands.resume import as_text, pairs
-from segtk.core import convert, parse_pairs, registry
-from segtk.core._build import build_attack
+from segtk.core import build, convert, parse_pairs, registry
 from segtk.jobs.attack import run_settings
 from segtk.jobs.edit import build_editor
 from segtk.storage import layout
@@ -297,9 +296,9 @@ def _plugins(kind: str) -> list[str]:
 def test_every_attacks_recorded_parameters_read_back(name) -> None:
     """What `segtk attack` gives --param on resume (run.json's params as text) builds the
     attack with the recorded parameters, whatever their types."""
-    recorded = json.loads(json.dumps(run_settings(build_attack(name, budget=7, eps=4.0, seed=3).params)))
+    recorded = json.loads(json.dumps(run_settings(build("attack", name, {}, budget=7, eps=4.0, seed=3).params)))
     items = RECORDED["extra"].read(recorded["params"])
-    again = build_attack(name, items, budget=7, eps=4.0, seed=3)
+    again = build("attack", name, parse_pairs(items, "--param"), budget=7, eps=4.0, seed=3)
     assert json.loads(json.dumps(run_settings(again.params))) == recorded
 
 
