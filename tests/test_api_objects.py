@@ -102,7 +102,7 @@ def test_a_module_without_classes_is_refused_in_one_line() -> None:
 
 
 def test_keywords_with_a_spec_are_refused() -> None:
-    with pytest.raises(SegtkError, match="describe a torch.nn.Module"):
+    with pytest.raises(SegtkError, match="describes a torch.nn.Module"):
         segtk.attack("demo", "demo", budget=5, limit=1, classes=list(CLASSES))
 
 
