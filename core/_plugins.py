@@ -30,6 +30,7 @@ class Broken:
     version: str
     error: str
     missing: str = ""  # the module it failed to import, when that is not installed at all
+    names: tuple[str, ...] = ()  # its entry-point names (a plugin may declare several)
 
 
 def missing_module(exc: BaseException) -> str:
@@ -142,7 +143,8 @@ class PluginManager(pluggy.PluginManager):
         except BaseException as exc:  # a broken plugin must never take the CLI down
             if not contained(exc):
                 raise
-            self.broken.append(Broken(name, dist[0], dist[1], failure(exc), missing_module(exc)))
+            self.broken.append(Broken(name, dist[0], dist[1], failure(exc), missing_module(exc),
+                                      names))
         self.check_hooks()
 
     def check_hooks(self) -> None:

@@ -274,10 +274,12 @@ def _usable(kind: str, name: str) -> PluginInfo:
 
 
 def _matches(infos: list[PluginInfo], kind: str, name: str) -> list[PluginInfo]:
-    """The registrations of `kind` `name`, or else the entry point `name` that failed to import
-    (its kind unknown: "?")."""
+    """The registrations of `kind` `name`, or else the plugin with an entry point `name` that
+    failed to import (its kind unknown: "?")."""
     found = [i for i in infos if i.kind == kind and i.name == name]
-    return found or [i for i in infos if i.kind == "?" and i.name == name]
+    names = {b.name: b.names for b in _current_manager().broken}
+    return found or [i for i in infos
+                     if i.kind == "?" and (i.name == name or name in names.get(i.plugin, ()))]
 
 
 def claim_group(group: object) -> bool:

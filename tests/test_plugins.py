@@ -345,6 +345,11 @@ def test_a_name_its_entry_points_do_not_declare_is_refused_by_name(with_fakes) -
 def test_a_broken_plugin_is_named_when_used(third_party) -> None:
     with pytest.raises(PluginError, match="plugin 'segtk_broken' is broken: .*segtk_missing_dep_abc"):
         registry.attack("segtk_broken")
+    make_distribution(third_party, "segtk-two-names", "segtk_two_names",
+                      "from json import segtk_missing_dep_two\n", names=("first-q", "second-q"))
+    reset_plugin_manager()
+    with pytest.raises(PluginError, match="plugin 'second-q' is broken: .*segtk_missing_dep_two"):
+        registry.editor("second-q")  # by any of its names
     from segtk.cli import cli
 
     used = CliRunner().invoke(cli, ["attack", "--plugin", "segtk_broken"])
