@@ -171,3 +171,9 @@ def test_cli_resume_reads_the_options_it_is_not_given(local, tmp_path):
 def test_editors_that_cannot_run_are_named_not_skipped_silently():
     assert editors_missing(("color", "size")) is None
     assert "nosuch" in (editors_missing(("color", "nosuch")) or "")
+
+
+@pytest.mark.parametrize("command", ["evaluate", "leaderboard"])
+def test_help_has_examples(command):
+    result = CliRunner().invoke(cli, [command, "--help"])
+    assert result.exit_code == 0 and "Example" in result.output
