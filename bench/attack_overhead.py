@@ -35,8 +35,11 @@ the GPU runs asynchronously and its work is no CPU time.
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -139,7 +142,8 @@ def resized(item: Item, width: int, height: int) -> Item:
 def resized_dataset(data: Dataset, width: int, height: int) -> Dataset:
     """`data` with every item read at width x height."""
     items = [resized(data[i], width, height) for i in range(len(data))]
-    pairs = [(item.name, lambda item=item: item) for item in items]
+    pairs: list[tuple[str, Callable[[], Item]]] = [
+        (item.name, functools.partial(copy.copy, item)) for item in items]
     return Dataset(data.name, data.classes, pairs, data.ignore_index, data.palette, data.extra,
                    data.things)
 
