@@ -39,7 +39,7 @@ from PIL import Image, ImageDraw
 from PIL.PngImagePlugin import PngInfo
 
 from segtk.benchmarks.visibility import visibility
-from segtk.compat import check_compatible
+from segtk.class_names import check_compatible
 from segtk.core import (
     Attack,
     Dataset,

@@ -38,7 +38,7 @@ from segtk.benchmarks.edits import (
     plan,
     run_bench,
 )
-from segtk.compat import check_models
+from segtk.class_names import check_models
 from segtk.core import SegtkError, atomic_write_bytes, load_dataset
 from segtk.core._build import parse_augment
 from segtk.imaging import save_figure

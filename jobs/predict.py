@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from segtk.compat import check_compatible
+from segtk.class_names import check_compatible
 from segtk.core import (
     ConfusionAccumulator,
     Dataset,

@@ -44,7 +44,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from segtk.compat import check_compatible
+from segtk.class_names import check_compatible
 from segtk.core import (
     AugmentContext,
     Augmenter,

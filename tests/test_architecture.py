@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ["api", "core", "editkit", "attackkit", "storage", "jobs", "benchmarks", "reports", "datasets",
-            "commands", "testing", "imaging", "compat"]
+            "commands", "testing", "imaging", "class_names"]
 API = ("segtk.core", "segtk.editkit", "segtk.attackkit", "segtk.testing")
 # Optional stacks a module may import inside the function that needs them.
 OPTIONAL = {
