@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils.data import DataLoader
+from torch.utils.data import Dataset as TorchDataset
 
 from segtk.core import Dataset, Item, SegtkError
 
@@ -26,14 +28,7 @@ SHAPES = "images [B,3,H,W] (float in [0,1] or uint8) and labels [B,H,W] (integer
 
 def is_data_object(data: Any) -> bool:
     """Whether `data` is one of the objects `dataset_of_object` reads (not a spec or Dataset)."""
-    if isinstance(data, tuple | list):
-        return True
-    try:
-        from torch.utils.data import DataLoader
-        from torch.utils.data import Dataset as TorchDataset
-    except ImportError:  # pragma: no cover - torch always has them
-        return False
-    return isinstance(data, DataLoader | TorchDataset)
+    return isinstance(data, tuple | list | DataLoader | TorchDataset)
 
 
 def dataset_of_object(data: Any, classes: Sequence[str], names: Sequence[str] | None = None

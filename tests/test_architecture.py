@@ -23,7 +23,9 @@ OPTIONAL = {
 }  # fmt: skip
 # The pytest plugin loads in every pytest run wherever segtk is installed: its fixtures import
 # segtk.testing's modules (and with them torch) only when a test asks for one.
-LAZY = {"segtk.testing.pytest_plugin": "segtk.testing"}
+# What may be imported inside a function, by module: the pytest plugin defers the kit, and the CLI
+# imports segtk itself only when a command runs (so `segtk --help` imports neither torch nor plugins).
+LAZY = {"segtk.testing.pytest_plugin": "segtk.testing", "segtk.cli": "segtk."}
 
 
 def module_name(path: Path) -> str:
