@@ -74,7 +74,8 @@ WHITE_BOX_TESTS = tuple(f"tests/test_white_box.py::{t}" for t in (  # the fast o
     "test_plugins_marks_the_white_box_attacks")) + ("tests/test_white_box_exact.py",)
 GROUPS = {
     "oracle": Group(
-        ("segtk/core/_attack.py", "segtk/core/_oracle.py", "segtk/core/_verified.py"),
+        ("segtk/core/_attack.py", "segtk/core/_oracle.py", "segtk/core/_oracle_run.py",
+         "segtk/core/_verified.py"),
         ORACLE_TESTS + (
             "tests/test_attack_job.py", "tests/test_suites.py", *WHITE_BOX_TESTS,
             "tests/test_oracle_iterate.py", "tests/test_attack_returns.py",

@@ -1,6 +1,6 @@
 """The attack contract: an attack's parameters, its class, and how one run of it goes.
 
-`Attack.run` builds the run's oracle (segtk.core._oracle: an `OracleRun`, which checks, counts
+`Attack.run` builds the run's oracle (segtk.core._oracle_run: an `OracleRun`, which checks, counts
 and keeps each image's result), hands the attack's `attack` method only its face (`Oracle`:
 the model as an attack sees it, under an exact query budget and ε-box) and takes the result
 from the run afterwards.
@@ -27,7 +27,8 @@ import torch
 
 from segtk.core._eps import check_eps
 from segtk.core._errors import AttackError, SegtkError, failure
-from segtk.core._oracle import REFERENCES, RETURNS, AttackResult, Oracle, OracleRun
+from segtk.core._oracle import REFERENCES, RETURNS, AttackResult, Oracle
+from segtk.core._oracle_run import OracleRun
 from segtk.core._proxy import Proxy
 from segtk.core._segmenter import QueryCounter, Segmenter, TimeUp
 

@@ -50,16 +50,24 @@ def sources() -> dict[str, Path]:
     return {module_name(p): p for p in paths if "scaffold_templates" not in p.parts}
 
 
-def imports(path: Path, modules: set[str] | frozenset[str] = frozenset()) -> Iterator[tuple[str, bool, int]]:
+def imports(path: Path, modules: set[str] | frozenset[str] = frozenset(),
+            runtime_only: bool = False) -> Iterator[tuple[str, bool, int]]:
     """(imported module, inside a function?, line) for each import. `from a import b` yields
     a.b where that is one of `modules` (importing a submodule, not what package a defines),
-    else a and a.b."""
+    else a and a.b. `runtime_only` leaves out imports under `if TYPE_CHECKING:` (for types only:
+    they never run, so they make no cycle)."""
     tree = ast.parse(path.read_text(), str(path))
     in_function: set[int] = set()
+    type_only: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             in_function.update(id(n) for n in ast.walk(node) if n is not node)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and \
+                node.test.id == "TYPE_CHECKING":
+            type_only.update(id(n) for child in node.body for n in ast.walk(child))
     for node in ast.walk(tree):
+        if runtime_only and id(node) in type_only:
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, id(node) in in_function, node.lineno
@@ -76,7 +84,7 @@ def graph() -> dict[str, set[str]]:
     mods = sources()
     edges: dict[str, set[str]] = {m: set() for m in mods}
     for name, path in mods.items():
-        for target, _, _ in imports(path, set(mods)):
+        for target, _, _ in imports(path, set(mods), runtime_only=True):
             if target in mods and target != name:
                 edges[name].add(target)
     return edges

@@ -19,7 +19,8 @@ from segtk.benchmarks.attacks import Shard, build_spec, run_shard
 from segtk.core import Proxy, QueryCounter, SegtkError, confusion, registry
 from segtk.core import _attack as attack_module
 from segtk.core._attack import Attack
-from segtk.core._oracle import Oracle, OracleRun
+from segtk.core._oracle import Oracle
+from segtk.core._oracle_run import OracleRun
 from segtk.jobs.attack import run_settings
 from segtk.testing import TinySegmenter, toy_batch
 

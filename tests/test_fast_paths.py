@@ -24,7 +24,7 @@ from segtk.core import (
     write_png,
 )
 from segtk.core._data import default_palette
-from segtk.core._oracle import OracleRun
+from segtk.core._oracle_run import OracleRun
 from segtk.core._png import encode_png
 from segtk.imaging import overlay
 from segtk.jobs.attack import quantise

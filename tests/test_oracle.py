@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from segtk.core import Proxy, QueryCounter, confusion
 from segtk.core._attack import Attack
 from segtk.core._errors import AttackError, BudgetExceeded, SegtkError
-from segtk.core._oracle import Oracle, OracleRun, box, project
+from segtk.core._oracle import Oracle, box, project
+from segtk.core._oracle_run import OracleRun
 from segtk.testing import RecordingSegmenter, TinySegmenter, toy_batch
 
 EPS = 8 / 255

@@ -19,7 +19,8 @@ import torch
 
 from segtk.core import Proxy, QueryCounter, Segmenter, SegtkError, confusion
 from segtk.core._attack import Attack, AttackParams
-from segtk.core._oracle import Oracle, OracleRun
+from segtk.core._oracle import Oracle
+from segtk.core._oracle_run import OracleRun
 
 H, W = 2, 5
 CLEAN = torch.full((2, 3, H, W), 0.6)

@@ -25,7 +25,7 @@ from segtk.core import (
     SkipSample,
     project,
 )
-from segtk.core._oracle import OracleRun
+from segtk.core._oracle_run import OracleRun
 from segtk.editkit import transform_object
 from segtk.testing import (
     TOY_CLASSES,

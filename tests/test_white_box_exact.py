@@ -10,7 +10,7 @@ import torch
 from segtk.core import Attack, Oracle, Proxy, QueryCounter, Segmenter, SegtkError
 from segtk.core._attack import check_gradients
 from segtk.core._errors import AttackError
-from segtk.core._oracle import OracleRun
+from segtk.core._oracle_run import OracleRun
 from segtk.testing import TinySegmenter, toy_batch
 
 EPS = 8 / 255
