@@ -41,7 +41,7 @@ def split_models(value: str) -> list[str]:
     """'A,B' -> model specs, keeping a spec's own commas: a part that starts neither with a
     model plugin's name nor with `NAME:` (a detectron2/mmseg/hf spec's ',WEIGHTS' or
     ',classes=...') continues the spec before it."""
-    names = {i.name for i in registry.plugins() if i.kind == "segmenter"}
+    names = {i.name for i in registry.plugins() if i.kind == "model"}
     specs: list[str] = []
     for part in csv_list(value):
         name = split_spec(part)[0]

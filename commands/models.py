@@ -34,7 +34,7 @@ def models(ctx: click.Context, as_json: bool) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    if _listing("segmenter", "--model PLUGIN:ARG", "plugin", as_json):
+    if _listing("model", "--model PLUGIN:ARG", "plugin", as_json):
         return
     console.print("Every adapter also takes classes=a;b;c (its outputs' names, in order; quote "
                   "the spec in a shell: --model 'torchscript:model.pt,classes=a;b;c'). "
@@ -47,9 +47,9 @@ def _adapter_command(name: str) -> click.Command:
     @click.command(name)
     @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
     def show(as_json: bool) -> None:
-        infos = [i for i in registry.plugins() if i.kind == "segmenter" and i.name == name]
+        infos = [i for i in registry.plugins() if i.kind == "model" and i.name == name]
         if not infos:
-            known = [i.name for i in registry.plugins() if i.kind == "segmenter"]
+            known = [i.name for i in registry.plugins() if i.kind == "model"]
             raise UnknownPlugin(f"no model adapter named {name!r}{did_you_mean(name, known)}",
                                 hint=f"installed: {', '.join(sorted(known)) or 'none'}; "
                                      "see `segtk models`", name=name)

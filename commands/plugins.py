@@ -17,7 +17,7 @@ from segtk.commands.console import console, shell_safe, status_text, table
 from segtk.commands.edit import edit as edit_command
 from segtk.commands.extras import Extra, extra_of, not_installed
 from segtk.commands.plugin_commands import add_commands
-from segtk.commands.scaffold import new
+from segtk.commands.scaffold import KindChoice, new
 from segtk.core import AttackParams, declared, registry
 from segtk.core._errors import UnknownPlugin
 from segtk.core._registry import PluginInfo
@@ -89,7 +89,7 @@ def listing(ctx: click.Context) -> list[PluginInfo]:
 
 @plugins.command("show")
 @click.argument("name")
-@click.option("--kind", type=click.Choice([k.name for k in registry.KINDS] + ["command"]), default=None,
+@click.option("--kind", type=KindChoice([k.name for k in registry.KINDS] + ["command"]), default=None,
               help="Only the plugin of this kind (a name may be, e.g., a model and a dataset).")
 @click.option("--json", "as_json", is_flag=True,
               help="Machine-readable: a list with one object per plugin of that name.")
@@ -166,7 +166,7 @@ def _details(info: PluginInfo) -> dict[str, Any]:
     row = registry.BY_NAME.get(info.kind)
     if row is not None and not row.is_class and obj is not None:  # a loader: its spec
         out.update(description=obj.description, syntax=obj.syntax, example=obj.example)
-        if info.kind == "segmenter":
+        if info.kind == "model":
             out["classes"] = ("classes=a;b;c: read by the adapter" if obj.reads_classes else
                               "classes=a;b;c: read by segtk (renames the outputs; count checked)")
         out["examples"] = spec_examples(info.kind, obj.example)

@@ -18,6 +18,7 @@ from string import Template
 import click
 
 from segtk.core import SegtkError, registry
+from segtk.core._kinds import renamed
 
 # The kinds a scaffold can be: every plugin kind (segtk.core's table), each with its template
 # folder, whose about.json gives the scaffold's description and usage lines.
@@ -25,6 +26,17 @@ KINDS = {kind.name: kind for kind in registry.KINDS}
 NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 MAX_NAME = 40
 TEMPLATES = Path(__file__).resolve().parent / "scaffold_templates"
+
+
+class KindChoice(click.Choice):
+    """A plugin-kind argument: a former kind name (`segmenter`) is refused in one line naming
+    the kind's name (`model`), not with the bare list of choices."""
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> object:
+        if isinstance(value, str) and renamed(value):
+            self.fail(renamed(value), param, ctx)
+        return super().convert(value, param, ctx)
 
 
 @dataclass(frozen=True)
@@ -110,7 +122,8 @@ def template_files(kind: str) -> list[tuple[Path, Path]]:
 def render(kind: str, name: str) -> dict[Path, str]:
     """The new plugin's files (relative path -> text), nothing written yet."""
     if kind not in KINDS:
-        raise SegtkError(f"unknown plugin kind {kind!r}", hint=f"kinds: {', '.join(KINDS)}")
+        raise SegtkError(renamed(kind) or f"unknown plugin kind {kind!r}",
+                         hint=f"kinds: {', '.join(KINDS)}")
     n, k, a = names(name), KINDS[kind], about(kind)
     values = {"name": n.name, "dist": n.dist, "package": n.package, "cls": n.cls, "kind": kind,
               "module": a.module, "suite": k.suite, "hook": k.hook,
@@ -141,7 +154,7 @@ def scaffold(kind: str, name: str, out: Path | None = None) -> tuple[Path, list[
 
 
 @click.command("new")
-@click.argument("kind", type=click.Choice(list(KINDS)))
+@click.argument("kind", type=KindChoice(list(KINDS)))
 @click.argument("name")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="The folder to create [default: ./segtk-NAME]; it must not exist.")

@@ -49,17 +49,24 @@ class Kind:
     template: str  # the scaffold's folder, commands/scaffold_templates/TEMPLATE
     set_with: str  # how a user sets one of its parameters ("" for loaders: their spec)
     doc: str  # the hook's docstring
+    old_hook: str = ""  # a former name of `hook`, still read, with a DeprecationWarning
 
     @property
     def is_class(self) -> bool:
         return self.build is not None
 
+    @property
+    def hooks(self) -> tuple[str, ...]:
+        """The hooks read for this kind: `hook`, then `old_hook` if it has one."""
+        return (self.hook, self.old_hook) if self.old_hook else (self.hook,)
+
 
 KINDS: tuple[Kind, ...] = (
     Kind("attack", "register_attacks", Attack, keywords, "AttackSuite", "attack",
          "--param {key}=VALUE", "Register Attack subclasses."),
-    Kind("segmenter", "register_segmenters", SegmenterPlugin, None, "SegmenterSuite",
-         "segmenter", "", "Register SegmenterPlugin entries (a `--model PREFIX:ARG` loader each)."),
+    Kind("model", "register_models", SegmenterPlugin, None, "SegmenterSuite", "model", "",
+         "Register SegmenterPlugin entries, model adapters (a `--model PREFIX:ARG` loader each).",
+         old_hook="register_segmenters"),
     Kind("editor", "register_editors", Editor, keywords, "EditorSuite", "editor",
          "--param {key}=VALUE", "Register Editor subclasses."),
     Kind("filter", "register_filters", Filter, keywords, "FilterSuite", "filter",
@@ -88,10 +95,20 @@ KINDS: tuple[Kind, ...] = (
          "--captioner NAME`; built with their `--captioner-param KEY=VALUE` options)."),
 )
 BY_NAME: Mapping[str, Kind] = {k.name: k for k in KINDS}
+RENAMED: Mapping[str, str] = {"segmenter": "model"}  # a former kind name -> the kind's name
+
+
+def renamed(name: str) -> str:
+    """The one-line refusal of a former kind name ("" for any other name)."""
+    new = RENAMED.get(name)
+    return f"the plugin kind {name!r} is called {new!r}: use {new!r}" if new else ""
 
 
 def kind(name: str) -> Kind:
-    """The kind called `name`, or a PluginError listing the kinds."""
+    """The kind called `name`, or a PluginError listing the kinds (naming the new name of a
+    former one)."""
+    if name in RENAMED:
+        raise PluginError(renamed(name), hint=f"kinds: {', '.join(BY_NAME)}")
     if name not in BY_NAME:
         raise PluginError(f"unknown plugin kind {name!r}", hint=f"kinds: {', '.join(BY_NAME)}")
     return BY_NAME[name]

@@ -139,8 +139,8 @@ def loaded() -> list[PluginInfo]:
     """What the plugins imported so far registered (each plugin's hooks called once per plugin
     manager), plus broken entry points, in a stable order."""
     pm = _current_manager()
-    for row in KINDS:
-        for impl in getattr(pm.hook, row.hook).get_hookimpls():
+    for hook in (h for row in KINDS for h in row.hooks):
+        for impl in getattr(pm.hook, hook).get_hookimpls():
             if impl.plugin_name not in _read:
                 _read_plugin(pm, impl.plugin_name)
     _read_broken(pm)
@@ -156,8 +156,7 @@ def _read_plugin(pm: PluginManager, plugin: str) -> None:
     infos = _read.setdefault(plugin, [])
     dist, version = pm.distributions.get(plugin, (REGISTERED, ""))
     declared = pm.names.get(plugin)
-    for row in KINDS:
-        kind, hook = row.name, row.hook
+    for kind, hook in ((row.name, h) for row in KINDS for h in row.hooks):
         for impl in getattr(pm.hook, hook).get_hookimpls():
             if impl.plugin_name != plugin:
                 continue
@@ -341,7 +340,7 @@ def attack(name: str) -> type[Attack]:
 
 
 def segmenter_plugin(name: str) -> SegmenterPlugin:
-    return cast(SegmenterPlugin, get(kind_row("segmenter"), name))
+    return cast(SegmenterPlugin, get(kind_row("model"), name))
 
 
 def editor(name: str) -> type[Editor]:

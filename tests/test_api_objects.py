@@ -281,7 +281,7 @@ def test_results_are_in_percent_with_a_short_repr(tmp_path) -> None:
 def tiny_model():
     """`--model tiny` through the plugin manager (as in test_cli.py)."""
     reset_plugin_manager()
-    plugin = types.SimpleNamespace(register_segmenters=hookimpl(lambda register: register(
+    plugin = types.SimpleNamespace(register_models=hookimpl(lambda register: register(
         SegmenterPlugin("tiny", lambda arg: TinySegmenter(), "tiny", "--model tiny"))))
     get_plugin_manager().register(plugin, name="tiny-api-objects")
     registry.reset()

@@ -24,7 +24,7 @@ from segtk.testing import RecordingSegmenter, TinySegmenter
 def tiny_model():
     """`--model tiny` through the plugin manager (as in test_cli.py)."""
     reset_plugin_manager()
-    plugin = types.SimpleNamespace(register_segmenters=hookimpl(lambda register: register(
+    plugin = types.SimpleNamespace(register_models=hookimpl(lambda register: register(
         SegmenterPlugin("tiny", lambda arg: TinySegmenter(), "tiny", "--model tiny"))))
     get_plugin_manager().register(plugin, name="tiny-bench-specs")
     registry.reset()

@@ -19,7 +19,7 @@ def tiny_model():
     """Registers `--model tiny` through the plugin manager, like any plugin object."""
     reset_plugin_manager()
     plugin = types.SimpleNamespace(
-        register_segmenters=hookimpl(lambda register: register(
+        register_models=hookimpl(lambda register: register(
             SegmenterPlugin("tiny", lambda arg: TinySegmenter(), "tiny", "--model tiny")))
     )
     get_plugin_manager().register(plugin, name="tiny-test")
@@ -68,7 +68,7 @@ def test_attack_then_resume(tmp_path, folder_dataset, tiny_model) -> None:
 @pytest.mark.parametrize("args,message", [
     (["attack", "--plugin", "nope"], "no attack plugin named 'nope'"),
     (["attack", "--plugin", "dla", "--model", "tiny", "--data", "folder:/no/such/dir"], "/no/such/dir"),
-    (["attack", "--plugin", "dla", "--model", "zzz:1"], "no segmenter plugin named 'zzz'"),
+    (["attack", "--plugin", "dla", "--model", "zzz:1"], "no model plugin named 'zzz'"),
     (["attack", "--plugin", "dla", "--param", "bogus=1"], "unknown parameter 'bogus'"),
 ])
 def test_errors_are_one_line_with_hint(args, message, tiny_model) -> None:

@@ -77,7 +77,7 @@ def squash(text: str) -> str:
 
 
 def segmenters() -> list[registry.PluginInfo]:
-    return [i for i in registry.plugins() if i.kind == "segmenter" and i.obj is not None]
+    return [i for i in registry.plugins() if i.kind == "model" and i.obj is not None]
 
 
 @pytest.mark.parametrize("columns", [80, 120])
@@ -144,13 +144,13 @@ def test_plugins_show_json_shapes() -> None:
     assert (dla["kind"], dla["distribution"], dla["status"]) == ("attack", "segtk-attack-dla", "ok")
     assert all(set(p) == {"name", "type", "default", "doc", "set_with"} for p in dla["parameters"])
     both = json.loads(invoke("plugins", "show", "demo", "--json").output)
-    assert sorted(d["kind"] for d in both) == ["dataset", "segmenter"]
-    (model,) = json.loads(invoke("plugins", "show", "demo", "--kind", "segmenter", "--json").output)
+    assert sorted(d["kind"] for d in both) == ["dataset", "model"]
+    (model,) = json.loads(invoke("plugins", "show", "demo", "--kind", "model", "--json").output)
     assert model == json.loads(invoke("models", "demo", "--json").output)
     assert set(model) == {"name", "kind", "distribution", "version", "status", "description",
                           "syntax", "example", "classes", "examples"}
     listing = json.loads(invoke("models", "--json").output)
-    assert [m["name"] for m in listing] == [i.name for i in registry.plugins() if i.kind == "segmenter"]
+    assert [m["name"] for m in listing] == [i.name for i in registry.plugins() if i.kind == "model"]
     assert all(m["syntax"] == registry.segmenter_plugin(m["name"]).syntax
                for m in listing if m["status"] == "ok")
     readers = json.loads(invoke("datasets", "--json").output)

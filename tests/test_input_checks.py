@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import types
 
 import numpy as np
@@ -21,7 +20,7 @@ from segtk.testing import TinySegmenter
 def tiny_model():
     """`--model tiny` through the plugin manager (as in test_cli.py)."""
     reset_plugin_manager()
-    plugin = types.SimpleNamespace(register_segmenters=hookimpl(lambda register: register(
+    plugin = types.SimpleNamespace(register_models=hookimpl(lambda register: register(
         SegmenterPlugin("tiny", lambda arg: TinySegmenter(), "tiny", "--model tiny"))))
     get_plugin_manager().register(plugin, name="tiny-test")
     registry.reset()

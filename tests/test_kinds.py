@@ -29,6 +29,7 @@ from segtk.core import (
     PromptWriter,
     Sample,
     SegtkError,
+    _kinds,
     build,
     hookimpl,
     load_dataset,
@@ -54,6 +55,20 @@ def test_every_kind_has_its_hook() -> None:
         assert getattr(SPECS, kind.hook).__doc__ == kind.doc
 
 
+def test_the_model_kind_is_called_model_and_the_former_name_is_refused_naming_it() -> None:
+    """One word for the model kind: the kind, its hook, its scaffold and `segtk plugins`."""
+    row = _kinds.kind("model")
+    assert (row.hook, row.template, row.suite) == ("register_models", "model", "SegmenterSuite")
+    assert "segmenter" not in _kinds.BY_NAME and "register_segmenters" not in HOOKS
+    with pytest.raises(PluginError, match="the plugin kind 'segmenter' is called 'model'"):
+        _kinds.kind("segmenter")
+    listed = json.loads(CliRunner().invoke(cli, ["plugins", "--json"]).output)
+    assert {r["kind"] for r in listed if r["name"] == "demo"} == {"model", "dataset"}
+    shown = CliRunner().invoke(cli, ["plugins", "show", "demo", "--kind", "segmenter"])
+    assert shown.exit_code == 2
+    assert "the plugin kind 'segmenter' is called 'model': use 'model'" in shown.output
+
+
 def test_a_new_row_is_a_new_hook_a_lookup_and_a_scaffold_kind(monkeypatch) -> None:
     """What a row adds, nothing else needed: the hook pluggy validates against, the registry's
     listing and checked lookup. (A hook implemented without a row is a broken plugin.)"""
@@ -68,7 +83,7 @@ def test_a_new_row_is_a_new_hook_a_lookup_and_a_scaffold_kind(monkeypatch) -> No
     monkeypatch.setattr(_kinds, "BY_NAME", {k.name: k for k in _kinds.KINDS})
     monkeypatch.setattr(registry, "KINDS", _kinds.KINDS)
     monkeypatch.setattr(_hookspecs, "SPECS", type("HookSpecs", (_hookspecs.SPECS,), {
-        "register_probes": _hookspecs.hookspec(_hookspecs._kind_hook(row))}))
+        "register_probes": _hookspecs.hookspec(_hookspecs._kind_hook(row.hook, row.doc))}))
     reset_plugin_manager()
     try:
         pm = _plugins.PluginManager()

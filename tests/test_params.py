@@ -313,7 +313,7 @@ def impostors():
         register_attacks=hookimpl(lambda register: register(ToyFilter.__new__(ToyFilter))),
         register_editors=hookimpl(lambda register: register(ToyAttack)),
         register_filters=hookimpl(lambda register: register(NotAFilter)),
-        register_segmenters=hookimpl(lambda register: register(
+        register_models=hookimpl(lambda register: register(
             types.SimpleNamespace(name="fake-model", load=lambda arg: None))),
         register_datasets=hookimpl(lambda register: register(
             SegmenterPlugin("fake-data", lambda arg: None, "fake-data", "--data fake-data"))),

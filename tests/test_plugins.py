@@ -16,7 +16,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from segtk.core import Attack, PluginError, hookimpl, registry
+from segtk.core import Attack, PluginError, SegmenterPlugin, hookimpl, registry
 from segtk.core import _plugins as plugins_module
 from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 from segtk.testing import FakeEntryPoint, TinySegmenter, toy_batch
@@ -45,7 +45,7 @@ def register_attacks(register):
 
 
 @hookimpl
-def register_segmenters(register):
+def register_models(register):
     register(SegmenterPlugin("needs-xyz", lambda arg: None, "needs-xyz", "--model needs-xyz",
                              requires=("segtk_no_such_module_xyz",), install="pip install xyz"))
 '''
@@ -230,6 +230,25 @@ def test_command_names_cannot_be_taken_over(with_fakes) -> None:
     assert "from" not in hello.output
     assert "fake predict" not in CliRunner().invoke(cli, ["predict", "--help"]).output  # segtk's own kept
     assert CliRunner().invoke(cli, ["only-d"]).output == "from d\n"
+
+
+def a_model(name: str) -> SegmenterPlugin:
+    return SegmenterPlugin(name, lambda arg: TinySegmenter(seed=int(arg or 0)), name,
+                           f"--model {name}")
+
+
+def test_the_former_model_hook_still_registers_with_a_warning_naming_the_new_one(with_fakes) -> None:
+    with pytest.warns(DeprecationWarning, match="register_segmenters is deprecated: implement "
+                                                "register_models") as caught:
+        cli = with_fakes(fake_plugin("old-style", "segtk-old-style",
+                                     register_segmenters=lambda register: register(a_model("old-style"))),
+                         fake_plugin("new-style", "segtk-new-style",
+                                     register_models=lambda register: register(a_model("new-style"))))
+        rows = plugins_json(cli)
+    assert all("register_segmenters" in str(w.message) for w in caught)  # none for new-style
+    for name in ("old-style", "new-style"):
+        assert rows[("model", name)]["status"] == "ok", rows[("model", name)]
+        assert isinstance(registry.segmenter_plugin(name).load("1"), TinySegmenter)
 
 
 def test_misspelt_hook_is_reported_as_broken_not_ignored(with_fakes) -> None:

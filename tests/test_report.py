@@ -105,7 +105,7 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
     data = write_data(root / "data")
     reset_plugin_manager()
-    get_plugin_manager().register(types.SimpleNamespace(register_segmenters=hookimpl(
+    get_plugin_manager().register(types.SimpleNamespace(register_models=hookimpl(
         lambda register: register(SegmenterPlugin("tiny", lambda arg: TinySegmenter(), "tiny",
                                                   "--model tiny")))), name="tiny-report-test")
     registry.reset()

@@ -195,7 +195,7 @@ def test_bench_tables_are_strict_json(tmp_path) -> None:
 @pytest.fixture
 def tiny():
     reset_plugin_manager()
-    plugin = types.SimpleNamespace(register_segmenters=hookimpl(lambda register: register(
+    plugin = types.SimpleNamespace(register_models=hookimpl(lambda register: register(
         SegmenterPlugin("tiny", lambda arg: TinySegmenter(), "tiny", "--model tiny"))))
     get_plugin_manager().register(plugin, name="tiny-faults-test")
     registry.reset()

@@ -63,16 +63,30 @@ def test_rendered_files_parse_and_name_the_entry_point(kind: str) -> None:
             imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
             imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
             segtk = {m for m in imported if m and m.split(".")[0] == "segtk"}
-            allowed = ("segtk.core", "segtk.testing") if path.parts[0] == "tests" else ("segtk.core",)
+            public = ("segtk.core", "segtk.editkit")  # the public packages a plugin builds on
+            allowed = (*public, "segtk.testing") if path.parts[0] == "tests" else public
             assert all(m.startswith(allowed) for m in segtk), f"{path} imports {segtk}"
         assert "$" not in text.replace("ε", ""), f"{path}: an unfilled placeholder"
     assert KINDS[kind].suite in files[Path("tests", f"test_{package}.py")]
 
 
+def test_each_scaffold_implements_its_kinds_hook() -> None:
+    """A model scaffold answers `register_models`, the kind's one hook (its former name warns)."""
+    for kind in KINDS:
+        init = render(kind, "kit-x")[Path("segtk_kit_x", "__init__.py")]
+        hooks = {f.name for f in ast.walk(ast.parse(init)) if isinstance(f, ast.FunctionDef)}
+        assert hooks == {KINDS[kind].hook}, (kind, hooks)
+    with pytest.raises(SegtkError, match="the plugin kind 'segmenter' is called 'model'"):
+        render("segmenter", "kit-x")
+
+
 def test_cli_refuses_a_bad_kind_a_bad_name_and_an_existing_folder(tmp_path: Path) -> None:
     runner = CliRunner()
-    result = runner.invoke(cli, ["plugins", "new", "model", "x", "--out", str(tmp_path / "a")])
-    assert result.exit_code == 2 and "'model' is not one of" in result.output
+    result = runner.invoke(cli, ["plugins", "new", "modle", "x", "--out", str(tmp_path / "a")])
+    assert result.exit_code == 2 and "'modle' is not one of" in result.output
+    result = runner.invoke(cli, ["plugins", "new", "segmenter", "x", "--out", str(tmp_path / "a")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "the plugin kind 'segmenter' is called 'model': use 'model'" in result.output
     result = runner.invoke(cli, ["plugins", "new", "attack", "My_Noise", "--out", str(tmp_path / "b")])
     assert result.exit_code == 1 and "'My_Noise' cannot be a plugin name" in result.output
     assert "hint:" in result.output and "Traceback" not in result.output

@@ -233,7 +233,7 @@ def test_segpgd_beats_pgd_at_equal_passes_on_espnet_camvid() -> None:
 def models():
     """`--model tiny` (gives gradients) and `--model labels-only` (does not)."""
     reset_plugin_manager()
-    plugin = types.SimpleNamespace(register_segmenters=hookimpl(lambda register: [
+    plugin = types.SimpleNamespace(register_models=hookimpl(lambda register: [
         register(SegmenterPlugin("tiny", lambda arg: TinySegmenter(), "tiny", "--model tiny")),
         register(SegmenterPlugin("labels-only", lambda arg: LabelsOnly(), "labels-only",
                                  "--model labels-only"))]))

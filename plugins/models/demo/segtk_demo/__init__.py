@@ -24,7 +24,7 @@ def load_dataset(arg: str = "", split: str | None = None):
 
 
 @hookimpl
-def register_segmenters(register: Register) -> None:
+def register_models(register: Register) -> None:
     register(SegmenterPlugin(
         name="demo",
         load=load_segmenter,

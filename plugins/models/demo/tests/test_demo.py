@@ -97,7 +97,7 @@ def test_fresh_scene_miou_is_at_least_80(model: DemoSegmenter) -> None:
 
 def test_shipped_data_reads_through_the_plugin() -> None:
     info = [i for i in registry.plugins() if i.name == "demo"]
-    assert {(i.kind, i.status) for i in info} == {("segmenter", "ok"), ("dataset", "ok")}
+    assert {(i.kind, i.status) for i in info} == {("model", "ok"), ("dataset", "ok")}
     data = registry.dataset_plugin("demo").load("", None)
     assert 6 <= len(data) <= 8 and data.names == [scene_name(s) for s in SHIPPED_SEEDS]
     assert data.palette is not None and data.palette.shape == (len(CLASSES), 3)

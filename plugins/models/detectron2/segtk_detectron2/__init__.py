@@ -22,7 +22,7 @@ def load(arg: str):
 
 
 @hookimpl
-def register_segmenters(register) -> None:
+def register_models(register) -> None:
     register(SegmenterPlugin(
         name="detectron2",
         load=load,

@@ -20,7 +20,7 @@ from segtk_espnet.segmenter import CAMVID, CITYSCAPES, VARIANTS, ESPNetSegmenter
 
 __all__ = [
     "CAMVID", "CITYSCAPES", "ESPNet", "ESPNetSegmenter", "build_network", "convert",
-    "load", "load_weights", "register_segmenters",
+    "load", "load_weights", "register_models",
 ]  # fmt: skip
 
 SYNTAX = "espnet:camvid=PATH.safetensors | espnet:cityscapes=PATH.safetensors"
@@ -150,7 +150,7 @@ def convert(in_pth: str, out_safetensors: str) -> None:
 
 
 @hookimpl
-def register_segmenters(register) -> None:
+def register_models(register) -> None:
     register(
         SegmenterPlugin(
             name="espnet",

@@ -17,7 +17,7 @@ def load(arg: str):
 
 
 @hookimpl
-def register_segmenters(register) -> None:
+def register_models(register) -> None:
     register(SegmenterPlugin(
         name="hf",
         load=load,

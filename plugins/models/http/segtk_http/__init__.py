@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 
 
 @hookimpl
-def register_segmenters(register) -> None:
+def register_models(register) -> None:
     register(SegmenterPlugin(
         name="http",
         load=load,

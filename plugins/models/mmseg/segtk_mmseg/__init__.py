@@ -19,7 +19,7 @@ def load(arg: str):
 
 
 @hookimpl
-def register_segmenters(register) -> None:
+def register_models(register) -> None:
     register(SegmenterPlugin(
         name="mmseg",
         load=load,

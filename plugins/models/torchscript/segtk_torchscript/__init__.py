@@ -7,7 +7,7 @@ __all__ = ["META_FILE", "TorchScriptSegmenter", "load", "save_with_metadata"]
 
 
 @hookimpl
-def register_segmenters(register) -> None:
+def register_models(register) -> None:
     register(SegmenterPlugin(
         name="torchscript",
         load=load,
