@@ -43,7 +43,9 @@ from segtk.reports.svg import SERIES_COLOURS
 from segtk.reports.writer import FILES_DIR, detect_kind, write_report
 from segtk.storage.runs import read_results
 
-ATTACKS = ["dla", "random", "colour-stripes", "simba"]  # the first run, then two --resumes
+# The first run, then two --resumes; tabled in the last --resume's --attacks order (simba), then
+# the run's others as first recorded.
+ATTACKS = ["simba", "dla", "random", "colour-stripes"]
 
 
 @pytest.mark.parametrize("spec, shown", [
