@@ -39,6 +39,8 @@ _WHERE = {
     "SHARED": "env",
     "requires_stack": "env",
     "shared": "env",
+    "demo_batch": "pinning",
+    "result_digest": "pinning",
     **{name: "tiny_models" for name in ("BLIP_WORDS", "tiny_blip", "tiny_clip", "tiny_dinov2")},
     **{name: "fakes" for name in (
         "CAR_CLASSES", "TOY_CLASSES", "TOY_OBJECT", "FakeEntryPoint", "GridSegmenter",
@@ -69,7 +71,9 @@ __all__ = [
     "car_sample",
     "car_scene",
     "check_geometry",
+    "demo_batch",
     "requires_stack",
+    "result_digest",
     "shared",
     "shifted",
     "smooth_images",
@@ -124,6 +128,7 @@ if TYPE_CHECKING:  # what type checkers and editors see
     )
     from segtk.testing.filter_suite import FilterSuite
     from segtk.testing.metric_suite import MetricSuite
+    from segtk.testing.pinning import demo_batch, result_digest
     from segtk.testing.prompt_writer_suite import PromptWriterSuite
     from segtk.testing.segmenter_suite import SegmenterSuite
     from segtk.testing.tiny_models import BLIP_WORDS, tiny_blip, tiny_clip, tiny_dinov2

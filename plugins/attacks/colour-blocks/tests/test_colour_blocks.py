@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,14 @@ import torch
 
 import segtk
 from segtk.core import AttackResult, LabelConfusion, Segmenter, SegtkError, confusion
-from segtk.testing import AttackSuite, RecordingSegmenter, TinySegmenter, toy_batch
+from segtk.testing import (
+    AttackSuite,
+    RecordingSegmenter,
+    TinySegmenter,
+    demo_batch,
+    result_digest,
+    toy_batch,
+)
 from segtk_colour_blocks import ColourBlocks
 from segtk_colour_blocks import attack as attack_module
 from segtk_colour_blocks.attack import block_textures, cell_sums, pair_values
@@ -212,23 +218,6 @@ def test_a_negative_wrong_weight_is_refused_with_a_hint() -> None:
         ColourBlocks(budget=10, eps=8, wrong_weight=-1)
 
 
-def demo_batch(n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first n images of the bundled demo dataset as [n,3,H,W] floats and [n,H,W] labels."""
-    data = segtk.load_dataset("demo", limit=n)
-    items = [data[i] for i in range(n)]
-    images = torch.stack([torch.from_numpy(it.image).permute(2, 0, 1).float() / 255 for it in items])
-    return images, torch.stack([torch.from_numpy(it.label).long() for it in items])
-
-
-def run_digest(result: AttackResult) -> str:
-    """sha256 of a run's images, scores, labels, query counts and per-query history."""
-    digest = hashlib.sha256()
-    for t in (result.images, result.scores, result.predictions, result.queries):
-        digest.update(t.contiguous().numpy().tobytes())
-    digest.update(repr(result.history).encode())
-    return digest.hexdigest()
-
-
 @pytest.mark.parametrize(("params", "expected"), [
     ({"budget": 100}, "bcd778dbb4bb4c24e4757e4e86f158abfa5adf8622172513a0bf81e292cffc3a"),
     ({"budget": 60, "explore": 4, "verify": False, "live": False},
@@ -239,7 +228,7 @@ def test_a_short_run_on_the_demo_model_is_pinned(params: dict[str, Any], expecte
     # verification) on two 160x120 demo images: its images, scores and history stay bit-identical.
     images, labels = demo_batch(2)
     result = ColourBlocks(eps=8, seed=3, **params).run(segtk.load_model("demo"), images, labels)
-    assert run_digest(result) == expected
+    assert result_digest(result) == expected
 
 
 def test_the_search_reads_back_at_most_one_small_tensor_per_query(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import torch
 
 import segtk
-from segtk.core import AttackResult
-from segtk.testing import AttackSuite, RecordingSegmenter, toy_batch
+from segtk.testing import AttackSuite, RecordingSegmenter, demo_batch, result_digest, toy_batch
 from segtk_colour_stripes import ColourStripes
 
 
@@ -89,25 +86,8 @@ def test_the_best_draw_sets_the_direction_even_if_it_does_not_beat_clean() -> No
     assert all(((x - images[0]).sign() == (x - images[0]).sign()[:, :, :1]).all() for x in calibration)
 
 
-def demo_batch(n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first n images of the bundled demo dataset as [n,3,H,W] floats and [n,H,W] labels."""
-    data = segtk.load_dataset("demo", limit=n)
-    items = [data[i] for i in range(n)]
-    images = torch.stack([torch.from_numpy(it.image).permute(2, 0, 1).float() / 255 for it in items])
-    return images, torch.stack([torch.from_numpy(it.label).long() for it in items])
-
-
-def run_digest(result: AttackResult) -> str:
-    """sha256 of a run's images, scores, labels, query counts and per-query history."""
-    digest = hashlib.sha256()
-    for t in (result.images, result.scores, result.predictions, result.queries):
-        digest.update(t.contiguous().numpy().tobytes())
-    digest.update(repr(result.history).encode())
-    return digest.hexdigest()
-
-
 def test_a_short_run_on_the_demo_model_is_pinned() -> None:
     # Stripe draws, then calibration flips, on two 160x120 demo images: bit-identical.
     images, labels = demo_batch(2)
     result = ColourStripes(budget=40, eps=8, seed=3).run(segtk.load_model("demo"), images, labels)
-    assert run_digest(result) == "1f94c6f780888121aa475920f9b68a1eb1fa156ecbb13eea5da1c192df0b597a"
+    assert result_digest(result) == "1f94c6f780888121aa475920f9b68a1eb1fa156ecbb13eea5da1c192df0b597a"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import pytest
@@ -10,8 +9,15 @@ import torch
 
 import segtk
 from segtk.attackkit import next_flip
-from segtk.core import AttackResult, Segmenter, SegtkError
-from segtk.testing import AttackSuite, RecordingSegmenter, TinySegmenter, toy_batch
+from segtk.core import Segmenter, SegtkError
+from segtk.testing import (
+    AttackSuite,
+    RecordingSegmenter,
+    TinySegmenter,
+    demo_batch,
+    result_digest,
+    toy_batch,
+)
 from segtk_dla import DLA
 from segtk_dla.attack import _State
 
@@ -221,25 +227,8 @@ def test_unknown_variant_is_refused_with_the_choices(key: str) -> None:
     assert "--param" in str(err.value.hint)
 
 
-def demo_batch(n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first n images of the bundled demo dataset as [n,3,H,W] floats and [n,H,W] labels."""
-    data = segtk.load_dataset("demo", limit=n)
-    items = [data[i] for i in range(n)]
-    images = torch.stack([torch.from_numpy(it.image).permute(2, 0, 1).float() / 255 for it in items])
-    return images, torch.stack([torch.from_numpy(it.label).long() for it in items])
-
-
-def run_digest(result: AttackResult) -> str:
-    """sha256 of a run's images, scores, labels, query counts and per-query history."""
-    digest = hashlib.sha256()
-    for t in (result.images, result.scores, result.predictions, result.queries):
-        digest.update(t.contiguous().numpy().tobytes())
-    digest.update(repr(result.history).encode())
-    return digest.hexdigest()
-
-
 def test_a_short_run_on_the_demo_model_is_pinned() -> None:
     # Exploration, then calibration flips, on two 160x120 demo images: bit-identical.
     images, labels = demo_batch(2)
     result = DLA(budget=40, eps=8, seed=3).run(segtk.load_model("demo"), images, labels)
-    assert run_digest(result) == "b1ca1f8a5adf843ebf4ef1066d83ed835792bcef2735d9ad2d47605ed93e2701"
+    assert result_digest(result) == "b1ca1f8a5adf843ebf4ef1066d83ed835792bcef2735d9ad2d47605ed93e2701"
