@@ -177,3 +177,24 @@ def test_editors_that_cannot_run_are_named_not_skipped_silently():
 def test_help_has_examples(command):
     result = CliRunner().invoke(cli, [command, "--help"])
     assert result.exit_code == 0 and "Example" in result.output
+
+
+def test_card_is_bit_identical_after_a_kill_and_a_resume_over_ray(local, tmp_path):
+    """The same card, byte for byte, when the rest of a killed run is sharded one image a task
+    over Ray (the kill keeps a third of each sub-run's records: the resume's cost is the rest)."""
+    ray = pytest.importorskip("ray")
+    resumed = tmp_path / "ray"
+    shutil.copytree(local, resumed)
+    for sub in ("black-box", "white-box", "edits"):
+        lines = (resumed / sub / layout.RESULTS).read_bytes().splitlines(keepends=True)
+        (resumed / sub / layout.RESULTS).write_bytes(b"".join(lines[: len(lines) // 3]))
+    (resumed / "card.json").unlink()
+    (resumed / "card.html").unlink()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        evaluate("demo", "demo", profile="quick", out=resumed, limit=LIMIT, resume=True,
+                 executor="ray", chunk=1)
+    finally:
+        ray.shutdown()
+    assert (resumed / "card.json").read_bytes() == (local / "card.json").read_bytes()
+    assert (resumed / "card.html").read_bytes() == (local / "card.html").read_bytes()
