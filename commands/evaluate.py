@@ -133,9 +133,10 @@ def leaderboard(cards, out):
     """
     rows = run_leaderboard(list(cards), out)
     robust = list(rows[0]["robust"])
-    console.print(table("ranked by worst-case robust mIoU % (the last column)",
+    console.print(table(f"ranked by worst-case robust mIoU % at {robust[-1]} (higher: more robust)",
                         ["rank", "model", "clean", *robust, "white-box floor", "mR"],
                         [[r["rank"], r["model"], r["clean_miou"], *(r["robust"][c] for c in robust),
-                          r["white_box_floor"], r["mr"]] for r in rows]))
+                          "–" if r["white_box_floor"] is None else r["white_box_floor"], r["mr"]]
+                         for r in rows]))
     for name in ("leaderboard.html", "leaderboard.csv", "leaderboard.json"):
         result_line(str(Path(out) / name))
