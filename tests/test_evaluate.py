@@ -80,16 +80,21 @@ def test_worst_case_dataset_number_is_never_above_a_member():
     assert result["queries"] == 19
 
 
+def killed_copy(run: Path, copy: Path) -> None:
+    """`run` copied as a kill would leave it: a third of each sub-run's records, no card."""
+    shutil.copytree(run, copy)
+    for sub in ("black-box", "white-box", "edits"):
+        lines = (copy / sub / layout.RESULTS).read_bytes().splitlines(keepends=True)
+        (copy / sub / layout.RESULTS).write_bytes(b"".join(lines[: len(lines) // 3]))
+    (copy / "card.json").unlink()
+    (copy / "card.html").unlink()
+
+
 def test_card_is_bit_identical_after_a_kill_and_a_sharded_resume(local, tmp_path):
     """Cut each sub-run's records short (a kill), drop the card, resume over a process pool
     in shards of one image: the same card.json and card.html, byte for byte."""
     resumed = tmp_path / "resumed"
-    shutil.copytree(local, resumed)
-    for sub in ("black-box", "white-box", "edits"):
-        lines = (resumed / sub / layout.RESULTS).read_bytes().splitlines(keepends=True)
-        (resumed / sub / layout.RESULTS).write_bytes(b"".join(lines[: len(lines) // 3]))
-    (resumed / "card.json").unlink()
-    (resumed / "card.html").unlink()
+    killed_copy(local, resumed)
     with pytest.raises(SegtkError, match="already holds"):
         evaluate("demo", "demo", profile="quick", out=resumed, limit=LIMIT)
     evaluate("demo", "demo", profile="quick", out=resumed, limit=LIMIT, resume=True,
@@ -184,12 +189,7 @@ def test_card_is_bit_identical_after_a_kill_and_a_resume_over_ray(local, tmp_pat
     over Ray (the kill keeps a third of each sub-run's records: the resume's cost is the rest)."""
     ray = pytest.importorskip("ray")
     resumed = tmp_path / "ray"
-    shutil.copytree(local, resumed)
-    for sub in ("black-box", "white-box", "edits"):
-        lines = (resumed / sub / layout.RESULTS).read_bytes().splitlines(keepends=True)
-        (resumed / sub / layout.RESULTS).write_bytes(b"".join(lines[: len(lines) // 3]))
-    (resumed / "card.json").unlink()
-    (resumed / "card.html").unlink()
+    killed_copy(local, resumed)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         evaluate("demo", "demo", profile="quick", out=resumed, limit=LIMIT, resume=True,
