@@ -147,12 +147,15 @@ def pair_folders(
 # --- folder and edited ------------------------------------------------------------------------
 
 
-def read_classes(path: Path) -> list[str]:
-    file = path / CLASSES
+def read_classes(path: Path, file: Path | None = None) -> list[str]:
+    """The class names of the folder `path`: its classes.txt, or `file` where the spec names
+    one (`classes=FILE`, for a folder of pictures that holds only pictures)."""
+    file = file or path / CLASSES
     if not file.is_file():
         raise DataError(
             f"{file}: not found",
-            hint="a folder dataset lists its class names, one per line, in classes.txt",
+            hint="a folder dataset lists its class names, one per line, in classes.txt; for a "
+                 "folder you cannot write to, name a file: folder:DIR,classes=FILE",
         )
     classes = [line.strip() for line in file.read_text().splitlines() if line.strip()]
     if not classes:
@@ -161,18 +164,22 @@ def read_classes(path: Path) -> list[str]:
 
 
 def folder_dataset(root: Path, name: str, hint: str, labels_optional: bool = False,
-                   mapping: dict[int, int] | None = None) -> Dataset:
+                   mapping: dict[int, int] | None = None,
+                   classes_file: Path | None = None) -> Dataset:
     """images/ + labels/ (same stems) + classes.txt; labels hold ids (P or grey PNGs).
     `labels_optional`: without labels/, the images with no labelled pixel (all ignore), the
-    dataset marked unlabelled (`segtk.core._specs.UNLABELLED`), which only label-free jobs accept.
+    dataset marked unlabelled (`segtk.core._specs.UNLABELLED`), which only label-free jobs
+    accept; the pictures may then lie in the folder itself (a camera's dump has no images/).
     `mapping`: stored id -> class id (or 255), applied as each label is read."""
-    classes = read_classes(root)
-    image_dir = _dir(root / IMAGES, "images", hint)
+    classes = read_classes(root, classes_file)
+    flat = labels_optional and not (root / IMAGES).exists() and not (root / LABELS).exists() \
+        and bool(_images(root))
+    image_dir = root if flat else _dir(root / IMAGES, "images", hint)
     if labels_optional and not (root / LABELS).exists():
         return unlabelled_dataset(name, classes, image_dir, root / LABELS, hint)
     reader: LabelReader = read_label
     if mapping:
-        check_mapping(mapping, classes, root / CLASSES)
+        check_mapping(mapping, classes, classes_file or root / CLASSES)
         reader = mapped_reader(mapping)
     pairs = pair_folders(image_dir, _dir(root / LABELS, "labels", hint), reader)
     return Dataset(
@@ -181,7 +188,7 @@ def folder_dataset(root: Path, name: str, hint: str, labels_optional: bool = Fal
 
 
 IGNORE_ID = 255
-FOLDER_SYNTAX = "folder:PATH[,void=ID;ID][,map=FROM:TO;FROM:TO]"
+FOLDER_SYNTAX = "folder:PATH[,void=ID;ID][,map=FROM:TO;FROM:TO][,classes=FILE]"
 
 
 def label_mapping(options: dict[str, str], where: str) -> dict[int, int]:
@@ -250,19 +257,20 @@ def unlabelled_dataset(name: str, classes: list[str], image_dir: Path, labels: P
 
 
 def load_folder(arg: str, split: str | None) -> Dataset:
-    """folder:PATH, optionally with ,void=ID;ID and ,map=FROM:TO;FROM:TO after the path (a
-    folder whose own name holds a comma is taken whole when it exists)."""
+    """folder:PATH, optionally with ,void=ID;ID and ,map=FROM:TO;FROM:TO and ,classes=FILE
+    after the path (a folder whose own name holds a comma is taken whole when it exists)."""
     hint = "a folder dataset holds images/, labels/ (same file names) and classes.txt"
     path, options = arg, {}
     if "," in arg and not Path(arg).expanduser().is_dir():
         path, _, rest = arg.partition(",")
         options = parse_pairs(filter(None, (p.strip() for p in rest.split(","))),
-                              "folder option", ["void", "map"], error=DataError,
+                              "folder option", ["void", "map", "classes"], error=DataError,
                               hint=f"syntax: {FOLDER_SYNTAX}")
     root = dataset_root(path, "folder", hint)
     check_flat_split(root, split, (), "folder")
+    classes = Path(options["classes"]).expanduser() if options.get("classes") else None
     return folder_dataset(root, f"folder:{root.name}", hint, labels_optional=True,
-                          mapping=label_mapping(options, f"folder:{arg}"))
+                          mapping=label_mapping(options, f"folder:{arg}"), classes_file=classes)
 
 
 def read_manifest(file: Path) -> list[dict[str, Any]]:

@@ -132,6 +132,12 @@ def detect_kind(run: Path) -> str:
             hint="rerun that command with the same options and --resume (finished work is "
                  f"kept; {layout.RUN} gets its kind), then segtk report again",
         )
+    if kind == "evaluate":  # its page is the card, which segtk evaluate writes itself
+        raise SegtkError(
+            f"{run}: a `segtk evaluate` run; its page is {run / 'card.html'}",
+            hint="open card.html (segtk evaluate … --resume rewrites it); each sub-run has a "
+                 f"report of its own: segtk report {run / 'black-box'} (or white-box, edits)",
+        )
     if kind not in BUILDERS:
         raise SegtkError(f"{run}: segtk report has no page for `segtk {command_of(kind)}` runs",
                          hint=f"it reports the runs of {COMMANDS.replace(' or ', ' and ')}")

@@ -113,6 +113,17 @@ def test_cli_gives_the_python_card(local, tmp_path):
     assert "worst-case" in result.output
 
 
+def test_report_on_a_card_folder_points_at_the_card_and_the_sub_runs_reports(local, tmp_path):
+    """card.html is the evaluate run's page; segtk report names it and reports each sub-run."""
+    local = Path(shutil.copytree(local, tmp_path / "card"))
+    result = CliRunner().invoke(cli, ["report", str(local)])
+    assert result.exit_code != 0
+    assert "card.html" in result.output and "segtk report" in result.output, result.output
+    sub = CliRunner().invoke(cli, ["report", str(local / "black-box")])
+    assert sub.exit_code == 0, sub.output
+    assert (local / "black-box" / "report.html").is_file()
+
+
 def test_leaderboard_ranks_and_refuses_mixed_protocols_and_data(local, tmp_path):
     other = tmp_path / "other"
     shutil.copytree(local, other)

@@ -192,6 +192,34 @@ def test_an_unlabelled_folder_is_refused_with_the_labels_reference_naming_the_op
     assert hint.startswith("hint: ") and "--reference prediction" in hint, result.output
 
 
+def test_a_flat_folder_of_pictures_with_a_classes_file_is_attacked_label_free(
+        tmp_path, unlabelled) -> None:
+    """Frames as a camera wrote them: pictures in the folder itself, the class names in a file
+    elsewhere (classes=FILE); the same records as the images/ + classes.txt layout."""
+    flat = tmp_path / "frames"
+    flat.mkdir()
+    for picture in sorted((unlabelled / "images").iterdir()):
+        shutil.copy(picture, flat / picture.name)
+    names = tmp_path / "names.txt"
+    shutil.copy(unlabelled / "classes.txt", names)
+    spec = f"folder:{flat},classes={names}"
+    data = load_dataset(spec, unlabelled=True)
+    assert [item.name for item in data] == [p.stem for p in sorted((unlabelled / "images").iterdir())]
+    assert data.classes == load_dataset(f"folder:{unlabelled}", unlabelled=True).classes
+    kwargs = dict(budget=4, eps=64, reference="prediction")
+    flat_run = segtk.attack(TinySegmenter(), spec, "dla", **kwargs)
+    layout_run = segtk.attack(TinySegmenter(), f"folder:{unlabelled}", "dla", **kwargs)
+    assert [(r.image, r.adv_miou) for r in flat_run.records] == \
+        [(r.image, r.adv_miou) for r in layout_run.records]
+    with pytest.raises(DataError, match="classes=FILE"):  # no classes.txt and no file named
+        load_dataset(f"folder:{flat}", unlabelled=True)
+    with pytest.raises(DataError, match="missing.txt: not found"):
+        load_dataset(f"folder:{flat},classes={tmp_path / 'missing.txt'}", unlabelled=True)
+    (flat / "labels").mkdir()  # a labelled folder still needs images/: it is not guessed
+    with pytest.raises(DataError, match="images"):
+        load_dataset(f"folder:{flat},classes={names}", unlabelled=True)
+
+
 def test_resume_refuses_another_reference(tmp_path) -> None:
     out = tmp_path / "run"
     segtk.attack(TinySegmenter(), _tiny_data(), "dla", budget=4, out=out, limit=1)
