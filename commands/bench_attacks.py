@@ -136,6 +136,10 @@ def bench_attacks(attacks, budgets, models_, data_spec, split, limit, classes_fr
     console.print("Table: the stored 8-bit images at each budget; "
                   f"{layout.CURVES_PNG}/{layout.CURVES_JSON}: the oracle's proxy of the float "
                   "candidates.", soft_wrap=True)
+    if any("budget_rule=reference" in row["attack"] for row in result):
+        console.print("budget_rule=reference: counted as BlackboxBench counts (the clean query "
+                      "free, the last step finishes), so those rows spent up to one step more "
+                      "than the budget column says (queries in results.jsonl).", soft_wrap=True)
     if any(row.get("scored_against") for row in result):
         console.print("mIoU of the images without labels is against their clean prediction "
                       "(scored_against in table.json): 100% clean, the agreement kept under "

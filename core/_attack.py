@@ -129,6 +129,20 @@ class Attack(ABC, Generic[P]):
     def describe(cls) -> str:
         return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
 
+    def query_allowance(self, budget: int) -> int:
+        """The queries per image a run with nominal `budget` may make: `budget` itself, every
+        query counted, none over. Only a gradient-estimation baseline asked for its reference's
+        count (`budget_rule=reference`, never a default; its spec, and so every table's label,
+        names the rule) returns more, with `stepped_allowance`."""
+        return budget
+
+    @staticmethod
+    def stepped_allowance(budget: int, step: int, free: int) -> int:
+        """BlackboxBench's count of a stepped attack: `free` queries it does not count (the
+        clean image's), then whole steps of `step` queries as long as the counted ones are
+        below `budget` before the step (so the last step finishes past it)."""
+        return free + math.ceil(budget / step) * step
+
     @abstractmethod
     def attack(self, oracle: Oracle) -> None:
         """Spend at most the oracle's budget; the oracle keeps each image's result (its best
@@ -175,10 +189,12 @@ class Attack(ABC, Generic[P]):
         assert labels is not None, "reference=labels scores against labels: pass them"
         b = images.shape[0]
         seeds = seeds if seeds is not None else [p.seed * 1_000_003 + i for i in range(b)]
-        counter = QueryCounter(segmenter, p.budget, b, p.time_limit)
+        allowed = {n: self.query_allowance(n) for n in (p.budget, *checkpoints)}
+        counter = QueryCounter(segmenter, allowed[p.budget], b, p.time_limit)
         proxy = Proxy(num_classes if num_classes is not None else segmenter.num_classes,
                       ignore, p.proxy)
-        run = OracleRun(counter, images, labels, proxy, p.eps_unit, seeds, checkpoints,
+        run = OracleRun(counter, images, labels, proxy, p.eps_unit, seeds,
+                        tuple(allowed[n] for n in checkpoints),
                         white_box=self.white_box, returns=p.returns or self.returns,
                         reference=p.reference)
         with user_interrupts() as interrupted:
@@ -200,7 +216,11 @@ class Attack(ABC, Generic[P]):
                 self._check_untouched(run, exc)
                 raise self.failed(exc) from exc
         self._check_untouched(run)
-        return run.result()
+        result = run.result()
+        # checkpoints keyed by the nominal budgets the caller asked for
+        result.checkpoints = {n: result.checkpoints[allowed[n]] for n in checkpoints}
+        result.checkpoint_images = {n: result.checkpoint_images[allowed[n]] for n in checkpoints}
+        return result
 
     def _check_untouched(self, run: OracleRun, cause: BaseException | None = None) -> None:
         """Refuse the run of an attack that wrote to the oracle's tensors: its queries may have

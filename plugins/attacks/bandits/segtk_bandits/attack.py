@@ -42,6 +42,10 @@ class BanditsParams(AttackParams):
         configuration (prior_lr).
     image_lr: h, the image's ℓ∞ step: 2.55 = 0.01 on [0,1], BlackboxBench's ℓ∞ configuration
         (lr) and Ilyas et al. 2019's released ℓ∞ setting alike.
+    budget_rule: exact (the default): every query counts, the clean one included, and an image
+        stops at its budget; reference: as BlackboxBench's loop counts (the clean query free, a
+        step of 2 queries that starts below the budget finishes), so an image may spend one
+        query more than its budget. Never a default; the spec names it in every table.
     """
 
     prior_size: int = 20
@@ -49,9 +53,13 @@ class BanditsParams(AttackParams):
     fd_eta: float = 2.55
     prior_lr: float = 0.1
     image_lr: float = 2.55
+    budget_rule: str = "exact"
 
     def validate(self) -> None:
         super().validate()
+        if self.budget_rule not in ("exact", "reference"):
+            raise SegtkError(f"unknown budget_rule={self.budget_rule!r}",
+                             hint="use exact (the default) or reference (BlackboxBench's count)")
         if self.prior_size < 1:
             raise SegtkError(f"prior_size must be at least 1, got {self.prior_size}")
         knobs = (self.exploration, self.fd_eta, self.prior_lr, self.image_lr)
@@ -77,6 +85,11 @@ class BanditsAttack(Attack[BanditsParams]):
     anytime = True
     returns = "iterate"
     declares_iterate = True
+
+    def query_allowance(self, budget: int) -> int:
+        if self.params.budget_rule == "exact":
+            return budget
+        return self.stepped_allowance(budget, 2, free=1)
 
     def attack(self, oracle: Oracle) -> None:
         p = self.params

@@ -33,14 +33,22 @@ class NESParams(AttackParams):
         config (fd_eta), which the DLA paper did not change.
     lr: ℓ∞ step per estimate: 2.55 = 0.01 on [0,1], BlackboxBench's NES config and Ilyas et
         al. 2018 (η = 0.01). Momentum and plateau schedule are left out, as in BlackboxBench.
+    budget_rule: exact (the default): every query counts, the clean one included, and an image
+        stops at its budget; reference: as BlackboxBench's loop counts (the clean query free, a
+        step of 2q queries that starts below the budget finishes), so an image may spend up to
+        2q more than its budget. Never a default; the spec names it in every table.
     """
 
     q: int = 10
     sigma: float = 2.55
     lr: float = 2.55
+    budget_rule: str = "exact"
 
     def validate(self) -> None:
         super().validate()
+        if self.budget_rule not in ("exact", "reference"):
+            raise SegtkError(f"unknown budget_rule={self.budget_rule!r}",
+                             hint="use exact (the default) or reference (BlackboxBench's count)")
         if self.q < 1:
             raise SegtkError(f"q must be at least 1 (Gaussian samples per step), got {self.q}",
                              hint="e.g. --param q=10 (each sample costs 2 queries)")
@@ -63,6 +71,11 @@ class NESAttack(Attack[NESParams]):
     anytime = True
     returns = "iterate"
     declares_iterate = True
+
+    def query_allowance(self, budget: int) -> int:
+        if self.params.budget_rule == "exact":
+            return budget
+        return self.stepped_allowance(budget, 2 * self.params.q, free=1)
 
     def attack(self, oracle: Oracle) -> None:
         p = self.params

@@ -60,15 +60,23 @@ class ZOSignSGDParams(AttackParams):
     fd_eta: the probe scale η (per-pixel std for blackboxbench, ℓ2 length for signhunter);
         none: the config's.
     lr: ℓ∞ step per estimate; none: the config's.
+    budget_rule: exact (the default): every query counts and an image stops at its budget;
+        reference: as BlackboxBench's loop counts (a step of q + 1 queries, the first one's base
+        the clean image, that starts below the budget finishes), so an image may spend up to
+        q more than its budget. Never a default; the spec names it in every table.
     """
 
     config: str = "blackboxbench"
     q: int = 10
     fd_eta: float | None = None
     lr: float | None = None
+    budget_rule: str = "exact"
 
     def validate(self) -> None:
         super().validate()
+        if self.budget_rule not in ("exact", "reference"):
+            raise SegtkError(f"unknown budget_rule={self.budget_rule!r}",
+                             hint="use exact (the default) or reference (BlackboxBench's count)")
         if self.config not in CONFIGS:
             raise SegtkError(f"unknown config={self.config!r}",
                              hint=f"use one of: {', '.join(CONFIGS)} (e.g. config=signhunter)")
@@ -101,6 +109,11 @@ class ZOSignSGDAttack(Attack[ZOSignSGDParams]):
     anytime = True
     returns = "iterate"
     declares_iterate = True
+
+    def query_allowance(self, budget: int) -> int:
+        if self.params.budget_rule == "exact":
+            return budget
+        return self.stepped_allowance(budget, self.params.q + 1, free=0)
 
     def attack(self, oracle: Oracle) -> None:
         p = self.params
