@@ -309,3 +309,33 @@ def test_the_reference_subset_covers_the_images_of_every_appearance_subset(
     table = json.loads((out / "table.json").read_text())
     group = next(g for g in table["groups"] if g["group"] == "appearance")
     assert group["reference"] == "recon" and table["images"]["demo"]["recon"] == 2
+
+
+def _run_files(out: Path) -> dict[str, bytes]:
+    """Every file of a bench edits folder but run.json and the locks; results.jsonl's lines in
+    key order (shards land in any order)."""
+    found = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+             if p.is_file() and p.name not in ("run.json", ".lock")}
+    found["results.jsonl"] = b"\n".join(sorted(found["results.jsonl"].splitlines()))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("executor", ["local", "ray"])
+def test_every_executor_writes_the_inline_run_byte_for_byte(bench_run: Path, tmp_path: Path,
+                                                            executor: str) -> None:
+    """The edited subsets, their PNGs and manifests, the records and the table do not depend
+    on the executor, its workers or the chunk of a shard."""
+    if executor == "ray":
+        pytest.importorskip("ray")
+    out = tmp_path / executor
+    args = [*ARGS[:-2], "--executor", executor, "--workers", "2", "--chunk", "1", "--out", str(out)]
+    try:
+        result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    finally:
+        if executor == "ray":
+            import ray
+
+            ray.shutdown()
+    assert result.exit_code == 0, result.output
+    assert _run_files(out) == _run_files(bench_run)
