@@ -201,7 +201,7 @@ def attack_dataset(
     done = AttackRecord.keyed(run.done(), run.path and run.path / layout.RESULTS)  # None: in memory
     pending = [i for i, name in enumerate(dataset.names) if name not in done]
     palette = dataset.palette if dataset.palette is not None else default_palette(len(dataset.classes))
-    budget = attack.params.budget  # progress slots per image (a reference budget rule may spend more: capped)
+    budget = attack.params.budget  # progress per image (budget_rule=reference spends more: capped)
     for name in dataset.names:
         if name in done:
             if on_queries:

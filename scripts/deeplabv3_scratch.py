@@ -4,7 +4,8 @@ pyramid and SegFormer's transformer.
 
     python scripts/deeplabv3_scratch.py runs/deeplabv3-mobilenetv2-scratch
 
-The folder loads as `--model hf:FOLDER` and is the start of `segtk train` from scratch. Output
+The folder loads as `--model hf:FOLDER` and is the start of `segtk train` from scratch (the
+command that made models/deeplabv3-camvid is in its README). Output
 stride 16 (logits at 1/16 of the input, upsampled bilinearly by the hf adapter) keeps a training
 step about 4x cheaper on a CPU than stride 8. The processor keeps the input size (no resize, no
 crop) and normalises with ImageNet's mean and std.
