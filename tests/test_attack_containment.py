@@ -212,12 +212,18 @@ class Waits(Attack):
 
 
 def test_the_users_ctrl_c_during_an_attack_is_still_an_interrupt() -> None:
-    before = signal.getsignal(signal.SIGINT)
-    images, labels = toy_batch(1)
-    started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        Waits(budget=3).run(TinySegmenter(), images, labels)
-    assert time.monotonic() - started < 5 and signal.getsignal(signal.SIGINT) is before
+    # Python's own handler, as in a terminal: a background job (`cmd &`) starts with SIGINT
+    # ignored, where no Ctrl-C can arrive at all.
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        before = signal.getsignal(signal.SIGINT)
+        images, labels = toy_batch(1)
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            Waits(budget=3).run(TinySegmenter(), images, labels)
+        assert time.monotonic() - started < 5 and signal.getsignal(signal.SIGINT) is before
+    finally:
+        signal.signal(signal.SIGINT, outer)
 
 
 @pytest.mark.parametrize("raises", [SystemExit(0), KeyboardInterrupt()])

@@ -206,9 +206,10 @@ def test_a_flat_folder_of_pictures_with_a_classes_file_is_attacked_label_free(
     data = load_dataset(spec, unlabelled=True)
     assert [item.name for item in data] == [p.stem for p in sorted((unlabelled / "images").iterdir())]
     assert data.classes == load_dataset(f"folder:{unlabelled}", unlabelled=True).classes
-    kwargs = dict(budget=4, eps=64, reference="prediction")
-    flat_run = segtk.attack(TinySegmenter(), spec, "dla", **kwargs)
-    layout_run = segtk.attack(TinySegmenter(), f"folder:{unlabelled}", "dla", **kwargs)
+    flat_run = segtk.attack(TinySegmenter(), spec, "dla", budget=4, eps=64,
+                            reference="prediction")
+    layout_run = segtk.attack(TinySegmenter(), f"folder:{unlabelled}", "dla", budget=4, eps=64,
+                              reference="prediction")
     assert [(r.image, r.adv_miou) for r in flat_run.records] == \
         [(r.image, r.adv_miou) for r in layout_run.records]
     with pytest.raises(DataError, match="classes=FILE"):  # no classes.txt and no file named
