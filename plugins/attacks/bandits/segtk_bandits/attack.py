@@ -44,8 +44,8 @@ class BanditsParams(AttackParams):
         (lr) and Ilyas et al. 2019's released ℓ∞ setting alike.
     budget_rule: exact (the default): every query counts, the clean one included, and an image
         stops at its budget; reference: as BlackboxBench's loop counts (the clean query free, a
-        step of 2 queries that starts below the budget finishes), so an image may spend one
-        query more than its budget. Never a default; the spec names it in every table.
+        step of 2 queries that starts below the budget finishes), so an image may spend one or
+        two queries more than its budget. Never a default; the spec names it in every table.
     """
 
     prior_size: int = 20
