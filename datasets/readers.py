@@ -268,7 +268,10 @@ def load_folder(arg: str, split: str | None) -> Dataset:
                               hint=f"syntax: {FOLDER_SYNTAX}")
     root = dataset_root(path, "folder", hint)
     check_flat_split(root, split, (), "folder")
-    classes = Path(options["classes"]).expanduser() if options.get("classes") else None
+    if options.get("classes") == "":
+        raise DataError(f"folder:{arg}: classes= names no file",
+                        hint=f"give the class-name file, one name per line: {FOLDER_SYNTAX}")
+    classes = Path(options["classes"]).expanduser() if "classes" in options else None
     return folder_dataset(root, f"folder:{root.name}", hint, labels_optional=True,
                           mapping=label_mapping(options, f"folder:{arg}"), classes_file=classes)
 

@@ -214,6 +214,8 @@ def test_a_flat_folder_of_pictures_with_a_classes_file_is_attacked_label_free(
         [(r.image, r.adv_miou) for r in layout_run.records]
     with pytest.raises(DataError, match="classes=FILE"):  # no classes.txt and no file named
         load_dataset(f"folder:{flat}", unlabelled=True)
+    with pytest.raises(DataError, match="classes= names no file"):  # never read as classes.txt
+        load_dataset(f"folder:{unlabelled},classes=", unlabelled=True)
     with pytest.raises(DataError, match="missing.txt: not found"):
         load_dataset(f"folder:{flat},classes={tmp_path / 'missing.txt'}", unlabelled=True)
     (flat / "labels").mkdir()  # a labelled folder still needs images/: it is not guessed
