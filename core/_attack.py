@@ -137,11 +137,12 @@ class Attack(ABC, Generic[P]):
         return budget
 
     @staticmethod
-    def stepped_allowance(budget: int, step: int, free: int) -> int:
-        """BlackboxBench's count of a stepped attack: `free` queries it does not count (the
-        clean image's), then whole steps of `step` queries as long as the counted ones are
-        below `budget` before the step (so the last step finishes past it)."""
-        return free + math.ceil(budget / step) * step
+    def stepped_allowance(budget: int, rule: str, step: int, free: int) -> int:
+        """A stepped attack's allowance under its `budget_rule`: `budget` itself ("exact"), or
+        BlackboxBench's count ("reference"): `free` queries it does not count (the clean
+        image's), then whole steps of `step` queries as long as the counted ones are below
+        `budget` before the step (so the last step finishes past it)."""
+        return budget if rule == "exact" else free + math.ceil(budget / step) * step
 
     @abstractmethod
     def attack(self, oracle: Oracle) -> None:

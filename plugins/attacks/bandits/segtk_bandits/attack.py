@@ -87,9 +87,7 @@ class BanditsAttack(Attack[BanditsParams]):
     declares_iterate = True
 
     def query_allowance(self, budget: int) -> int:
-        if self.params.budget_rule == "exact":
-            return budget
-        return self.stepped_allowance(budget, 2, free=1)
+        return self.stepped_allowance(budget, self.params.budget_rule, 2, free=1)
 
     def attack(self, oracle: Oracle) -> None:
         p = self.params

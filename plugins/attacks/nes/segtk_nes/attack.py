@@ -73,9 +73,7 @@ class NESAttack(Attack[NESParams]):
     declares_iterate = True
 
     def query_allowance(self, budget: int) -> int:
-        if self.params.budget_rule == "exact":
-            return budget
-        return self.stepped_allowance(budget, 2 * self.params.q, free=1)
+        return self.stepped_allowance(budget, self.params.budget_rule, 2 * self.params.q, free=1)
 
     def attack(self, oracle: Oracle) -> None:
         p = self.params

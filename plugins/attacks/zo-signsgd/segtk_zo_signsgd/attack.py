@@ -111,9 +111,7 @@ class ZOSignSGDAttack(Attack[ZOSignSGDParams]):
     declares_iterate = True
 
     def query_allowance(self, budget: int) -> int:
-        if self.params.budget_rule == "exact":
-            return budget
-        return self.stepped_allowance(budget, self.params.q + 1, free=0)
+        return self.stepped_allowance(budget, self.params.budget_rule, self.params.q + 1, free=0)
 
     def attack(self, oracle: Oracle) -> None:
         p = self.params
