@@ -50,6 +50,7 @@ class LabelConfusion:
         way = ways.repeat(-(-self.pixels // self.WAYS))[: self.pixels]  # 0, span, 2·span, …
         self.way = way
         self.base = torch.where(valid, labels * k1, self.size).to(self.dtype) + way
+        self.rows: torch.Tensor | None = None  # true·(K+1) per pixel, made by `pairs`
 
     def __call__(self, pred: torch.Tensor, owners: torch.Tensor | None = None) -> torch.Tensor:
         """[N, K, K+1] for predictions [N,H,W]; row r is scored against labels[owners[r]]."""
@@ -73,13 +74,14 @@ class LabelConfusion:
 
     def pairs(self, pred: torch.Tensor, owner: int = 0) -> torch.Tensor:
         """[H·W] int32: each pixel's bin, true·(K+1) + shown, for a checked prediction [H,W]
-        (ids >= 0) against labels[owner]; an unscored pixel's true row is K, a shown id past
-        the classes column K. A table of (K+1)² values per (true, shown) pair then reads a
-        value per pixel in one gather: an attack's per-pixel credit, query after query."""
-        shown = pred.reshape(-1).clamp(max=self.num_classes).to(self.dtype)
-        if self.base.device != pred.device:
-            self.base, self.way = self.base.to(pred.device), self.way.to(pred.device)
-        return (self.base[owner] - self.way).add_(shown).int()
+        (ids >= 0, and below the model's outputs: far below 2³¹) against labels[owner]; an
+        unscored pixel's true row is K, a shown id past the classes column K. A table of (K+1)²
+        values per (true, shown) pair then reads a value per pixel in one gather: an attack's
+        per-pixel credit, query after query."""
+        if self.rows is None or self.rows.device != pred.device:
+            self.rows = (self.base - self.way).to(pred.device, torch.int32)  # true·(K+1)
+        shown = pred.reshape(-1).to(torch.int32, copy=True).clamp_(max=self.num_classes)
+        return shown.add_(self.rows[owner])
 
 
 def iou_per_class(conf: torch.Tensor) -> torch.Tensor:

@@ -67,7 +67,8 @@ class OracleRun:
         self._lo, self._hi = box(self._clean, eps_unit)
         self._tolerant: tuple[torch.Tensor, torch.Tensor] | None = None
         self._scratch = torch.empty(0)  # _within's buffer, grown to the largest batch checked
-        self._verified = VerifiedImages(self._lo, self._hi, self._labels, self._ask)
+        self._verified = VerifiedImages(self._lo, self._hi, self._labels, proxy.num_classes,
+                                        self._ask)
         self._confusion = LabelConfusion(labels, proxy.num_classes, proxy.ignore_index)
         self._best_images = self._clean.clone()
         self._best_scores = torch.full((b,), float("inf"))
@@ -197,7 +198,7 @@ class OracleRun:
         conf = self._confusion(labels, owners)
         scores = self._proxy.score(conf)
         self._record(images, owners, labels, scores, conf)
-        return Answer(scores, labels)
+        return Answer(scores, labels, conf)
 
     def _unreferenced(self, rows: list[tuple[int, torch.Tensor]]) -> list[int]:
         """With reference="prediction", the images among the (owner, image) `rows` whose

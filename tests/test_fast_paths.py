@@ -19,6 +19,7 @@ from segtk.core import (
     QueryCounter,
     Segmenter,
     SegtkError,
+    confusion,
     project,
     read_image,
     write_png,
@@ -140,6 +141,40 @@ def test_label_confusion_is_the_plain_count(k: int) -> None:
                 expected[t, p if 0 <= p < k else k] += 1
         assert np.array_equal(got[row].numpy(), expected)
 
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+def test_label_confusion_pairs_are_the_plain_bins_and_leave_the_prediction_alone(dtype) -> None:
+    k = 5
+    g = torch.Generator().manual_seed(3)
+    labels = torch.randint(0, k, (2, 6, 7), generator=g)
+    labels[1, :2] = 255  # unscored: row K
+    pred = torch.randint(0, k + 3, (6, 7), generator=g).to(dtype)  # ids past K: column K
+    before = pred.clone()
+    lc = LabelConfusion(labels, k)
+    for owner in (0, 1):
+        got = lc.pairs(pred, owner)
+        true = torch.where((labels[owner] >= 0) & (labels[owner] < k), labels[owner], k)
+        assert got.dtype == torch.int32
+        assert torch.equal(got, (true * (k + 1) + pred.long().clamp(max=k)).flatten().int())
+    assert torch.equal(pred, before)
+
+
+def test_an_answer_carries_the_confusion_its_scores_came_from() -> None:
+    g = torch.Generator().manual_seed(2)
+    clean = torch.rand(2, 3, 6, 5, generator=g)
+    labels = torch.stack([torch.zeros(6, 5, dtype=torch.long), torch.arange(30).view(6, 5) % 4])
+    o = OracleRun(QueryCounter(Grey(), 50, 2), clean, labels, Proxy(4), 8 / 255, [0, 1])
+    o.query(o.clean)
+    candidates = [o.verified.vertex(i, torch.rand(3, 6, 5, generator=g) > 0.5) for i in (1, 0, 1)]
+    answer = o.verified.answer(candidates)
+    assert answer.confusions is not None
+    for row, v in enumerate(candidates):
+        expected = confusion(answer.labels[row], o.labels[v.owner], 4)[0]
+        assert torch.equal(answer.confusions[row], expected)
+        assert float(answer.scores[row]) == float(Proxy(4).score(expected[None])[0])
+    empty = o.verified.answer([])
+    assert empty.confusions is not None and empty.confusions.shape == (0, 4, 5)
 
 class Grey(Segmenter):
     """Labels from the first channel, for any float dtype."""
