@@ -16,8 +16,9 @@ from segtk.core._specs import preferred_split
 from segtk.editkit import CLASSICAL
 from segtk.jobs.edit import EditSummary
 from segtk.jobs.overwrite import overwrite_run
-from segtk.jobs.train import CONSTANT, StepHook, TrainConfig, parse_scale, parse_size
+from segtk.jobs.train import CONSTANT, StepHook, TrainConfig
 from segtk.jobs.train import train as train_job
+from segtk.jobs.train_samples import parse_scale, parse_size
 
 __all__ = ["train", "bench_augment", "chosen_split", "split_augments", "BENCH_AUGMENTS",
            "AUGMENT_ATTRIBUTES"]

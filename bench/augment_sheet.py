@@ -19,7 +19,7 @@ from segtk.core import AugmentContext, load_dataset
 from segtk.core._build import build_augmenter
 from segtk.core._data import default_palette
 from segtk.imaging import overlay
-from segtk.jobs.train import resize_pair
+from segtk.jobs.train_samples import resize_pair
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = ["baseline", "cutout", "cutmix:p=1", "augmix", "edits:editor=color,values=red,p=1",

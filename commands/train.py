@@ -22,7 +22,8 @@ from segtk.commands.options import (
 )
 from segtk.commands.resume import Recorded, joined, resumable, sized
 from segtk.editkit import CLASSICAL
-from segtk.jobs.train import CONSTANT, SCHEDULES, parse_scale, parse_size
+from segtk.jobs.train import CONSTANT, SCHEDULES
+from segtk.jobs.train_samples import parse_scale, parse_size
 from segtk.storage.layout import CHECKPOINTS, MODEL_SPEC, RESULTS, RUN
 
 TRAIN_SPLIT_HELP = ("Training split [default: train where the data has splits, else all of it]; "

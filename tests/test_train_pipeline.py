@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from segtk.cli import cli
 from segtk.core import SegtkError
-from segtk.jobs.train import TrainConfig, batch_of, pipeline, random_crop, train
+from segtk.jobs.train import TrainConfig, train
+from segtk.jobs.train_samples import batch_of, pipeline, random_crop
 
 IGNORE = 255
 # One colour per class, none of them black (the image's padding) or a blend of two others.

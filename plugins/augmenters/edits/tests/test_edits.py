@@ -59,7 +59,7 @@ def test_dir_samples_are_whole_edited_pairs(edit_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_dir_samples_go_through_the_trainers_prepare(edit_dir: Path) -> None:
-    from segtk.jobs.train import random_crop, resize_pair
+    from segtk.jobs.train_samples import random_crop, resize_pair
 
     images, labels, classes = demo_batch()
     crop = (64, 48)
