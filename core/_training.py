@@ -93,6 +93,13 @@ class Augmenter(ABC):
         records nothing. Each call starts a new count."""
         return {}
 
+    def consistency(self) -> float:
+        """The weight of a Jensen–Shannon consistency loss (AugMix's JSD); 0, the default:
+        none, the model trains on the augmented batch. With a weight, the trainer asks `apply`
+        for two views of each clean batch, which must keep its labels, and trains on the clean
+        batch's cross-entropy plus the weight times the JSD of the three predictions."""
+        return 0.0
+
     @abstractmethod
     def apply(self, images: torch.Tensor, labels: torch.Tensor,
               generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

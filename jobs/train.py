@@ -48,6 +48,7 @@ from segtk.core import (
     Augmenter,
     Dataset,
     ModelError,
+    PluginError,
     SegtkError,
     atomic_write_bytes,
     load_dataset,
@@ -196,6 +197,44 @@ def segmentation_loss(logits: torch.Tensor, labels: torch.Tensor, ignore_index: 
     return total / (labels != ignore_index).sum().clamp(min=1)
 
 
+def jensen_shannon(*logits: torch.Tensor) -> torch.Tensor:
+    """AugMix's consistency loss per pixel: the mean over the predictions p_i ([B,C,H,W]
+    logits, softmax over C) of KL(p_i ‖ M), M their mean clamped to [1e-7, 1] as in the AugMix
+    code, summed over classes and averaged over every pixel (labels play no part)."""
+    probs = [F.softmax(x, dim=1) for x in logits]
+    log_mixture = torch.clamp(sum(probs) / len(probs), 1e-7, 1).log()
+    pixels = logits[0].shape[0] * logits[0].shape[2] * logits[0].shape[3]
+    return sum(F.kl_div(log_mixture, p, reduction="sum") for p in probs) / (len(probs) * pixels)
+
+
+def step_loss(model: Trainable, images: torch.Tensor, labels: torch.Tensor,
+              augmenter: Augmenter | None, generator: torch.Generator, ignore_index: int,
+              where: str) -> torch.Tensor:
+    """One step's loss: cross-entropy of the augmented batch, or, for an augmenter with a
+    consistency weight, of the clean batch plus the weight times the JSD between it and two
+    augmented views (one forward pass over all three, as AugMix trains)."""
+    device = getattr(model, "device", torch.device("cpu"))
+    weight = augmenter.consistency() if augmenter is not None else 0.0
+    if augmenter is None or weight == 0:
+        if augmenter is not None:
+            with naming(where, SegtkError, f"augmenter {augmenter.name}"):
+                images, labels = augmenter(images, labels, generator)
+        with naming(where, ModelError, "the model"):
+            logits = model.logits(images.to(device))
+        return segmentation_loss(logits, labels.to(logits.device), ignore_index)
+    with naming(where, SegtkError, f"augmenter {augmenter.name}"):
+        views = [augmenter(images, labels, generator) for _ in range(2)]
+        if not all(torch.equal(view_labels, labels) for _, view_labels in views):
+            raise PluginError(f"augmenter {augmenter.name} changed the labels, but a consistency "
+                              "loss compares the predictions of views of the same pixels",
+                              hint=f"train {augmenter.name} without its consistency weight")
+    with naming(where, ModelError, "the model"):
+        logits = model.logits(torch.cat([images, *(view for view, _ in views)]).to(device))
+    clean, *augmented = logits.chunk(3)
+    return (segmentation_loss(clean, labels.to(logits.device), ignore_index)
+            + weight * jensen_shannon(clean, *augmented))
+
+
 def train(config: TrainConfig, out: str | Path, resume: bool = False,
           on_start: Callable[[dict[str, Any]], None] | None = None,
           on_step: StepHook | None = None) -> list[EpochResult]:
@@ -281,7 +320,6 @@ def _train(config: TrainConfig, out: Path, run: RunDir, model: Trainable, data: 
     fresh = True  # no optimizer step since the weights were loaded from `source`
     if on_start:
         on_start({"images": len(items), "steps": steps, "start_epoch": start, "epochs": config.epochs})
-    device = getattr(model, "device", torch.device("cpu"))
     torch.set_flush_denormal(True)  # subnormal weights/grads make CPU training ~10x slower
     try:
         with torch.random.fork_rng(devices=[]):
@@ -297,13 +335,8 @@ def _train(config: TrainConfig, out: Path, run: RunDir, model: Trainable, data: 
                     generator = torch.Generator().manual_seed(derive(config.seed, "batch", epoch, step))
                     chunk = order[step * config.batch_size:(step + 1) * config.batch_size]
                     images, labels = batch_of(items, chunk, config, data.ignore_index, generator)
-                    if augmenter is not None:
-                        with naming(f"epoch {epoch} step {step + 1}", SegtkError,
-                                    f"augmenter {augmenter.name}"):
-                            images, labels = augmenter(images, labels, generator)
-                    with naming(f"epoch {epoch} step {step + 1}", ModelError, "the model"):
-                        logits = model.logits(images.to(device))
-                    loss = segmentation_loss(logits, labels.to(logits.device), data.ignore_index)
+                    loss = step_loss(model, images, labels, augmenter, generator,
+                                     data.ignore_index, f"epoch {epoch} step {step + 1}")
                     if not torch.isfinite(loss):
                         raise ModelError(f"epoch {epoch} step {step + 1}: the loss is {loss.item()}",
                                          hint=diverged_hint(source, fresh, bool(start)))

@@ -7,7 +7,10 @@ ops are used (autocontrast, equalize, posterize, solarize, brightness, contrast,
 saturation, sharpness): its geometric ops (rotate, shear, translate) would move each chain's
 pixels differently, and no single label map fits a convex mix of differently moved images.
 So the label is returned unchanged. `severity` (1–10, default 3 as in the paper) scales every op.
-The JSD consistency loss of the paper is not used (a plain cross-entropy trainer).
+`jsd` > 0 trains with the paper's Jensen–Shannon consistency loss at that weight (the paper's
+12): the trainer takes two AugMix views of each clean batch and adds `jsd` times the JSD of the
+three predictions to the clean batch's cross-entropy (`segtk.jobs.train.step_loss`); 0, the
+default, trains on the augmented batch with cross-entropy alone.
 """
 
 from __future__ import annotations
@@ -52,16 +55,20 @@ class AugMix(Augmenter):
     requires: ClassVar[tuple[str, ...]] = ("albumentations",)
     install: ClassVar[str] = "pip install -e plugins/augmenters/augmix"
     defaults: ClassVar[dict[str, Any]] = {"severity": 3, "width": 3, "depth": -1, "alpha": 1.0,
-                                          "p": 1.0}
+                                          "p": 1.0, "jsd": 0.0}
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         p = self.params
         if not 1 <= p["severity"] <= 10 or p["width"] < 1 or p["depth"] == 0 or p["depth"] < -1 \
-                or p["alpha"] <= 0 or not 0 <= p["p"] <= 1:
+                or p["alpha"] <= 0 or not 0 <= p["p"] <= 1 or not 0 <= p["jsd"] < float("inf"):
             raise PluginError("augmix: needs severity 1-10, width >= 1, depth -1 (1-3 ops) or "
-                              ">= 1, alpha > 0, 0 <= p <= 1", hint="e.g. augmix:severity=3,width=3")
+                              ">= 1, alpha > 0, 0 <= p <= 1, jsd >= 0 (finite)",
+                              hint="e.g. augmix:severity=3,width=3 or augmix:jsd=12")
         self._ops = make_ops(int(p["severity"]))
+
+    def consistency(self) -> float:
+        return float(self.params["jsd"])
 
     def mix(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """AugMix of one uint8 HWC image -> float32 HWC in [0, 255]."""

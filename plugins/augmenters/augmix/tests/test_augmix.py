@@ -49,3 +49,11 @@ def test_bad_parameters() -> None:
         build_augmenter("augmix:severity=11")
     with pytest.raises(PluginError, match="depth -1"):
         build_augmenter("augmix:depth=0")
+
+
+def test_jsd_is_the_consistency_weight_and_off_by_default() -> None:
+    assert build_augmenter("augmix").consistency() == 0.0
+    assert build_augmenter("augmix:jsd=12").consistency() == 12.0
+    for bad in ("-1", "inf", "nan"):
+        with pytest.raises(PluginError, match="jsd >= 0"):
+            build_augmenter(f"augmix:jsd={bad}")
