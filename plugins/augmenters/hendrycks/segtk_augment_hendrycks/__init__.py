@@ -101,7 +101,9 @@ class Hendrycks(Augmenter):
     description = "Hendrycks & Dietterich's common corruptions (photometric; albumentations); label unchanged"
     requires: ClassVar[tuple[str, ...]] = ("albumentations",)
     install: ClassVar[str] = "pip install -e plugins/augmenters/hendrycks"
-    defaults: ClassVar[dict[str, Any]] = {"severity": 3, "corruptions": "all", "p": 1.0}
+    # p = 0.5: neither paper nor reference code gives one; half the samples stay clean, as in
+    # Gen4Seg's own 50/50 mix of generated and real samples (see the README)
+    defaults: ClassVar[dict[str, Any]] = {"severity": 3, "corruptions": "all", "p": 0.5}
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)

@@ -24,7 +24,7 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
 def change(corruption: str, severity: int, seeds: int = 3) -> float:
     """Mean absolute change of the batch's pixels, averaged over a few generator seeds."""
     images, labels = batch()
-    augmenter = Hendrycks(corruptions=corruption, severity=severity)
+    augmenter = Hendrycks(corruptions=corruption, severity=severity, p=1)
     return float(np.mean([(augmenter(images, labels, torch.Generator().manual_seed(s))[0]
                            - images).abs().mean() for s in range(seeds)]))
 
@@ -38,7 +38,7 @@ def test_registered_with_photometric_corruptions_only() -> None:
 @pytest.mark.parametrize("corruption", CORRUPTIONS)
 def test_each_corruption_changes_every_image_and_keeps_the_label(corruption) -> None:
     images, labels = batch()
-    out, lab = Hendrycks(corruptions=corruption)(images, labels, torch.Generator().manual_seed(0))
+    out, lab = Hendrycks(corruptions=corruption, p=1)(images, labels, torch.Generator().manual_seed(0))
     assert torch.equal(lab, labels) and lab is not labels
     assert out.shape == images.shape and 0 <= float(out.min()) and float(out.max()) <= 1
     assert (out - images).abs().flatten(1).mean(1).gt(1 / 255).all()  # every image changed
@@ -58,6 +58,16 @@ def test_deterministic_given_the_generator() -> None:
     b, _ = Hendrycks(severity=0)(images, labels, torch.Generator().manual_seed(2))
     c, _ = Hendrycks(severity=0)(images, labels, torch.Generator().manual_seed(3))
     assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_by_default_half_the_samples_are_corrupted_and_the_rest_left_as_they_were() -> None:
+    images, labels = batch()
+    images, labels = images.repeat(20, 1, 1, 1), labels.repeat(20, 1, 1)  # 40 samples
+    out, _ = Hendrycks()(images, labels, torch.Generator().manual_seed(0))
+    changed = (out != images).flatten(1).any(1)
+    assert 12 <= int(changed.sum()) <= 28  # Binomial(40, 0.5): 20 ± 8 at over 3 std
+    assert torch.equal(out[~changed], images[~changed])
+    assert Hendrycks().parameters()["p"] == 0.5
 
 
 def test_p_zero_is_identity() -> None:
