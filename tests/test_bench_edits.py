@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import types
 from pathlib import Path
+from tempfile import TemporaryDirectory
 
 import numpy as np
 import pytest
@@ -17,7 +18,16 @@ from PIL import Image
 
 from segtk.benchmarks.edits import subset_miou
 from segtk.cli import cli
-from segtk.core import EditBackend, EditedSample, Editor, hookimpl, load_dataset, write_png
+from segtk.core import (
+    EditBackend,
+    EditedSample,
+    Editor,
+    Segmenter,
+    hookimpl,
+    load_dataset,
+    load_segmenter,
+    write_png,
+)
 from segtk.core._metrics import mean_iou
 from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 from segtk.editkit import GeometryEditor
@@ -339,3 +349,147 @@ def test_every_executor_writes_the_inline_run_byte_for_byte(bench_run: Path, tmp
             ray.shutdown()
     assert result.exit_code == 0, result.output
     assert _run_files(out) == _run_files(bench_run)
+
+
+def test_object_masks_are_the_editors_pick_and_an_existing_mask_is_kept(tmp_path: Path) -> None:
+    # The geometry reference scores each source image on the object the geometry editors pick:
+    # the same rule, min_area and things; no file where there is no object; a mask already
+    # there (a resumed run) is kept and the images after it are still written.
+    from segtk.benchmarks.edits import object_masks
+    from segtk.editkit._selection import DEFAULT_MIN_AREA, prepare_sample
+
+    data = load_dataset("demo")
+    names = data.names[:5]
+
+    def picked(name: str, things: list[str] | None = None) -> np.ndarray | None:
+        item = data[data.names.index(name)]
+        sample = prepare_sample(name, item.image, item.label, data.classes, "object",
+                                DEFAULT_MIN_AREA, None, None, data.ignore_index, things=things)
+        return getattr(sample, "mask", None)
+
+    expected = {n: picked(n) for n in names}
+    assert 0 < sum(m is not None for m in expected.values()) < len(names)  # both cases
+    folder = tmp_path / "masks"
+    folder.mkdir()
+    first = next(n for n in names if expected[n] is not None)
+    kept = np.zeros(expected[first].shape, np.uint8)
+    kept[0, 0] = 255
+    write_png(folder / f"{first}.png", kept)
+    assert object_masks(data, names, folder) == str(folder)
+    for name in names:
+        path = folder / f"{name}.png"
+        if name == first:
+            assert np.array_equal(np.asarray(Image.open(path)), kept)
+        elif expected[name] is None:
+            assert not path.exists()
+        else:
+            written = np.asarray(Image.open(path))
+            assert written.dtype == np.uint8
+            assert np.array_equal(written, expected[name].astype(np.uint8) * 255)
+    things = tmp_path / "things"
+    things.mkdir()
+    object_masks(data, names, things, things=["car", "person"])  # only thing classes may count
+    written = {p.stem for p in things.glob("*.png")}
+    with_things = {n for n in names if picked(n, ["car", "person"]) is not None}
+    assert written == with_things != {n for n in names if expected[n] is not None}
+
+
+class SpyModel(Segmenter):
+    """The demo model behind a spy: the sizes of the batches it is asked for."""
+
+    name = "demo"
+
+    def __init__(self, device: str) -> None:
+        self.inner = load_segmenter("demo")
+        self.classes, self.ignore_index = self.inner.classes, self.inner.ignore_index
+        self.device = torch.device(device)
+        self.batches: list[int] = []
+
+    def predict(self, images: torch.Tensor) -> torch.Tensor:
+        self.batches.append(images.shape[0])
+        return self.inner.predict(images)
+
+
+def test_a_shard_scores_its_own_images_with_its_model_split_batches_and_masks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One shard in-process: the model and dataset it names (device, split), batches of its
+    # batch size on the model's device, a record per image of the shard and no other, the
+    # object pixels of an object-only subset (any non-zero mask value; no mask file: nothing
+    # scored), and whole images where the subset is not object-only, masks or not.
+    from segtk.benchmarks import edits as bench_edits
+    from segtk.core import confusion
+    from segtk.jobs.batching import batch_tensors
+
+    asked: dict[str, object] = {}
+    spy = SpyModel("cpu")
+    spy.device = torch.device("cpu", 0)  # told apart from a default: the model's own device
+
+    def segmenter(spec: str, device: str) -> SpyModel:
+        asked["model"] = (spec, device)
+        return spy
+
+    def dataset(spec: str, split: str | None):
+        asked["data"] = (spec, split)
+        return load_dataset(spec)
+
+    def tensors(batch, device):
+        asked["batch device"] = device
+        return batch_tensors(batch, device)
+
+    monkeypatch.setattr(bench_edits, "cached_segmenter", segmenter)
+    monkeypatch.setattr(bench_edits, "load_dataset", dataset)
+    monkeypatch.setattr(bench_edits, "batch_tensors", tensors)
+    data = load_dataset("demo")
+    names = tuple(data.names[1:6:2])  # three of the eight images
+    masks = tmp_path / "masks"
+    masks.mkdir()
+    half = np.zeros(data[0].label.shape, np.uint8)
+    half[: half.shape[0] // 2] = 1  # 0/1, not 0/255: any non-zero value marks the object
+    write_png(masks / f"{names[0]}.png", half)
+    write_png(masks / f"{names[1]}.png", half * 255)  # names[2]: no mask file
+    whole = bench_edits.Subset("original", "demo", "val", names)
+    objects = bench_edits.Subset("original-object", "demo", "val", names, True, str(masks))
+    unmasked = bench_edits.Subset("color", "demo", "val", names, False, str(masks))
+    k = len(data.classes)
+    for subset in (whole, objects, unmasked):
+        spy.batches.clear()
+        shard = bench_edits.Shard("demo", subset, names, batch_size=2, device="cuda:7")
+        records = bench_edits.run_shard(shard)
+        assert asked == {"model": ("demo", "cuda:7"), "data": ("demo", "val"),
+                         "batch device": spy.device}
+        assert spy.batches == [2, 1]
+        assert [r.image for r in records] == list(names)
+        assert [r.key for r in records] == [shard.key(n) for n in names]
+        for record in records:
+            item = data[data.names.index(record.image)]
+            pred = spy.inner.predict(torch.from_numpy(item.image).permute(2, 0, 1)[None].float() / 255)[0]
+            label = torch.from_numpy(item.label.astype(np.int64))
+            if subset.object_only:
+                inside = torch.zeros_like(label, dtype=torch.bool)
+                if record.image != names[2]:
+                    inside[: label.shape[0] // 2] = True
+                label = torch.where(inside, label, data.ignore_index)
+            assert record.confusion == confusion(pred, label, k, data.ignore_index)[0].tolist()
+        if subset.object_only:
+            assert sum(map(sum, records[2].confusion)) == 0  # no mask: nothing scored
+
+
+def test_object_masks_follow_the_objects_rule() -> None:
+    # The largest region is a one-pixel comb (thin: no editor takes it), the next a solid
+    # square: "ranked" picks the square, "largest" gives up, as the editors do.
+    from segtk.benchmarks.edits import object_masks
+    from segtk.core import Dataset, Item
+
+    label = np.full((40, 40), 255, np.int64)
+    label[0::2, :19] = 0  # comb teeth
+    label[:, 0] = 0  # and its back: one region of 400 pixels
+    label[:19, 21:39] = 1  # the square: 342 pixels, 21% of the image
+    item = Item("comb", np.zeros((40, 40, 3), np.uint8), label)
+    data = Dataset("comb", ["comb", "square"], [("comb", lambda: item)])
+    for objects, expected in (("largest", None), ("ranked", label == 1)):
+        with TemporaryDirectory() as tmp:
+            object_masks(data, ["comb"], Path(tmp), objects=objects)
+            path = Path(tmp) / "comb.png"
+            assert path.exists() == (expected is not None)
+            if expected is not None:
+                assert np.array_equal(np.asarray(Image.open(path)) > 0, expected)
