@@ -535,3 +535,12 @@ def test_table_csv_json_and_chart_say_what_the_result_holds(tmp_path: Path,
     assert np.isnan(heights[5])  # a subset a model was not scored on: no bar
     centres = [x for x, _ in bars]
     assert centres == [-0.2, 0.8, 1.8, 0.2, 1.2, 2.2]  # side by side around each subset's tick
+    assert {round(p.get_width(), 6) for p in ax.patches} == {0.4}  # 0.8 shared by the models
+    assert tuple(fig.get_size_inches()) == pytest.approx((1.1 * 3 * 2 + 2, 4))  # grows with both
+    one = {**result, "models": ["demo"], "groups": []}
+    bench_edits.plot(one, tmp_path / "one.png")
+    fig = charts[-1][0]
+    assert {round(p.get_width(), 6) for p in fig.axes[0].patches} == {0.8}
+    assert tuple(fig.get_size_inches()) == pytest.approx((1.1 * 3 + 2, 4))
+    bench_edits.plot({**one, "subsets": ["original"]}, tmp_path / "narrow.png")
+    assert tuple(charts[-1][0].get_size_inches()) == pytest.approx((5, 4))  # never narrower
