@@ -544,3 +544,96 @@ def test_table_csv_json_and_chart_say_what_the_result_holds(tmp_path: Path,
     assert tuple(fig.get_size_inches()) == pytest.approx((1.1 * 3 + 2, 4))
     bench_edits.plot({**one, "subsets": ["original"]}, tmp_path / "narrow.png")
     assert tuple(charts[-1][0].get_size_inches()) == pytest.approx((5, 4))  # never narrower
+
+
+# --- the subsets as build_subsets makes them -----------------------------------------------------
+
+
+def test_subsets_default_to_segtk_edits_settings_and_pass_the_editor_params(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without options, build_subsets edits as `segtk edit` does by default (classical backend,
+    # seed 0, the default object), reads the dataset, split and limit it is given, and hands
+    # the editor its parameters: the run.json of each subset says so.
+    from segtk.benchmarks import edits as bench_edits
+    from segtk.editkit import DEFAULT_MIN_AREA
+
+    asked = []
+
+    def dataset(spec: str, split: str | None, limit: int | None = None):
+        asked.append((spec, split, limit))
+        return load_dataset(spec, None, limit)
+
+    monkeypatch.setattr(bench_edits, "load_dataset", dataset)
+    subsets = bench_edits.build_subsets("demo", "val", 3, ["color"], tmp_path,
+                                        values={"color": ["red"]},
+                                        editor_params={"strength": "0.5"})
+    assert asked == [("demo", "val", 3)]
+    config = json.loads((tmp_path / "edits" / "color" / "run.json").read_text())["config"]
+    assert (config["backend"], config["seed"], config["min_area"]) == ("classical", 0, DEFAULT_MIN_AREA)
+    assert (config["split"], config["limit"], config["values"]) == ("val", 3, ["red"])
+    assert config["params"]["strength"] == 0.5
+    assert "objects" not in config and "things_only" not in config  # largest object, any class
+    assert [s.name for s in subsets] == ["original", "color"]
+    assert subsets[0].split == "val" and subsets[1].kind == "appearance"
+
+
+def test_things_only_chooses_the_reference_objects_among_the_thing_classes(tmp_path: Path) -> None:
+    from segtk.benchmarks import edits as bench_edits
+
+    data = load_dataset("demo")
+    subsets = bench_edits.build_subsets("demo", None, None, ["size"], tmp_path,
+                                        values={"size": ["0.4"]}, min_area=0.001,
+                                        things_only=True)
+    reference = next(s for s in subsets if s.name == "original-object")
+    config = json.loads((tmp_path / "edits" / "size-0.4" / "run.json").read_text())["config"]
+    assert config["things_only"] is True and config["min_area"] == 0.001
+    assert reference.images
+    things = [data.classes.index(c) for c in data.things]
+    for name in reference.images:
+        mask = np.asarray(Image.open(Path(reference.masks) / f"{name}.png")) > 0
+        label = data[data.names.index(name)].label
+        assert mask.any() and np.isin(label[mask], things).all(), name
+
+
+class Odd(Editor):
+    """An editor of a kind segtk does not know."""
+
+    name = attribute = "odd"
+    kind = "sideways"
+    values = ("x",)
+
+    def edit(self, sample, value, rng):
+        return EditedSample(sample.image, sample.label, sample.mask, value)
+
+
+def test_an_editor_of_an_unknown_kind_is_refused_naming_the_kinds(tmp_path: Path) -> None:
+    from segtk.benchmarks import edits as bench_edits
+    from segtk.core import EDIT_KINDS, SegtkError
+
+    reset_plugin_manager()
+    get_plugin_manager().register(
+        types.SimpleNamespace(register_editors=hookimpl(lambda register: [register(Odd)])),
+        name="segtk_odd_editor")
+    try:
+        with pytest.raises(SegtkError, match="editor 'odd' declares kind 'sideways'") as info:
+            bench_edits.build_subsets("demo", None, 2, ["odd"], tmp_path)
+    finally:
+        reset_plugin_manager()
+    assert info.value.hint == (f"an editor's kind is one of {', '.join(EDIT_KINDS)}; "
+                               "fix the plugin")
+    assert not (tmp_path / "edits").exists()  # refused before anything was edited
+
+
+def test_filters_and_their_params_reach_every_edited_subset(tmp_path: Path) -> None:
+    pytest.importorskip("segtk_filter_surrogate")
+    from segtk.benchmarks import edits as bench_edits
+
+    bench_edits.build_subsets("demo", None, 2, ["color"], tmp_path, values={"color": ["red"]},
+                              filters=["surrogate"],
+                              filter_params=["surrogate.model=demo", "surrogate.mode=code"])
+    config = json.loads((tmp_path / "edits" / "color" / "run.json").read_text())["config"]
+    assert list(config["filters"]) == ["surrogate"]
+    assert config["filters"]["surrogate"]["model"] == "demo"
+    assert config["filters"]["surrogate"]["mode"] == "code"
+    records = lines(tmp_path / "edits" / "color" / "manifest.jsonl")
+    assert records and all("surrogate" in r["filters"] for r in records)
