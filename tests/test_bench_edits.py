@@ -23,6 +23,7 @@ from segtk.core import (
     EditBackend,
     EditedSample,
     Editor,
+    PromptWriter,
     Segmenter,
     hookimpl,
     load_dataset,
@@ -637,3 +638,34 @@ def test_filters_and_their_params_reach_every_edited_subset(tmp_path: Path) -> N
     assert config["filters"]["surrogate"]["mode"] == "code"
     records = lines(tmp_path / "edits" / "color" / "manifest.jsonl")
     assert records and all("surrogate" in r["filters"] for r in records)
+
+
+class Echo(PromptWriter):
+    """A prompt writer that signs its prompts."""
+
+    name = "echo"
+
+    def rewrite(self, sample, attribute, value, template):
+        return f"{template}, {attribute}={value}", "echo:1"
+
+
+def test_filters_seed_and_prompt_writer_reach_the_edits_and_the_reference_gets_none(
+        backend_with_reference, tmp_path: Path) -> None:
+    # The backend's reference subset (Recon) is the unedited pipeline: no filter and no prompt
+    # writer touch it, while every edited subset gets both, and the seed.
+    pytest.importorskip("segtk_filter_surrogate")
+    from segtk.benchmarks import edits as bench_edits
+
+    bench_edits.build_subsets("demo", None, 2, ["color"], tmp_path, backend="halves",
+                              values={"color": ["red"]}, seed=3, filters=["surrogate"],
+                              filter_params=["surrogate.model=demo", "surrogate.mode=code"],
+                              prompt_writer=Echo("m"), prompt_config={"prompt_model": "m"})
+    colour, recon = (json.loads((tmp_path / "edits" / s / "run.json").read_text())["config"]
+                     for s in ("color", "recon"))
+    assert colour["seed"] == recon["seed"] == 3
+    assert colour["filters"]["surrogate"]["model"] == "demo" and "filters" not in recon
+    assert colour["prompt_model"] == "m" and "prompt_model" not in recon
+    edited = lines(tmp_path / "edits" / "color" / "manifest.jsonl")
+    assert edited and all(r["prompt_writer"] == "echo:1" for r in edited)
+    remade = lines(tmp_path / "edits" / "recon" / "manifest.jsonl")
+    assert remade and not any("prompt_writer" in r or "filters" in r for r in remade)
