@@ -20,6 +20,7 @@ from PIL import Image
 from segtk.benchmarks.edits import subset_miou
 from segtk.cli import cli
 from segtk.core import (
+    Captioner,
     EditBackend,
     EditedSample,
     Editor,
@@ -33,6 +34,7 @@ from segtk.core import (
 from segtk.core._metrics import mean_iou
 from segtk.core._plugins import get_plugin_manager, reset_plugin_manager
 from segtk.editkit import GeometryEditor
+from segtk.jobs import edit as edit_job
 from segtk.jobs.edit import picked_value
 
 ARGS = ["bench", "edits", "--models", "demo", "--attributes", "color,size", "--values",
@@ -528,6 +530,7 @@ def test_table_csv_json_and_chart_say_what_the_result_holds(tmp_path: Path,
     (fig, path), = charts
     assert path == tmp_path / "miou.png"
     ax = fig.axes[0]
+    assert (ax.get_ylabel(), ax.get_title()) == ("mIoU %", "mIoU per subset (Gen4Seg attribute edits)")
     assert [t.get_text() for t in ax.get_xticklabels()] == result["subsets"]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["demo", "hf:seg"]  # no folder
     bars = [(round(p.get_x() + p.get_width() / 2, 6), p.get_height()) for p in ax.patches]
@@ -565,17 +568,29 @@ def test_subsets_default_to_segtk_edits_settings_and_pass_the_editor_params(
         return load_dataset(spec, None, limit)
 
     monkeypatch.setattr(bench_edits, "load_dataset", dataset)
-    subsets = bench_edits.build_subsets("demo", "val", 3, ["color"], tmp_path,
-                                        values={"color": ["red"]},
-                                        editor_params={"strength": "0.5"})
+    sheets, built = [], []
+    contact_sheet = edit_job.contact_sheet
+    monkeypatch.setattr(edit_job, "contact_sheet",
+                        lambda *a, **kw: sheets.append(a[-1]) or contact_sheet(*a, **kw))
+    subsets = bench_edits.build_subsets("demo", "val", 3, ["color", "size"], tmp_path,
+                                        values={"color": ["red"], "size": ["0.4"]},
+                                        on_subset=lambda name, summary: built.append(name))
     assert asked == [("demo", "val", 3)]
     config = json.loads((tmp_path / "edits" / "color" / "run.json").read_text())["config"]
-    assert (config["backend"], config["seed"], config["min_area"]) == ("classical", 0, DEFAULT_MIN_AREA)
+    assert (config["plugin"], config["backend"], config["data"]) == ("color", "classical", "demo")
+    assert (config["seed"], config["min_area"]) == (0, DEFAULT_MIN_AREA)
     assert (config["split"], config["limit"], config["values"]) == ("val", 3, ["red"])
-    assert config["params"]["strength"] == 0.5
+    assert config["params"]["strength"] == 1.0
+    bench_edits.build_subsets("demo", "val", 3, ["color"], tmp_path / "p",
+                              values={"color": ["red"]}, editor_params={"strength": "0.5"})
+    given = json.loads((tmp_path / "p" / "edits" / "color" / "run.json").read_text())["config"]
+    assert given["params"]["strength"] == 0.5
     assert "objects" not in config and "things_only" not in config  # largest object, any class
-    assert [s.name for s in subsets] == ["original", "color"]
-    assert subsets[0].split == "val" and subsets[1].kind == "appearance"
+    assert built == ["color", "size-0.4"] and sheets[:2] == [6, 6]  # a 6-row contact sheet each
+    assert [s.name for s in subsets] == ["original", "original-object", "color", "size-0.4"]
+    assert {s.split for s in subsets[:2]} == {"val"}  # the references read the bench's split
+    assert [(s.object_only, s.masks is not None, s.kind) for s in subsets] == [
+        (False, False, ""), (True, True, ""), (False, False, "appearance"), (True, True, "geometry")]
 
 
 def test_things_only_chooses_the_reference_objects_among_the_thing_classes(tmp_path: Path) -> None:
@@ -584,10 +599,11 @@ def test_things_only_chooses_the_reference_objects_among_the_thing_classes(tmp_p
     data = load_dataset("demo")
     subsets = bench_edits.build_subsets("demo", None, None, ["size"], tmp_path,
                                         values={"size": ["0.4"]}, min_area=0.001,
-                                        things_only=True)
+                                        things_only=True, objects="ranked")
     reference = next(s for s in subsets if s.name == "original-object")
     config = json.loads((tmp_path / "edits" / "size-0.4" / "run.json").read_text())["config"]
     assert config["things_only"] is True and config["min_area"] == 0.001
+    assert config["objects"] == "ranked"
     assert reference.images
     things = [data.classes.index(c) for c in data.things]
     for name in reference.images:
@@ -669,3 +685,103 @@ def test_filters_seed_and_prompt_writer_reach_the_edits_and_the_reference_gets_n
     assert edited and all(r["prompt_writer"] == "echo:1" for r in edited)
     remade = lines(tmp_path / "edits" / "recon" / "manifest.jsonl")
     assert remade and not any("prompt_writer" in r or "filters" in r for r in remade)
+
+
+class Plain(Captioner):
+    name = "plain"
+
+    def caption(self, image, mask, class_name):
+        return f"a picture with a {class_name or 'scene'}"
+
+
+def test_a_captioner_writes_every_subsets_source_captions_and_recon_is_no_kind(
+        backend_with_reference, tmp_path: Path) -> None:
+    from segtk.benchmarks import edits as bench_edits
+
+    subsets = bench_edits.build_subsets("demo", None, 2, ["color"], tmp_path, backend="halves",
+                                        values={"color": ["red"]}, captioner=Plain(),
+                                        captioner_config={"captioner": "plain"})
+    assert {s.name: s.kind for s in subsets} == {"original": "", "color": "appearance",
+                                                 "recon": ""}
+    for subset in ("color", "recon"):
+        records = lines(tmp_path / "edits" / subset / "manifest.jsonl")
+        assert records and all(r["captioner"] == "plain" for r in records)
+        assert all(r["prompt_source"].startswith("a picture with a ") for r in records)
+
+
+def test_nothing_editable_is_refused_with_where_to_look(tmp_path: Path) -> None:
+    from segtk.benchmarks import edits as bench_edits
+    from segtk.core import SegtkError
+
+    with pytest.raises(SegtkError, match="^no image could be edited for any attribute ") as info:
+        bench_edits.build_subsets("demo", None, 2, ["size"], tmp_path, min_area=0.99)
+    assert info.value.hint == "see OUT/edits/ATTR/skipped.jsonl; try more images or --min-area"
+
+
+# --- plan, run_bench and the object-only mIoU -----------------------------------------------------
+
+
+def test_plan_cuts_each_subset_into_chunks_per_model() -> None:
+    from segtk.benchmarks.edits import Shard, Subset, plan
+
+    five = Subset("color", "demo", None, tuple("abcde"))
+    ten = Subset("original", "demo", None, tuple("abcdefghij"))
+    shards = plan(["m1", "m2"], [five, ten], chunk=2, batch_size=3, device="cuda:1")
+    assert [(s.model, s.subset.name, s.images) for s in shards] == [
+        (m, name, images) for m in ("m1", "m2") for name, images in (
+            ("color", ("a", "b")), ("color", ("c", "d")), ("color", ("e",)),
+            ("original", ("a", "b")), ("original", ("c", "d")), ("original", ("e", "f")),
+            ("original", ("g", "h")), ("original", ("i", "j")))]
+    assert {(s.batch_size, s.device) for s in shards} == {(3, "cuda:1")}
+    default = plan(["m"], [ten])  # chunks of 8 images, batches of 4, on the CPU
+    assert default == [Shard("m", ten, tuple("abcdefgh"), 4, "cpu"), Shard("m", ten, ("i", "j"), 4, "cpu")]
+
+
+def test_run_bench_checks_each_model_once_then_scores_what_is_left(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each model's classes are checked once against one image of its data (read with the
+    # subset's split, on the shard's device); the progress starts at the records a resumed run
+    # already has, then grows by each shard's records; done shards are not run again.
+    from segtk.benchmarks import edits as bench_edits
+
+    color = bench_edits.Subset("color", "demo", "val", ("a", "b", "c"))
+    shards = [bench_edits.Shard("m1", color, ("a", "b"), device="cuda:3"),
+              bench_edits.Shard("m1", color, ("c",), device="cuda:3"),
+              bench_edits.Shard("m2", color, ("a", "b"), device="cuda:3"),
+              bench_edits.Shard("m2", color, ("c",), device="cuda:3")]
+    checks, loaded, ran, progress, appended = [], [], [], [], []
+    monkeypatch.setattr(bench_edits, "cached_segmenter", lambda spec, device: (spec, device))
+    monkeypatch.setattr(bench_edits, "check_compatible",
+                        lambda model, data, from_data: checks.append((model, len(data), from_data)))
+
+    def dataset(spec: str, split: str | None):
+        loaded.append((spec, split))
+        return load_dataset(spec)
+
+    def shard_records(shard):
+        ran.append(shard)
+        return [bench_edits.ScoreLine(key=shard.key(i), model=shard.model, subset="color",
+                                      image=i, confusion=[[1]]) for i in shard.images]
+
+    monkeypatch.setattr(bench_edits, "load_dataset", dataset)
+    monkeypatch.setattr(bench_edits, "run_shard", shard_records)
+    run = types.SimpleNamespace(done=lambda key: [shards[0].key("a"), shards[0].key("b")],
+                                append=appended.append)
+    executor = types.SimpleNamespace(map=lambda fn, items: map(fn, items))
+    bench_edits.run_bench(shards, run, executor, on_records=progress.append)
+    assert checks == [(("m1", "cuda:3"), 1, False), (("m2", "cuda:3"), 1, False)]
+    assert loaded == [("demo", "val")] * 2
+    assert ran == shards[1:] and progress == [2, 1, 2, 1] and len(appended) == 4
+    checks.clear()
+    bench_edits.run_bench(shards[2:], run, executor, classes_from_data=True)
+    assert checks == [(("m2", "cuda:3"), 1, True)]
+
+
+def test_object_only_miou_averages_the_classes_in_the_object_labels() -> None:
+    from segtk.benchmarks.edits import subset_miou
+
+    # class 0: one labelled pixel, right; class 1: none labelled, shown once; class 2: 2 of 4
+    conf = torch.tensor([[1, 0, 0, 0], [0, 0, 0, 0], [0, 1, 2, 1]])
+    assert subset_miou(conf, object_only=True) == pytest.approx((1.0 + 2 / 4) / 2)
+    assert subset_miou(conf) == pytest.approx((1.0 + 0.0 + 2 / 4) / 3)  # a whole-image mean
+    assert np.isnan(subset_miou(torch.zeros(3, 4, dtype=torch.long), object_only=True))

@@ -46,9 +46,11 @@ def table(names: list[str], stray: bool = False) -> dict:
         for image, part in zip(("a", "b"), split(conf), strict=True):
             records.append(ScoreLine(key=shard.key(image), model="m", subset=name, kind=kind,
                                      image=image, confusion=part))
-    if stray:  # a record of an image no shard plans (a larger earlier run): never counted
-        records.append(ScoreLine(key="m|color|z", model="m", subset="color", kind="appearance",
-                                 image="z", confusion=[[0, 0, 50], [0, 0, 0]]))
+    if stray:  # a record of an image no shard plans (a larger earlier run): never counted,
+        # wherever it comes in the file
+        records.insert(len(records) // 2, ScoreLine(key="m|color|z", model="m", subset="color",
+                                                    kind="appearance", image="z",
+                                                    confusion=[[0, 0, 50], [0, 0, 0]]))
     return aggregate(records, shards)
 
 
@@ -84,3 +86,16 @@ def test_one_level_or_one_attribute_is_its_own_group_mean() -> None:
     assert groups["appearance"]["mr"] == pytest.approx(60.0 / 90.0)
     assert groups["geometry"]["mr"] == pytest.approx(30.0 / 90.0)
     assert groups["geometry"]["subsets"] == ["size-0.4"]
+
+
+def test_geometry_alone_and_geometry_without_its_object_reference() -> None:
+    # No appearance subset: geometry still gets its group; no Original-object: it falls back
+    # to Original; an appearance group without any reference is left out, geometry is not.
+    alone = table(["original-object", "size-0.2"])["groups"]
+    assert [(g["group"], g["reference"]) for g in alone] == [("geometry", "original-object")]
+    assert alone[0]["mr"] == pytest.approx(50.0 / 90.0)
+    whole = table(["original", "size-0.4"])["groups"]
+    assert [(g["group"], g["reference"]) for g in whole] == [("geometry", "original")]
+    assert whole[0]["mr"] == pytest.approx(30.0 / 90.0)
+    no_reference = table(["color", "original-object", "size-0.2"])["groups"]
+    assert [g["group"] for g in no_reference] == ["geometry"]
