@@ -51,6 +51,7 @@ class LabelConfusion:
         self.way = way
         self.base = torch.where(valid, labels * k1, self.size).to(self.dtype) + way
         self.rows: torch.Tensor | None = None  # true·(K+1) per pixel, made by `pairs`
+        self._rows_of = -1  # the version of `base` that `rows` was made from
 
     def __call__(self, pred: torch.Tensor, owners: torch.Tensor | None = None) -> torch.Tensor:
         """[N, K, K+1] for predictions [N,H,W]; row r is scored against labels[owners[r]]."""
@@ -78,8 +79,9 @@ class LabelConfusion:
         unscored pixel's true row is K, a shown id past the classes column K. A table of (K+1)²
         values per (true, shown) pair then reads a value per pixel in one gather: an attack's
         per-pixel credit, query after query."""
-        if self.rows is None or self.rows.device != pred.device:
+        if self.rows is None or self.rows.device != pred.device or self._rows_of != self.base._version:
             self.rows = (self.base - self.way).to(pred.device, torch.int32)  # true·(K+1)
+            self._rows_of = self.base._version  # the oracle rewrites a row of base in place
         shown = pred.reshape(-1).to(torch.int32, copy=True).clamp_(max=self.num_classes)
         return shown.add_(self.rows[owner])
 

@@ -158,6 +158,9 @@ def test_label_confusion_pairs_are_the_plain_bins_and_leave_the_prediction_alone
         assert got.dtype == torch.int32
         assert torch.equal(got, (true * (k + 1) + pred.long().clamp(max=k)).flatten().int())
     assert torch.equal(pred, before)
+    lc.base[0] = LabelConfusion(labels[1:], k).base[0]  # a reference learnt later (the oracle's)
+    true = torch.where((labels[1] >= 0) & (labels[1] < k), labels[1], k)
+    assert torch.equal(lc.pairs(pred, 0), (true * (k + 1) + pred.long().clamp(max=k)).flatten().int())
 
 
 def test_an_answer_carries_the_confusion_its_scores_came_from() -> None:
