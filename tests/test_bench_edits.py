@@ -24,6 +24,8 @@ from segtk.core import (
     EditBackend,
     EditedSample,
     Editor,
+    Filter,
+    FilterResult,
     PromptWriter,
     Segmenter,
     hookimpl,
@@ -785,3 +787,34 @@ def test_object_only_miou_averages_the_classes_in_the_object_labels() -> None:
     assert subset_miou(conf, object_only=True) == pytest.approx((1.0 + 2 / 4) / 2)
     assert subset_miou(conf) == pytest.approx((1.0 + 0.0 + 2 / 4) / 3)  # a whole-image mean
     assert np.isnan(subset_miou(torch.zeros(3, 4, dtype=torch.long), object_only=True))
+
+
+class KeepAll(Filter):
+    """A third party's filter without `parameters()`: run.json records the options given."""
+
+    name = "keep-all"
+
+    def __init__(self, note: str = "none") -> None:
+        self.note = note
+
+    def apply(self, original, edited) -> FilterResult:
+        return FilterResult(True, {"kept": 1.0})
+
+
+def test_a_filter_without_parameters_is_recorded_by_the_options_given(tmp_path: Path) -> None:
+    from segtk.benchmarks import edits as bench_edits
+    from segtk.core import registry
+
+    reset_plugin_manager()
+    get_plugin_manager().register(
+        types.SimpleNamespace(register_filters=hookimpl(lambda register: register(KeepAll))),
+        name="segtk_keep_all")
+    registry.reset()
+    try:
+        bench_edits.build_subsets("demo", None, 2, ["color"], tmp_path, values={"color": ["red"]},
+                                  filters=["keep-all"], filter_params=["keep-all.note=hello"])
+    finally:
+        reset_plugin_manager()
+        registry.reset()
+    config = json.loads((tmp_path / "edits" / "color" / "run.json").read_text())["config"]
+    assert config["filters"] == {"keep-all": {"note": "hello"}}
