@@ -201,10 +201,11 @@ def jensen_shannon(*logits: torch.Tensor) -> torch.Tensor:
     """AugMix's consistency loss per pixel: the mean over the predictions p_i ([B,C,H,W]
     logits, softmax over C) of KL(p_i ‖ M), M their mean clamped to [1e-7, 1] as in the AugMix
     code, summed over classes and averaged over every pixel (labels play no part)."""
-    probs = [F.softmax(x, dim=1) for x in logits]
-    log_mixture = torch.clamp(sum(probs) / len(probs), 1e-7, 1).log()
+    probs = torch.stack([F.softmax(x, dim=1) for x in logits])
+    log_mixture = torch.clamp(probs.mean(dim=0), 1e-7, 1).log()
     pixels = logits[0].shape[0] * logits[0].shape[2] * logits[0].shape[3]
-    return sum(F.kl_div(log_mixture, p, reduction="sum") for p in probs) / (len(probs) * pixels)
+    divergences = torch.stack([F.kl_div(log_mixture, p, reduction="sum") for p in probs])
+    return divergences.sum() / (len(probs) * pixels)
 
 
 def step_loss(model: Trainable, images: torch.Tensor, labels: torch.Tensor,

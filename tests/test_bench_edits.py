@@ -10,6 +10,7 @@ import json
 import types
 from pathlib import Path
 from tempfile import TemporaryDirectory
+from typing import Any
 
 import numpy as np
 import pytest
@@ -378,7 +379,9 @@ def test_object_masks_are_the_editors_pick_and_an_existing_mask_is_kept(tmp_path
     folder = tmp_path / "masks"
     folder.mkdir()
     first = next(n for n in names if expected[n] is not None)
-    kept = np.zeros(expected[first].shape, np.uint8)
+    first_mask = expected[first]
+    assert first_mask is not None
+    kept = np.zeros(first_mask.shape, np.uint8)
     kept[0, 0] = 255
     write_png(folder / f"{first}.png", kept)
     assert object_masks(data, names, folder) == str(folder)
@@ -389,9 +392,11 @@ def test_object_masks_are_the_editors_pick_and_an_existing_mask_is_kept(tmp_path
         elif expected[name] is None:
             assert not path.exists()
         else:
-            written = np.asarray(Image.open(path))
-            assert written.dtype == np.uint8
-            assert np.array_equal(written, expected[name].astype(np.uint8) * 255)
+            mask = expected[name]
+            assert mask is not None
+            png = np.asarray(Image.open(path))
+            assert png.dtype == np.uint8
+            assert np.array_equal(png, mask.astype(np.uint8) * 255)
     things = tmp_path / "things"
     things.mkdir()
     object_masks(data, names, things, things=["car", "person"])  # only thing classes may count
@@ -449,8 +454,9 @@ def test_a_shard_scores_its_own_images_with_its_model_split_batches_and_masks(
     names = tuple(data.names[1:6:2])  # three of the eight images
     masks = tmp_path / "masks"
     masks.mkdir()
-    half = np.zeros(data[0].label.shape, np.uint8)
-    half[: half.shape[0] // 2] = 1  # 0/1, not 0/255: any non-zero value marks the object
+    height, width = data[0].label.shape[:2]
+    half = np.zeros((height, width), np.uint8)
+    half[: height // 2] = 1  # 0/1, not 0/255: any non-zero value marks the object
     write_png(masks / f"{names[0]}.png", half)
     write_png(masks / f"{names[1]}.png", half * 255)  # names[2]: no mask file
     whole = bench_edits.Subset("original", "demo", "val", names)
@@ -570,10 +576,15 @@ def test_subsets_default_to_segtk_edits_settings_and_pass_the_editor_params(
         return load_dataset(spec, None, limit)
 
     monkeypatch.setattr(bench_edits, "load_dataset", dataset)
-    sheets, built = [], []
+    sheets: list[int] = []
+    built: list[str] = []
     contact_sheet = edit_job.contact_sheet
-    monkeypatch.setattr(edit_job, "contact_sheet",
-                        lambda *a, **kw: sheets.append(a[-1]) or contact_sheet(*a, **kw))
+
+    def sheet(*args, **kwargs):
+        sheets.append(args[-1])
+        return contact_sheet(*args, **kwargs)
+
+    monkeypatch.setattr(edit_job, "contact_sheet", sheet)
     subsets = bench_edits.build_subsets("demo", "val", 3, ["color", "size"], tmp_path,
                                         values={"color": ["red"], "size": ["0.4"]},
                                         on_subset=lambda name, summary: built.append(name))
@@ -607,6 +618,7 @@ def test_things_only_chooses_the_reference_objects_among_the_thing_classes(tmp_p
     assert config["things_only"] is True and config["min_area"] == 0.001
     assert config["objects"] == "ranked"
     assert reference.images
+    assert data.things is not None and reference.masks is not None
     things = [data.classes.index(c) for c in data.things]
     for name in reference.images:
         mask = np.asarray(Image.open(Path(reference.masks) / f"{name}.png")) > 0
@@ -618,7 +630,7 @@ class Odd(Editor):
     """An editor of a kind segtk does not know."""
 
     name = attribute = "odd"
-    kind = "sideways"
+    kind = "sideways"  # type: ignore[assignment]  # the point: a kind segtk does not know
     values = ("x",)
 
     def edit(self, sample, value, rng):
@@ -751,7 +763,11 @@ def test_run_bench_checks_each_model_once_then_scores_what_is_left(
               bench_edits.Shard("m1", color, ("c",), device="cuda:3"),
               bench_edits.Shard("m2", color, ("a", "b"), device="cuda:3"),
               bench_edits.Shard("m2", color, ("c",), device="cuda:3")]
-    checks, loaded, ran, progress, appended = [], [], [], [], []
+    checks: list[tuple] = []
+    loaded: list[tuple] = []
+    ran: list = []
+    progress: list[int] = []
+    appended: list[str] = []
     monkeypatch.setattr(bench_edits, "cached_segmenter", lambda spec, device: (spec, device))
     monkeypatch.setattr(bench_edits, "check_compatible",
                         lambda model, data, from_data: checks.append((model, len(data), from_data)))
@@ -767,8 +783,8 @@ def test_run_bench_checks_each_model_once_then_scores_what_is_left(
 
     monkeypatch.setattr(bench_edits, "load_dataset", dataset)
     monkeypatch.setattr(bench_edits, "run_shard", shard_records)
-    run = types.SimpleNamespace(done=lambda key: [shards[0].key("a"), shards[0].key("b")],
-                                append=appended.append)
+    run: Any = types.SimpleNamespace(done=lambda key: [shards[0].key("a"), shards[0].key("b")],
+                                     append=appended.append)  # what run_bench uses of a RunDir
     executor = types.SimpleNamespace(map=lambda fn, items: map(fn, items))
     bench_edits.run_bench(shards, run, executor, on_records=progress.append)
     assert checks == [(("m1", "cuda:3"), 1, False), (("m2", "cuda:3"), 1, False)]

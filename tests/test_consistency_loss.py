@@ -79,9 +79,10 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.rand(2, 3, 6, 8, generator=g) * 0.7, labels
 
 
-def loss_of(augmenter: Augmenter | None, model: Any | None = None) -> torch.Tensor:
+def loss_of(augmenter: Augmenter | None, model: Linear | None = None) -> torch.Tensor:
     images, labels = batch()
-    return step_loss(model or Linear(), images, labels, augmenter,
+    trainable: Any = model or Linear()  # a module with logits(): all step_loss asks of a model
+    return step_loss(trainable, images, labels, augmenter,
                      torch.Generator().manual_seed(3), 255, "step 1")
 
 
@@ -129,10 +130,12 @@ def test_the_jsd_gradient_pulls_the_views_together() -> None:
             return float(jensen_shannon(*(model.conv(x) for x in (images, *views))))
 
     before = spread()
-    loss = step_loss(model, images, labels, Brighter(weight=1.0),
+    trainable: Any = model
+    loss = step_loss(trainable, images, labels, Brighter(weight=1.0),
                      torch.Generator().manual_seed(3), 255, "step 1")
     loss.backward()
     with torch.no_grad():
         for p in model.parameters():
-            p -= 5.0 * p.grad
+            assert p.grad is not None
+            p.sub_(5.0 * p.grad)
     assert spread() < before

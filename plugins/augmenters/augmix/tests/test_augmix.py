@@ -52,8 +52,9 @@ def test_bad_parameters() -> None:
 
 
 def test_jsd_is_the_consistency_weight_and_off_by_default() -> None:
-    assert build_augmenter("augmix").consistency() == 0.0
-    assert build_augmenter("augmix:jsd=12").consistency() == 12.0
+    default, weighted = build_augmenter("augmix"), build_augmenter("augmix:jsd=12")
+    assert default is not None and weighted is not None
+    assert default.consistency() == 0.0 and weighted.consistency() == 12.0
     for bad in ("-1", "inf", "nan"):
         with pytest.raises(PluginError, match="jsd >= 0"):
             build_augmenter(f"augmix:jsd={bad}")
