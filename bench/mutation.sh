@@ -2,9 +2,9 @@
 # Mutation testing of the modules that carry segtk's guarantees, with mutmut (pinned with pytest
 # in the `test` extra of pyproject.toml; `pip install -e .[test]`).
 #
-#   bench/mutation.sh                every group (oracle counter metrics quantise runs bench
-#                                    limits), each with only its fast tests: under an hour on
-#                                    this 2-core machine
+#   bench/mutation.sh                every group of bench/mutation.py's GROUPS, each with only
+#                                    its fast in-process tests: several hours on this 2-core
+#                                    machine (docs/reliability.md gives each group's time)
 #   bench/mutation.sh --quick        the oracle's bounds and the query counter only: a few
 #                                    minutes (what CI may run)
 #   bench/mutation.sh oracle runs    some groups
