@@ -216,25 +216,26 @@ def step_loss(model: Trainable, images: torch.Tensor, labels: torch.Tensor,
     augmented views (one forward pass over all three, as AugMix trains)."""
     device = getattr(model, "device", torch.device("cpu"))
     weight = augmenter.consistency() if augmenter is not None else 0.0
-    if augmenter is None or weight == 0:
-        if augmenter is not None:
-            with naming(where, SegtkError, f"augmenter {augmenter.name}"):
+    views: list[torch.Tensor] = []  # with a consistency weight: two augmented views
+    if augmenter is not None:
+        with naming(where, SegtkError, f"augmenter {augmenter.name}"):
+            if weight == 0:
                 images, labels = augmenter(images, labels, generator)
-        with naming(where, ModelError, "the model"):
-            logits = model.logits(images.to(device))
-        return segmentation_loss(logits, labels.to(logits.device), ignore_index)
-    with naming(where, SegtkError, f"augmenter {augmenter.name}"):
-        views = [augmenter(images, labels, generator) for _ in range(2)]
-        if not all(torch.equal(view_labels, labels) for _, view_labels in views):
-            raise PluginError(f"augmenter {augmenter.name} changed the labels, but a consistency "
-                              "loss compares the predictions of views of the same pixels",
-                              hint=f"train {augmenter.name} without its consistency weight")
+            else:
+                for view, view_labels in (augmenter(images, labels, generator) for _ in range(2)):
+                    if not torch.equal(view_labels, labels):
+                        raise PluginError(
+                            f"augmenter {augmenter.name} changed the labels, but a consistency "
+                            "loss compares the predictions of views of the same pixels",
+                            hint=f"train {augmenter.name} without its consistency weight")
+                    views.append(view)
     with naming(where, ModelError, "the model"):
-        logits = model.logits(torch.cat([images, *(view for view, _ in views)]).to(device))
+        logits = model.logits((torch.cat([images, *views]) if views else images).to(device))
+    labels = labels.to(logits.device)
+    if not views:
+        return segmentation_loss(logits, labels, ignore_index)
     clean, *augmented = logits.chunk(3)
-    return (segmentation_loss(clean, labels.to(logits.device), ignore_index)
-            + weight * jensen_shannon(clean, *augmented))
-
+    return segmentation_loss(clean, labels, ignore_index) + weight * jensen_shannon(clean, *augmented)
 
 def train(config: TrainConfig, out: str | Path, resume: bool = False,
           on_start: Callable[[dict[str, Any]], None] | None = None,
