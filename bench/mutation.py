@@ -134,7 +134,8 @@ GROUPS = {
                      what="object selection for edits: masks, thin-mask threshold, tie-breaks"),
     "editkit": Group(("segtk/editkit/_editors.py", "segtk/editkit/_transforms.py",
                       "segtk/editkit/_inpaint.py", "segtk/editkit/_backends.py"),
-                     ("tests/test_edit_editors.py", "tests/test_suites.py", "tests/test_samples.py",
+                     ("tests/test_edit_editors.py", "tests/test_editkit_exact.py", "tests/test_suites.py",
+                      "tests/test_samples.py",
                       "plugins/editors/size/tests", "plugins/editors/position/tests",
                       "plugins/editors/color/tests", "plugins/editors/material/tests"),
                      what="the editing kit: object transforms, labels moved with the object"),
@@ -219,7 +220,10 @@ def package_paths() -> list[str]:
 
 def stage(root: Path, group: Group, rev: str | None) -> None:
     """The staged tree: segtk/ (and segtk_http/), the group's tests, a pyproject for mutmut."""
-    files = _tracked(rev, package_paths() + [HTTP, "tests"] + sorted({_test_dir(t) for t in group.tests}))
+    test_dirs = sorted({_test_dir(t) for t in group.tests if not t.startswith("tests/")})
+    # a plugin's tests may read its README (the suites check that it documents every value)
+    readmes = [str(Path(d).parent / "README.md") for d in test_dirs if d.startswith("plugins/")]
+    files = _tracked(rev, package_paths() + [HTTP, "tests", *test_dirs, *readmes])
     for name in files:
         target = root / _staged_name(name)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -230,11 +234,10 @@ def stage(root: Path, group: Group, rev: str | None) -> None:
             target.write_bytes(subprocess.run(["git", "show", f"{rev}:{name}"], cwd=REPO, check=True,
                                               capture_output=True).stdout)
     sources = sorted({path.split("/")[0] for path in group.paths})
-    test_dirs = sorted({_test_dir(t) for t in group.tests if not t.startswith("tests/")})
     (root / "pyproject.toml").write_text(f"""[tool.mutmut]
 source_paths = {json.dumps(sources)}
 only_mutate = {json.dumps(list(group.paths))}
-also_copy = {json.dumps(test_dirs)}
+also_copy = {json.dumps(test_dirs + [r for r in readmes if (root / r).is_file()])}
 pytest_add_cli_args = {json.dumps(["-p", "no:cacheprovider", "--import-mode=importlib",
                                   *(arg for test in group.deselect for arg in ("--deselect", test))])}
 pytest_add_cli_args_test_selection = {json.dumps(list(group.tests))}

@@ -69,7 +69,7 @@ class Shrink(GeometryEditor):
     """A toy geometry editor: halves the object about its box centre."""
 
     name = attribute = "shrink"
-    values = ("0.5",)
+    values: ClassVar[tuple[str, ...]] = ("0.5",)
     prompt_templates: ClassVar[dict[str, str]] = {"*": "a photo of a smaller {cls}"}
 
     def placement(self, sample: Sample, value: float,
@@ -317,3 +317,188 @@ def test_building_an_editor_by_name_passes_the_backend_and_its_options(hooks) ->
     assert editor.params["amount"] == 0.2 and FakeBackend.made[0].options == {"steps": 3}
     classical = build_editor("tint", "classical", {})
     assert isinstance(classical, Tint) and classical.engine is None
+
+
+# --- exact messages, what reaches a backend, what the manifest records -----------------------
+
+
+@dataclass
+class ProbeOptions:
+    model: str = "m"
+    steps: int = 1
+    bad_shape: bool = False
+
+
+class Probe(EditBackend):
+    """Records everything it is handed; `bad_shape=True` answers with a 2x2 image."""
+
+    name = "probe"
+    Params = ProbeOptions
+    made: ClassVar[list[Probe]] = []
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        super().__init__(options)
+        self.seen: list[tuple[str, Sample, Any]] = []
+        Probe.made.append(self)
+
+    def _image(self, image: np.ndarray) -> np.ndarray:
+        return np.zeros((2, 2, 3), np.uint8) if self.options.get("bad_shape") else image
+
+    def appearance(self, sample, value, prompt_src, prompt_edit, rng):
+        self.seen.append(("appearance", sample, rng))
+        return EditedSample(self._image(sample.image), sample.label, sample.mask, value)
+
+    def geometry(self, sample, moved, rng):
+        self.seen.append(("geometry", sample, rng))
+        return EditedSample(self._image(moved.image), moved.label, moved.mask, moved.value)
+
+
+class NamelessImport(FakeBackend):
+    name = "nameless"
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        raise ImportError("cannot import it")
+
+
+class DottedImport(FakeBackend):
+    name = "dotted"
+    install = ""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        raise ModuleNotFoundError("No module named 'diffusers.models'", name="diffusers.models")
+
+
+@pytest.fixture
+def probe():
+    def backends(register) -> None:
+        for cls in (Probe, NamelessImport, DottedImport):
+            register(cls)
+
+    reset_plugin_manager()
+    get_plugin_manager().register(
+        types.SimpleNamespace(register_edit_backends=hookimpl(backends)), name="segtk_probe")
+    Probe.made.clear()
+    yield
+    reset_plugin_manager()
+
+
+def test_a_backend_gets_the_sample_whole_with_an_all_true_mask_for_image_edits_and_the_rng(probe) -> None:
+    base = sample()  # an object-level sample: its mask covers the car only
+    s = Sample(base.name, base.image, base.label, base.mask, base.classes, base.class_name,
+               "a street", ignore_index=7)
+    generator = rng()
+    WholeTint(backend="probe").edit(s, "dark", generator)
+    Tint(backend="probe").edit(s, "dark", generator)
+    (_, whole, rng_a), (_, own, rng_b) = Probe.made[0].seen[0], Probe.made[1].seen[0]
+    assert rng_a is generator and rng_b is generator
+    assert whole.mask.shape == s.mask.shape and whole.mask.all()
+    assert np.array_equal(own.mask, s.mask)
+    for got in (whole, own):
+        assert (got.name, got.classes, got.class_name, got.prompt, got.ignore_index) == \
+               (s.name, s.classes, s.class_name, s.prompt, s.ignore_index)
+        assert got.image is s.image and got.label is s.label
+    Shrink(backend="probe").edit(s, "0.5", generator)
+    assert Probe.made[2].seen[0][0] == "geometry" and Probe.made[2].seen[0][2] is generator
+
+
+def test_the_manifest_records_backend_options_numbers_as_numbers_and_the_rest_as_text(probe) -> None:
+    from pathlib import Path
+
+    editor = Tint(backend="probe", steps=3, model=Path("weights"), amount=0.25)
+    assert editor.parameters() == {"amount": 0.25, "noisy": False, "steps": 3, "model": "weights"}
+    assert Tint(amount=0.25).parameters() == {"amount": 0.25, "noisy": False}
+
+
+def test_an_image_of_the_wrong_shape_names_the_editor_and_its_backend(probe) -> None:
+    s = sample()
+    h, w = s.mask.shape
+    for editor, value in ((Tint(backend="probe", bad_shape=True), "dark"),
+                          (Shrink(backend="probe", bad_shape=True), "0.5")):
+        with pytest.raises(PluginError) as info:
+            editor.edit(s, value, rng())
+        assert str(info.value.args[0]) == (f"editor {editor.name} (probe) returned an image of "
+                                           f"shape (2, 2, 3), expected ({h}, {w}, 3)")
+
+
+def test_check_image_rounds_and_clips_anything_else_to_uint8() -> None:
+    from segtk.editkit._editors import check_image
+
+    raw = np.array([[[-3.4, 0.4, 254.5], [255.6, 300.0, 1.5]]])
+    out = check_image(raw, (1, 2, 3), "x")
+    assert out.dtype == np.uint8 and out.tolist() == [[[0, 0, 254], [255, 255, 2]]]
+    same = np.array([[[0, 255, 7]]], np.uint8)
+    assert check_image(same, (1, 1, 3), "x").tolist() == [[[0, 255, 7]]]
+    with pytest.raises(PluginError) as info:
+        check_image(same, (1, 2, 3), "who (how)")
+    assert str(info.value.args[0]) == ("editor who (how) returned an image of shape (1, 1, 3), "
+                                       "expected (1, 2, 3)")
+
+
+class TwoSizes(Shrink):
+    name = attribute = "two-sizes"
+    values = ("0.5", "0.25")
+
+
+def test_unknown_parameters_and_values_are_refused_with_exact_messages() -> None:
+    with pytest.raises(PluginError) as info:
+        Tint(amonut=1)
+    assert str(info.value.args[0]) == "unknown parameter 'amonut' for editor 'tint' (did you mean 'amount'?)"
+    with pytest.raises(PluginError) as info:
+        Shrink(border="wrap")
+    assert str(info.value.args[0]) == "shrink: border='wrap' is unknown"
+    assert info.value.hint == ("border=keep (objects cut by the image border stay cut by it) or "
+                               "border=ignore")
+    with pytest.raises(PluginError) as info:
+        Shrink(method="blur")
+    assert str(info.value.args[0]) == "shrink: method='blur' is unknown"
+    assert info.value.hint == "method=rows (row interpolation + grain), telea or ns (OpenCV inpainting)"
+    for bad in ("0", "-0.5", "1.5", "nan", "big"):
+        with pytest.raises(PluginError) as info:
+            Shrink().check_value(bad)
+        assert str(info.value.args[0]) == f"editor 'shrink': value {bad!r} is not a number in (0, 1]"
+        assert info.value.hint == "e.g. 0.5"
+    with pytest.raises(PluginError) as info:
+        TwoSizes().check_value("2")
+    assert info.value.hint == "e.g. 0.5, 0.25"
+    assert Shrink().check_value("1") == "1" and Shrink().check_value("0.50") == "0.5"
+    empty = sample()
+    empty.mask[:] = False
+    with pytest.raises(SkipSample) as skip:
+        Shrink().edit(empty, "0.5", rng())
+    assert (skip.value.reason, skip.value.detail) == ("bad-mask", "empty object mask")
+
+
+def test_the_repaint_gets_every_inpainting_setting(monkeypatch) -> None:
+    import segtk.editkit._editors as editors
+
+    seen: list[tuple] = []
+
+    def spy(image, hole, generator, method, dilate, radius, grain):
+        seen.append((method, dilate, radius, grain, generator))
+        return image.copy()
+
+    monkeypatch.setattr(editors, "inpaint", spy)
+    generator = rng()
+    Shrink(method="telea", dilate=1, radius=2, grain=0.5).edit(sample(), "0.5", generator)
+    assert seen == [("telea", 1, 2.0, 0.5, generator)]
+    assert isinstance(seen[0][2], float)
+
+
+def test_backend_errors_name_what_to_install_exactly(probe) -> None:
+    from segtk.editkit._backends import backend_class
+
+    with pytest.raises(PluginError) as info:
+        backend_class("gan")
+    assert str(info.value.args[0]) == "unknown backend 'gan'"
+    names = ", ".join(backend_names())
+    assert info.value.hint == (f"backends: {names} (edit-backend plugins add more; see "
+                               "`segtk plugins`)")
+    assert getattr(info.value, "name", None) == "gan"
+    with pytest.raises(PluginError) as info:
+        Tint(backend="nameless")
+    assert str(info.value.args[0]) == "--backend nameless needs a module, which is not installed"
+    assert info.value.hint == "pip install a module"
+    with pytest.raises(PluginError) as info:
+        Tint(backend="dotted")
+    assert str(info.value.args[0]) == "--backend dotted needs diffusers, which is not installed"
+    assert info.value.hint == "pip install diffusers"

@@ -60,6 +60,22 @@ def test_a_module_group_finds_the_tests_that_name_it() -> None:
     assert given.patterns() == ["segtk.benchmarks.edits.*"]
 
 
+def test_a_plugins_tests_are_staged_with_the_readme_they_check(tmp_path: Path) -> None:
+    """The editor suites check that a plugin's README documents its values: staged without
+    it, every mutant of the group would be 'killed' by a missing file."""
+    if subprocess.run(["git", "-C", str(REPO), "rev-parse"], capture_output=True).returncode:
+        pytest.skip("the mutation tool lists the checkout's files with git: not a git checkout")
+    import tomllib
+
+    mutation = _mutation_module()
+    mutation.stage(tmp_path, mutation.GROUPS["editkit"], None)
+    readme = "plugins/editors/size/README.md"
+    assert (tmp_path / readme).read_text() == (REPO / readme).read_text()
+    copied = tomllib.loads((tmp_path / "pyproject.toml").read_text())["tool"]["mutmut"]["also_copy"]
+    assert "plugins/editors/size/tests" in copied and readme in copied
+    assert copied.index("plugins/editors/size/tests") < copied.index(readme)  # its folder first
+
+
 @pytest.mark.parametrize("path", ["core/no_such_module.py", "README.md",
                                   "plugins/attacks/dla/segtk_dla/attack.py"])
 def test_a_module_that_cannot_be_staged_is_refused(path: str) -> None:
