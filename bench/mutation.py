@@ -148,7 +148,7 @@ GROUPS = {
                                    "run_byte_for_byte",)),
     "augment": Group(("segtk/benchmarks/augment.py", "segtk/benchmarks/seeds.py"),
                      ("tests/test_train.py", "tests/test_eval_seed.py", "tests/test_table_vi.py",
-                      "tests/test_bench_seeds.py"),
+                      "tests/test_bench_seeds.py", "tests/test_bench_augment_exact.py"),
                      what="bench augment and seed repeats: rows, resume, mean over seeds"),
     "bench-shards": Group(
         ("segtk/benchmarks/attacks.py",),

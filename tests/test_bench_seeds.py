@@ -95,3 +95,46 @@ def test_a_repeated_seed_one_run_and_an_unfinished_run_are_refused(runs, tmp_pat
 
 def test_a_folder_of_another_run_kind_is_refused(runs) -> None:
     assert "holds a `segtk edit` run" in refused(runs[0], runs[0] / "edits" / "weather")
+
+
+# --- the spread and its CSV, on hand-made results ---------------------------------------------
+
+
+def test_a_spread_needs_every_run_to_have_a_finite_number() -> None:
+    from segtk.benchmarks.seeds import spread
+
+    assert spread([1.0, 2.0, 4.0]) == {"mean": 7 / 3, "std": statistics.stdev([1.0, 2.0, 4.0]),
+                                       "values": [1.0, 2.0, 4.0]}
+    for values in ([1.0, None, 4.0], [1.0, float("nan"), 4.0], [float("inf"), 2.0]):
+        assert spread(values) == {"mean": None, "std": None, "values": values}
+
+
+def test_the_seed_table_csv_is_one_line_per_row_and_column(tmp_path: Path) -> None:
+    from segtk.benchmarks.seeds import write
+
+    result = {"seeds": [0, 1], "subsets": ["original", "fog"], "groups": ["appearance"],
+              "rows": [{"augmentation": "baseline",
+                        "miou": {"original": {"mean": 50.0, "std": 1.25, "values": [49.116, 50.884]},
+                                 "fog": {"mean": None, "std": None, "values": [40.0, None]}},
+                        "mr_appearance": {"mean": 0.8, "std": 0.0, "values": [0.8, 0.8]},
+                        "rmiou_appearance": {"mean": 40.0, "std": 0.5, "values": [39.5, 40.5]}}]}
+    out = tmp_path / "a" / "b"  # made with its parents
+    assert write(result, out) == [out / "table_seeds.csv", out / "table_seeds.json"]
+    assert (out / "table_seeds.csv").read_bytes() == (
+        b"augmentation,column,mean,std,n,seed_0,seed_1\n"
+        b"baseline,original,50.0000,1.2500,2,49.1160,50.8840\n"
+        b"baseline,fog,,,2,40.0000,\n"
+        b"baseline,mR appearance,0.8000,0.0000,2,0.8000,0.8000\n"
+        b"baseline,RmIoU appearance,40.0000,0.5000,2,39.5000,40.5000\n")
+    assert json.loads((out / "table_seeds.json").read_text()) == result
+
+
+def test_fewer_than_two_runs_are_refused_with_the_command_to_run() -> None:
+    from segtk.benchmarks.seeds import check_same_but_seed
+    from segtk.core import SegtkError
+
+    with pytest.raises(SegtkError) as info:
+        check_same_but_seed([])
+    assert str(info.value.args[0]) == "a spread needs at least two runs, got 0"
+    assert info.value.hint == ("run `segtk bench augment` once per --seed (e.g. 0, 1, 2) and give "
+                               "every --out folder")

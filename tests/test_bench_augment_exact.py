@@ -1,0 +1,183 @@
+"""`segtk bench augment`'s bookkeeping pinned on hand-made inputs: the recorded config, the
+evaluation seed a run uses, row names, the rows a resume adds, Tab. IV's and Tab. VI's rows, the
+files (table.csv, table.json, table_vi.csv byte for byte) and the chart."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from segtk.benchmarks import augment
+from segtk.benchmarks.augment import (
+    AugmentBench,
+    check_labels,
+    eval_seed_for,
+    label_of,
+    original_rows,
+    original_subset,
+    original_title,
+    table_rows,
+    tabulate,
+    trained_earlier,
+    write_outputs,
+)
+from segtk.core import SegtkError
+from segtk.jobs.train import TrainConfig
+
+
+def bench(**kw: Any) -> AugmentBench:
+    training = TrainConfig("demo", "camvid:data", split="train", limit=5, augment="ignored", seed=3,
+                           crop=(64, 48))
+    return AugmentBench(training, ("baseline", "cutmix"), ("color", "size"), **kw)
+
+
+def test_run_json_records_the_training_flat_under_its_old_names() -> None:
+    b = bench(eval_data="camvid:other", eval_limit=2, values={"color": ["red"]})
+    expected = {**TrainConfig.record(b.training), "train_split": "train", "train_limit": 5,
+                "augments": ["baseline", "cutmix"], "attributes": ["color", "size"],
+                "eval_data": "camvid:other", "eval_split": "val", "eval_limit": 2,
+                "values": {"color": ["red"]}, "backend": "classical", "eval_seed": 0}
+    for key in ("split", "limit", "augment"):
+        del expected[key]
+    assert b.record() == expected
+    older = bench(eval_seed=None).record()
+    assert "eval_seed" not in older and older["seed"] == 3
+    assert b.train_config("cutmix") == TrainConfig(**{**b.training.__dict__, "augment": "cutmix"})
+    assert (b.subset_seed(), bench(eval_seed=None).subset_seed(), bench(eval_seed=9).subset_seed()) \
+        == (0, 3, 9)
+
+
+def test_the_evaluation_seed_of_a_new_a_resumed_and_an_older_run(tmp_path: Path) -> None:
+    assert eval_seed_for(tmp_path, False, None, 4) == 0
+    assert eval_seed_for(tmp_path, False, 7, 4) == 7
+    assert eval_seed_for(tmp_path, True, None, 4) == 0  # --resume of a folder without run.json
+    (tmp_path / "run.json").write_text(json.dumps({"kind": "bench-augment",
+                                                   "config": {"seed": 4, "eval_seed": 5}}))
+    assert eval_seed_for(tmp_path, True, None, 4) == 5  # the recorded one
+    assert eval_seed_for(tmp_path, True, 6, 4) == 6  # given again: the given one (checked later)
+    (tmp_path / "run.json").write_text(json.dumps({"kind": "bench-augment", "config": {"seed": 4}}))
+    assert eval_seed_for(tmp_path, True, None, 4) is None  # made before eval_seed: the training seed
+    assert eval_seed_for(tmp_path, True, 4, 4) is None
+    assert eval_seed_for(tmp_path, True, 0, 4) == 0
+
+
+def test_row_names_are_folder_safe_and_refused_when_empty_repeated_or_start() -> None:
+    assert label_of(" CutMix ") == "cutmix"
+    spec = "augmix:jsd=12"
+    assert label_of(spec) == "augmix-" + hashlib.sha256(spec.encode()).hexdigest()[:6]
+    assert label_of(" augmix:jsd=12 ") == label_of(spec)
+    assert label_of("aug.mix+x:p=1").startswith("aug-mix-x-")
+    assert check_labels(["baseline", "cutmix"]) == ["baseline", "cutmix"]
+    for augments, message, hint in (
+            ([], "--augment names no augmentation", "e.g. --augment baseline,cutmix"),
+            (["cutmix", "CutMix"], "augmentation 'cutmix' is listed twice", "list each one once"),
+            (["start"], "'start' is the untrained start model's row, not an augmentation", None)):
+        with pytest.raises(SegtkError) as info:
+            check_labels(augments)
+        assert (str(info.value.args[0]), info.value.hint) == (message, hint)
+
+
+def test_rows_trained_to_the_end_earlier_join_the_table(tmp_path: Path) -> None:
+    assert trained_earlier(tmp_path, [], 2) == []
+    for name, epochs in (("b-done", 2), ("a-done", 3), ("short", 1), ("listed", 2)):
+        folder = tmp_path / "train" / name
+        folder.mkdir(parents=True)
+        (folder / "results.jsonl").write_text(
+            "".join(json.dumps({"key": f"epoch-{e}", "epoch": e}) + "\n" for e in range(epochs)))
+    got = trained_earlier(tmp_path, ["listed"], 2)
+    assert got == [tmp_path / "train" / "a-done", tmp_path / "train" / "b-done"]
+
+
+TABLE = {
+    "miou": {"start.spec": {"original": 50.0, "color": 40.0},
+             "base.spec": {"original": 60.0, "color": 45.0, "original-all": 58.0}},
+    "images": {"start.spec": {"original": 3, "color": 2, "original-all": 5},
+               "base.spec": {"original": 3}},
+    "groups": [{"model": "start.spec", "group": "appearance", "mr": 0.8, "rmiou": 40.0},
+               {"model": "base.spec", "group": "appearance", "mr": 0.75, "rmiou": 45.0},
+               {"model": "base.spec", "group": "geometry", "mr": 1.1, "rmiou": 66.0}],
+}
+
+
+def result() -> dict[str, Any]:
+    return tabulate(copy.deepcopy(TABLE), {"start": "start.spec", "baseline": "base.spec"},
+                    ["original", "color"])
+
+
+def test_tab_iv_rows_hold_each_models_miou_and_mr_per_group() -> None:
+    got = result()
+    assert got == {
+        "subsets": ["original", "color"], "groups": ["appearance", "geometry"],
+        "rows": [{"augmentation": "start", "model": "start.spec",
+                  "miou": {"original": 50.0, "color": 40.0},
+                  "mr_appearance": 0.8, "rmiou_appearance": 40.0,
+                  "mr_geometry": None, "rmiou_geometry": None},
+                 {"augmentation": "baseline", "model": "base.spec",
+                  "miou": {"original": 60.0, "color": 45.0, "original-all": 58.0},
+                  "mr_appearance": 0.75, "rmiou_appearance": 45.0,
+                  "mr_geometry": 1.1, "rmiou_geometry": 66.0}],
+        "images": {"original": 3, "color": 2, "original-all": 5}}  # the first row's counts
+    only_geometry = tabulate({**TABLE, "groups": TABLE["groups"][2:]},
+                             {"baseline": "base.spec"}, ["original"])
+    assert only_geometry["groups"] == ["geometry"]
+    assert augment.columns(got) == ["augmentation", "original", "color", "mR appearance",
+                                    "mR geometry"]
+    assert table_rows(got) == [["start", 50.0, 40.0, "0.800", ""],
+                               ["baseline", 60.0, 45.0, "0.750", "1.100"]]
+
+
+def test_tab_vi_is_original_all_when_scored_and_original_otherwise() -> None:
+    got = result()
+    assert original_subset(got) == "original-all"
+    assert original_rows(got) == [["start", None], ["baseline", 58.0]]
+    assert original_title(got) == ("mIoU % on all 5 original evaluation images (unedited), one "
+                                   "model per augmentation (Gen4Seg Tab. VI)")
+    del got["images"]["original-all"]
+    assert original_subset(got) == "original"
+    assert original_rows(got) == [["start", 50.0], ["baseline", 60.0]]
+    assert original_title(got).startswith("mIoU % on all 3 original")
+
+
+def test_the_files_and_the_chart_say_what_the_table_holds(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    charts: list = []
+    monkeypatch.setattr(augment, "save_figure", lambda fig, path: charts.append((fig, path)))
+    got = result()
+    paths = write_outputs(got, tmp_path)
+    assert paths == [tmp_path / "table.csv", tmp_path / "table.json", tmp_path / "miou.png",
+                     tmp_path / "table_vi.csv"]
+    assert (tmp_path / "table.csv").read_bytes() == (
+        b"augmentation,original,color,mR_appearance,mR_geometry,model\n"
+        b"start,50.0000,40.0000,0.8000,,start.spec\n"
+        b"baseline,60.0000,45.0000,0.7500,1.1000,base.spec\n")
+    assert json.loads((tmp_path / "table.json").read_text()) == got
+    assert (tmp_path / "table_vi.csv").read_bytes() == (
+        b"augmentation,original,model\nstart,,start.spec\nbaseline,58.0000,base.spec\n")
+    (fig, path), = charts
+    assert path == tmp_path / "miou.png"
+    ax = fig.axes[0]
+    assert (ax.get_ylabel(), ax.get_title()) == (
+        "mIoU %", "mIoU per subset after fine-tuning with each augmentation")
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["original", "color"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "start (mR 0.800)", "baseline (mR 0.750, mR 1.100)"]
+    bars = [(round(p.get_x() + p.get_width() / 2, 6), p.get_height()) for p in ax.patches]
+    assert bars == [(-0.2, 50.0), (0.8, 40.0), (0.2, 60.0), (1.2, 45.0)]
+    assert {round(p.get_width(), 6) for p in ax.patches} == {0.4}
+    assert list(fig.get_size_inches()) == [6.3, 4.0]  # 1.4 per subset + 3.5, at least 6 wide
+    no_mr = {**got, "groups": [], "subsets": ["original", "color", "a", "b"]}
+    no_mr["rows"] = [{**got["rows"][0], "miou": {"original": 1.0}}]
+    charts.clear()
+    augment.plot(no_mr, tmp_path / "x.png")
+    ax = charts[0][0].axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["start"]
+    heights = [p.get_height() for p in ax.patches]
+    assert heights[0] == 1.0 and all(np.isnan(h) for h in heights[1:])
+    assert [round(p.get_width(), 6) for p in ax.patches] == [0.8] * 4
+    assert list(charts[0][0].get_size_inches()) == [9.1, 4.0]
