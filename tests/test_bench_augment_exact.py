@@ -171,6 +171,13 @@ def test_the_files_and_the_chart_say_what_the_table_holds(tmp_path: Path,
     assert bars == [(-0.2, 50.0), (0.8, 40.0), (0.2, 60.0), (1.2, 45.0)]
     assert {round(p.get_width(), 6) for p in ax.patches} == {0.4}
     assert list(fig.get_size_inches()) == [6.3, 4.0]  # 1.4 per subset + 3.5, at least 6 wide
+    # the legend sits right of the bars, its top level with theirs, inside the figure
+    fig.canvas.draw()
+    legend, axes = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    figure = fig.get_window_extent()
+    assert axes.x1 < legend.x0 < axes.x1 + 0.05 * axes.width
+    assert legend.y1 == pytest.approx(axes.y1, abs=0.05 * axes.height)
+    assert legend.x1 <= figure.x1 and legend.y0 >= figure.y0
     no_mr = {**got, "groups": [], "subsets": ["original", "color", "a", "b"]}
     no_mr["rows"] = [{**got["rows"][0], "miou": {"original": 1.0}}]
     charts.clear()
@@ -181,3 +188,59 @@ def test_the_files_and_the_chart_say_what_the_table_holds(tmp_path: Path,
     assert heights[0] == 1.0 and all(np.isnan(h) for h in heights[1:])
     assert [round(p.get_width(), 6) for p in ax.patches] == [0.8] * 4
     assert list(charts[0][0].get_size_inches()) == [9.1, 4.0]
+
+
+def test_run_hands_every_step_its_settings_and_callbacks(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo data have no splits, so the spies note the splits asked for and go on without."""
+    from dataclasses import replace
+
+    calls: list[tuple] = []
+    real = {name: getattr(augment, name) for name in
+            ("load_dataset", "check_models", "build_subsets", "every_image", "train")}
+
+    def load_dataset(data, split, limit):
+        calls.append(("load", data, split, limit))
+        return real["load_dataset"](data, None, limit)
+
+    def check_models(models, dataset, classes_from_data, device):
+        calls.append(("check", models, len(dataset), classes_from_data, device))
+        return real["check_models"](models, dataset, classes_from_data, device)
+
+    def build_subsets(data, split, limit, attributes, *args, **kw):
+        calls.append(("subsets", data, split, limit, attributes, kw.get("on_subset") is not None))
+        return real["build_subsets"](data, None, limit, attributes, *args, **kw)
+
+    def every_image(subsets, data, split, limit):
+        calls.append(("every", data, split, limit))
+        return real["every_image"](subsets, data, None, limit)
+
+    def train(config, folder, resume=False, on_step=None):
+        calls.append(("train", config.augment, config.split, folder.name, resume, on_step is not None))
+        return real["train"](replace(config, split=None), folder, resume=resume, on_step=on_step)
+
+    for name, spy in (("load_dataset", load_dataset), ("check_models", check_models),
+                      ("build_subsets", build_subsets), ("every_image", every_image),
+                      ("train", train)):
+        monkeypatch.setattr(augment, name, spy)
+    training = TrainConfig("demo", "demo", split="train", limit=4, epochs=1, batch_size=4, lr=3e-3,
+                           crop=(64, 48), classes_from_data=True)
+    b = AugmentBench(training, ("baseline",), ("weather",), eval_split="val", eval_limit=2,
+                     values={"weather": ["fog"]})
+    seen: dict[str, list] = {"subset": [], "train": [], "step": []}
+    out = tmp_path / "run"
+    augment.run(b, out, on_subset=lambda *a: seen["subset"].append(a),
+                on_train=lambda *a: seen["train"].append(a),
+                on_step=lambda *a: seen["step"].append(a))
+    assert ("load", "demo", "train", 1) in calls and ("load", "demo", "val", 1) in calls
+    assert calls.count(("check", ["demo"], 1, True, "cpu")) == 2
+    assert ("subsets", "demo", "val", 2, ["weather"], True) in calls
+    assert ("every", "demo", "val", 2) in calls
+    assert ("train", "baseline", "train", "baseline", False, True) in calls
+    assert seen["subset"] and seen["step"]
+    assert seen["train"] == [("baseline", {"augment": "baseline", "out": str(out / "train" / "baseline")})]
+    with pytest.raises(SegtkError) as info:  # not resuming: the results are kept
+        augment.run(b, out)
+    assert (str(info.value.args[0]), info.value.hint) == (
+        f"{out} already holds results",
+        "pass --resume to continue that run, --overwrite to start it over, or choose another --out")

@@ -138,3 +138,78 @@ def test_fewer_than_two_runs_are_refused_with_the_command_to_run() -> None:
     assert str(info.value.args[0]) == "a spread needs at least two runs, got 0"
     assert info.value.hint == ("run `segtk bench augment` once per --seed (e.g. 0, 1, 2) and give "
                                "every --out folder")
+
+
+def seed_run(folder: Path, seed: int, rows: list[str], kind: str = "bench-augment",
+             flip: bool | None = None, original: float = 50.0) -> Path:
+    """A hand-made finished bench augment folder: run.json and table.json."""
+    folder.mkdir(parents=True)
+    config: dict = {"seed": seed, "eval_seed": 0, "augments": rows[1:]}
+    if flip is not None:
+        config["flip"] = flip
+    (folder / "run.json").write_text(json.dumps({"kind": kind, "config": config}))
+    table = {"subsets": ["original"], "groups": ["appearance"],
+             "rows": [{"augmentation": r, "miou": {"original": original + i, "original-all": 40.0 + i},
+                       "mr_appearance": 0.5, "rmiou_appearance": 25.0 + seed}
+                      for i, r in enumerate(rows)]}
+    (folder / "table.json").write_text(json.dumps(table))
+    return folder
+
+
+def refusal(call) -> tuple[str, str | None]:
+    from segtk.core import SegtkError
+
+    with pytest.raises(SegtkError) as info:
+        call()
+    return str(info.value.args[0]), info.value.hint
+
+
+def test_what_is_not_a_finished_bench_augment_run_is_refused_exactly(tmp_path: Path) -> None:
+    from segtk.benchmarks.seeds import read_seed_run
+
+    hint = "give the --out folders of `segtk bench augment` runs"
+    assert refusal(lambda: read_seed_run(tmp_path)) == (
+        f"{tmp_path} is not a segtk run folder (no run.json)", hint)
+    other = seed_run(tmp_path / "b", 0, ["start"], kind="bench-attacks")
+    assert refusal(lambda: read_seed_run(other)) == (
+        f"{other} holds a `segtk bench attacks` run, not a `segtk bench augment` one", hint)
+
+
+def test_runs_are_compared_setting_by_setting_seed_by_seed_and_row_by_row(tmp_path: Path) -> None:
+    from segtk.benchmarks.seeds import check_same_but_seed, read_seed_run
+
+    a = read_seed_run(seed_run(tmp_path / "a", 0, ["start", "baseline"]))
+    flipped = read_seed_run(seed_run(tmp_path / "f", 1, ["start", "baseline"], flip=True))
+    assert refusal(lambda: check_same_but_seed([a, flipped])) == (
+        f"{flipped.path} and {a.path} differ in more than the seed (flip): flip unset in a, true "
+        "in f", "summarise runs made with the same command and another --seed (one --eval-seed: "
+        "the same test images)")
+    again = read_seed_run(seed_run(tmp_path / "again", 0, ["start", "baseline"]))
+    assert refusal(lambda: check_same_but_seed([a, again])) == (
+        f"{again.path} and {a.path} both ran with --seed 0", "give each seed's run once")
+    b = read_seed_run(seed_run(tmp_path / "b", 1, ["start", "baseline"]))
+    c = read_seed_run(seed_run(tmp_path / "c", 2, ["start"]))
+    c.config["augments"] = a.config["augments"]  # the same command, resumed with fewer rows
+    for runs in ([a, c], [a, b, c]):
+        assert refusal(lambda: check_same_but_seed(runs)) == (
+            f"{c.path} has the rows start; {a.path} has start, baseline",
+            "resume the runs with the same --augment list")
+    check_same_but_seed([a, b])
+
+
+def test_the_summary_lists_seeds_runs_and_every_cell_in_seed_order(tmp_path: Path) -> None:
+    from segtk.benchmarks.seeds import read_seed_run, summarise
+
+    runs = [read_seed_run(seed_run(tmp_path / f"s{s}", s, ["start", "cutmix"], original=50.0 + s))
+            for s in (2, 0)]
+    got = summarise(runs)
+    assert got["seeds"] == [0, 2] and got["runs"] == [str(tmp_path / "s0"), str(tmp_path / "s2")]
+    assert got["eval_seed"] == 0
+    assert got["subsets"] == ["original", "original-all"] and got["groups"] == ["appearance"]
+    assert [r["augmentation"] for r in got["rows"]] == ["start", "cutmix"]
+    cutmix = got["rows"][1]
+    assert cutmix["miou"]["original"] == {"mean": 52.0, "std": statistics.stdev([51.0, 53.0]),
+                                          "values": [51.0, 53.0]}
+    assert cutmix["miou"]["original-all"]["values"] == [41.0, 41.0]
+    assert cutmix["rmiou_appearance"]["values"] == [25.0, 27.0]
+    assert cutmix["mr_appearance"] == {"mean": 0.5, "std": 0.0, "values": [0.5, 0.5]}
