@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,7 @@ def test_the_evaluation_seed_of_a_new_a_resumed_and_an_older_run(tmp_path: Path)
     (tmp_path / "run.json").write_text(json.dumps({"kind": "bench-augment",
                                                    "config": {"seed": 4, "eval_seed": 5}}))
     assert eval_seed_for(tmp_path, True, None, 4) == 5  # the recorded one
+    assert eval_seed_for(tmp_path, False, None, 4) == 0  # a new run (--overwrite) reads no record
     assert eval_seed_for(tmp_path, True, 6, 4) == 6  # given again: the given one (checked later)
     (tmp_path / "run.json").write_text(json.dumps({"kind": "bench-augment", "config": {"seed": 4}}))
     assert eval_seed_for(tmp_path, True, None, 4) is None  # made before eval_seed: the training seed
@@ -94,7 +96,7 @@ def test_rows_trained_to_the_end_earlier_join_the_table(tmp_path: Path) -> None:
     assert got == [tmp_path / "train" / "a-done", tmp_path / "train" / "b-done"]
 
 
-TABLE = {
+TABLE: dict[str, Any] = {
     "miou": {"start.spec": {"original": 50.0, "color": 40.0},
              "base.spec": {"original": 60.0, "color": 45.0, "original-all": 58.0}},
     "images": {"start.spec": {"original": 3, "color": 2, "original-all": 5},
@@ -130,6 +132,30 @@ def test_tab_iv_rows_hold_each_models_miou_and_mr_per_group() -> None:
                                     "mR geometry"]
     assert table_rows(got) == [["start", 50.0, 40.0, "0.800", ""],
                                ["baseline", 60.0, 45.0, "0.750", "1.100"]]
+
+
+def test_a_model_without_scores_gets_empty_cells() -> None:
+    got = tabulate(copy.deepcopy(TABLE), {"ghost": "ghost.spec", "start": "start.spec"}, ["original"])
+    assert got["rows"][0] == {"augmentation": "ghost", "model": "ghost.spec", "miou": {},
+                              "mr_appearance": None, "rmiou_appearance": None,
+                              "mr_geometry": None, "rmiou_geometry": None}
+    assert got["images"] == {}
+
+
+def test_every_image_reads_the_evaluation_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    from segtk.benchmarks.edits import Subset
+
+    asked: list = []
+    real = augment.load_dataset
+
+    def load_dataset(data, split, limit):
+        asked.append((data, split, limit))
+        return real(data, None, limit)
+
+    monkeypatch.setattr(augment, "load_dataset", load_dataset)
+    got = augment.every_image([Subset("original", "demo", None, ("scene_000",))], "demo", "val", 2)
+    assert asked == [("demo", "val", 2)]
+    assert [s.images for s in got] == [("scene_000", "scene_001")]
 
 
 def test_tab_vi_is_original_all_when_scored_and_original_otherwise() -> None:
@@ -197,7 +223,9 @@ def test_run_hands_every_step_its_settings_and_callbacks(tmp_path: Path,
 
     calls: list[tuple] = []
     real = {name: getattr(augment, name) for name in
-            ("load_dataset", "check_models", "build_subsets", "every_image", "train")}
+            ("load_dataset", "check_models", "build_subsets", "every_image", "train", "plan",
+             "run_bench")}
+    device = "cuda:9"  # noted, then run on the CPU
 
     def load_dataset(data, split, limit):
         calls.append(("load", data, split, limit))
@@ -205,7 +233,7 @@ def test_run_hands_every_step_its_settings_and_callbacks(tmp_path: Path,
 
     def check_models(models, dataset, classes_from_data, device):
         calls.append(("check", models, len(dataset), classes_from_data, device))
-        return real["check_models"](models, dataset, classes_from_data, device)
+        return real["check_models"](models, dataset, classes_from_data, "cpu")
 
     def build_subsets(data, split, limit, attributes, *args, **kw):
         calls.append(("subsets", data, split, limit, attributes, kw.get("on_subset") is not None))
@@ -216,29 +244,59 @@ def test_run_hands_every_step_its_settings_and_callbacks(tmp_path: Path,
         return real["every_image"](subsets, data, None, limit)
 
     def train(config, folder, resume=False, on_step=None):
-        calls.append(("train", config.augment, config.split, folder.name, resume, on_step is not None))
-        return real["train"](replace(config, split=None), folder, resume=resume, on_step=on_step)
+        calls.append(("train", config.augment, config.split, folder.name, resume, on_step is not None,
+                      config.device))
+        return real["train"](replace(config, split=None, device="cpu"), folder, resume=resume,
+                             on_step=on_step)
+
+    def run_bench(shards, results, executor, on_records, classes_from_data):
+        calls.append(("score", on_records is not None, classes_from_data))
+        return real["run_bench"](shards, results, executor, on_records, classes_from_data)
+
+    def plan(models, subsets, chunk=8, batch_size=4, device="cpu"):
+        calls.append(("plan", device))
+        return real["plan"](models, subsets, *(chunking or (chunk, batch_size)), device="cpu")
 
     for name, spy in (("load_dataset", load_dataset), ("check_models", check_models),
                       ("build_subsets", build_subsets), ("every_image", every_image),
-                      ("train", train)):
+                      ("train", train), ("plan", plan), ("run_bench", run_bench)):
         monkeypatch.setattr(augment, name, spy)
     training = TrainConfig("demo", "demo", split="train", limit=4, epochs=1, batch_size=4, lr=3e-3,
-                           crop=(64, 48), classes_from_data=True)
+                           crop=(64, 48), classes_from_data=True, device=device)
     b = AugmentBench(training, ("baseline",), ("weather",), eval_split="val", eval_limit=2,
                      values={"weather": ["fog"]})
-    seen: dict[str, list] = {"subset": [], "train": [], "step": []}
+    seen: dict[str, list] = {"subset": [], "train": [], "step": [], "scoring": [], "records": []}
     out = tmp_path / "run"
+    chunking: tuple[int, ...] = ()  # run()'s chunks and batches
     augment.run(b, out, on_subset=lambda *a: seen["subset"].append(a),
                 on_train=lambda *a: seen["train"].append(a),
-                on_step=lambda *a: seen["step"].append(a))
+                on_step=lambda *a: seen["step"].append(a),
+                on_scoring=lambda n: seen["scoring"].append(n),
+                on_records=lambda n: seen["records"].append(n))
     assert ("load", "demo", "train", 1) in calls and ("load", "demo", "val", 1) in calls
-    assert calls.count(("check", ["demo"], 1, True, "cpu")) == 2
+    assert calls.count(("check", ["demo"], 1, True, device)) == 2
     assert ("subsets", "demo", "val", 2, ["weather"], True) in calls
     assert ("every", "demo", "val", 2) in calls
-    assert ("train", "baseline", "train", "baseline", False, True) in calls
+    assert ("train", "baseline", "train", "baseline", False, True, device) in calls
+    assert ("plan", device) in calls and ("score", True, True) in calls
     assert seen["subset"] and seen["step"]
     assert seen["train"] == [("baseline", {"augment": "baseline", "out": str(out / "train" / "baseline")})]
+    records = (out / "results.jsonl").read_text().splitlines()
+    assert seen["scoring"] == [len(records)]  # one record per model and image
+    assert sum(seen["records"]) == len(records)
+    # scored in chunks of one image, one image per batch: the same records and table
+    chunking = (1, 1)
+    other = tmp_path / "other"
+    shutil.copytree(out / "edits", other / "edits")
+    shutil.copytree(out / "train", other / "train")
+    augment.run(b, other)
+    again = (other / "results.jsonl").read_text().replace(str(other), str(out)).splitlines()
+    assert sorted(again) == sorted(records)
+    with (other / "results.jsonl").open("a") as fh:  # a line segtk did not write
+        fh.write('{"key": "stray"}\n')
+    with pytest.raises(SegtkError) as info:
+        augment.run(b, other, resume=True)
+    assert str(info.value.args[0]).startswith(f"{other / 'results.jsonl'}, stray: a ")
     with pytest.raises(SegtkError) as info:  # not resuming: the results are kept
         augment.run(b, out)
     assert (str(info.value.args[0]), info.value.hint) == (

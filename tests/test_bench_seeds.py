@@ -7,6 +7,7 @@ import json
 import shutil
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -105,7 +106,8 @@ def test_a_spread_needs_every_run_to_have_a_finite_number() -> None:
 
     assert spread([1.0, 2.0, 4.0]) == {"mean": 7 / 3, "std": statistics.stdev([1.0, 2.0, 4.0]),
                                        "values": [1.0, 2.0, 4.0]}
-    for values in ([1.0, None, 4.0], [1.0, float("nan"), 4.0], [float("inf"), 2.0]):
+    cases: list[list[float | None]] = [[1.0, None, 4.0], [1.0, float("nan"), 4.0], [float("inf"), 2.0]]
+    for values in cases:
         assert spread(values) == {"mean": None, "std": None, "values": values}
 
 
@@ -140,17 +142,17 @@ def test_fewer_than_two_runs_are_refused_with_the_command_to_run() -> None:
                                "every --out folder")
 
 
-def seed_run(folder: Path, seed: int, rows: list[str], kind: str = "bench-augment",
-             flip: bool | None = None, original: float = 50.0) -> Path:
+def seed_run(folder: Path, seed: int | None, rows: list[str], kind: str = "bench-augment",
+             original: float = 50.0, **settings: Any) -> Path:
     """A hand-made finished bench augment folder: run.json and table.json."""
     folder.mkdir(parents=True)
-    config: dict = {"seed": seed, "eval_seed": 0, "augments": rows[1:]}
-    if flip is not None:
-        config["flip"] = flip
+    config: dict = {"seed": seed, "eval_seed": 0, "augments": rows[1:], **settings}
+    if seed is None:
+        del config["seed"]
     (folder / "run.json").write_text(json.dumps({"kind": kind, "config": config}))
     table = {"subsets": ["original"], "groups": ["appearance"],
              "rows": [{"augmentation": r, "miou": {"original": original + i, "original-all": 40.0 + i},
-                       "mr_appearance": 0.5, "rmiou_appearance": 25.0 + seed}
+                       "mr_appearance": 0.5, "rmiou_appearance": 25.0 + (seed or 0)}
                       for i, r in enumerate(rows)]}
     (folder / "table.json").write_text(json.dumps(table))
     return folder
@@ -173,26 +175,33 @@ def test_what_is_not_a_finished_bench_augment_run_is_refused_exactly(tmp_path: P
     other = seed_run(tmp_path / "b", 0, ["start"], kind="bench-attacks")
     assert refusal(lambda: read_seed_run(other)) == (
         f"{other} holds a `segtk bench attacks` run, not a `segtk bench augment` one", hint)
+    broken = seed_run(tmp_path / "c", 0, ["start"])
+    (broken / "table.json").write_text("{")
+    message, fix = refusal(lambda: read_seed_run(broken))
+    assert message.startswith(f"{broken / 'table.json'} is not valid JSON (Expecting")
+    assert fix == f"rewrite it: segtk bench augment --resume --out {broken}"
+    assert read_seed_run(seed_run(tmp_path / "d", None, ["start"])).seed == 0  # no seed: 0
 
 
 def test_runs_are_compared_setting_by_setting_seed_by_seed_and_row_by_row(tmp_path: Path) -> None:
     from segtk.benchmarks.seeds import check_same_but_seed, read_seed_run
 
     a = read_seed_run(seed_run(tmp_path / "a", 0, ["start", "baseline"]))
-    flipped = read_seed_run(seed_run(tmp_path / "f", 1, ["start", "baseline"], flip=True))
+    flipped = read_seed_run(seed_run(tmp_path / "f", 1, ["start", "baseline"], flip=True,
+                                     scale=[0.5, 2.0]))
     assert refusal(lambda: check_same_but_seed([a, flipped])) == (
-        f"{flipped.path} and {a.path} differ in more than the seed (flip): flip unset in a, true "
-        "in f", "summarise runs made with the same command and another --seed (one --eval-seed: "
-        "the same test images)")
+        f"{flipped.path} and {a.path} differ in more than the seed (flip, scale): flip unset in "
+        "a, true in f; scale unset in a, [0.5, 2.0] in f", "summarise runs made with the same "
+        "command and another --seed (one --eval-seed: the same test images)")
     again = read_seed_run(seed_run(tmp_path / "again", 0, ["start", "baseline"]))
     assert refusal(lambda: check_same_but_seed([a, again])) == (
         f"{again.path} and {a.path} both ran with --seed 0", "give each seed's run once")
     b = read_seed_run(seed_run(tmp_path / "b", 1, ["start", "baseline"]))
-    c = read_seed_run(seed_run(tmp_path / "c", 2, ["start"]))
-    c.config["augments"] = a.config["augments"]  # the same command, resumed with fewer rows
+    c = read_seed_run(seed_run(tmp_path / "c", 2, ["start", "cutmix"]))
+    c.config["augments"] = a.config["augments"]  # the same command, resumed with other rows
     for runs in ([a, c], [a, b, c]):
-        assert refusal(lambda: check_same_but_seed(runs)) == (
-            f"{c.path} has the rows start; {a.path} has start, baseline",
+        assert refusal(lambda runs=runs: check_same_but_seed(runs)) == (
+            f"{c.path} has the rows start, cutmix; {a.path} has start, baseline",
             "resume the runs with the same --augment list")
     check_same_but_seed([a, b])
 
