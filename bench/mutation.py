@@ -153,7 +153,9 @@ GROUPS = {
     "bench-shards": Group(
         ("segtk/benchmarks/attacks.py",),
         ("tests/test_bench_attacks.py", "tests/test_bench_attack_records.py",
-         "tests/test_bench_attack_specs.py", "tests/test_bench_aggregate.py"),
+         "tests/test_bench_attack_specs.py", "tests/test_bench_aggregate.py",
+         "tests/test_white_box.py::test_white_box_gaps_measure_against_the_best_white_box_at_"
+         "the_same_budget_and_eps"),
         what="bench attacks as a whole: sharding, per-image seeds, resume",
         deselect=("tests/test_bench_attacks.py::test_ray_executor_equals_local",
                   "tests/test_bench_attacks.py::test_local_process_pool_equals_inline_and_"

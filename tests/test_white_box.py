@@ -312,6 +312,7 @@ def test_white_box_gaps_measure_against_the_best_white_box_at_the_same_budget_an
     rows = [row("clean", 0, 70.0, eps=None), row("dla", 10, 40.0), row("dla", 50, 30.0),
             row("dla", 10, 50.0, eps=4.0), row("pgd", 10, 20.0, white=True),
             row("segpgd", 10, 15.0, white=True), row("pgd", 50, 5.0, white=True),
+            row("cospgd", 50, 5.0, white=True),  # a tie: the first listed stays the reference
             row("pgd", 10, 35.0, eps=16.0, white=True)]
     assert white_box_gaps(rows) == [
         {"model": "m", "attack": "dla", "eps": 8.0, "budget": 10, "gap": 25.0, "reference": "segpgd"},
