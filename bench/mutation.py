@@ -165,7 +165,8 @@ GROUPS = {
                    "segtk/jobs/checkpoints.py"),
                   ("tests/test_edit_job.py", "tests/test_train.py", "tests/test_run_records.py",
                    "tests/test_train_pipeline.py", "tests/test_query_counter.py",
-                   "tests/test_consistency_loss.py", "tests/test_norm_eval.py"),
+                   "tests/test_consistency_loss.py", "tests/test_norm_eval.py",
+                   "tests/test_job_messages.py"),
                   what="the edit, predict and train jobs: records, resume, checkpoints"),
 }
 QUICK = {  # the oracle's bounds and the query counter: a few minutes
