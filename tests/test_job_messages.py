@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from segtk.core import SegtkError
 from segtk.jobs.edit import EditSummary, captioner_settings, no_edits, prompt_settings
@@ -99,3 +100,63 @@ def test_the_edit_summary_table_counts_edits_and_source_images_per_reason() -> N
         skip("c", "no-room"), skip("c", "no-room"), skip("d", "no-room"), skip("a", "bad-mask")])
     assert summary.table() == [("edited", 3, 2),
                                ("skipped: bad-mask", 1, 1), ("skipped: no-room", 3, 2)]
+
+
+# --- segtk predict's job ----------------------------------------------------------------------
+
+
+def test_predict_writes_what_it_scores_in_any_batching(tmp_path: Path, folder_dataset: Path) -> None:
+    """Label PNGs hold the predicted ids in the dataset's palette (the default one when the
+    dataset has none), overlays mark ignored pixels as the dataset's ignore index says, the
+    summary names the model and data, and batching changes nothing."""
+    import json
+
+    import numpy as np
+    from PIL import Image
+
+    from segtk.core import load_dataset
+    from segtk.core._data import default_palette
+    from segtk.imaging import overlay
+    from segtk.jobs.predict import predict_dataset
+    from segtk.testing import TinySegmenter
+
+    data = load_dataset(f"folder:{folder_dataset}")
+    model = TinySegmenter()
+    seen: list[int] = []
+    summary = predict_dataset(model, data, tmp_path / "a", on_batch=seen.append)
+    assert seen == [len(data)] and set(summary) == {"model", "dataset", "images", "miou", "pacc", "iou"}
+    assert (summary["model"], summary["dataset"], summary["images"]) == (model.name, data.name, len(data))
+    assert list(summary["iou"]) == list(data.classes)
+    assert json.loads((tmp_path / "a" / "summary.json").read_text()) == json.loads(json.dumps(summary))
+    palette = data.palette if data.palette is not None else default_palette(len(data.classes))
+    for i in range(len(data)):
+        item = data[i]
+        pred = model.predict(torch.from_numpy(item.image).permute(2, 0, 1)[None].float() / 255)[0]
+        png = Image.open(tmp_path / "a" / "labels" / f"{item.name}.png")
+        assert np.array_equal(np.asarray(png), pred.numpy())
+        written = png.getpalette()
+        assert written is not None
+        assert written[:3 * len(palette)] == [int(v) for v in np.asarray(palette).ravel()]
+        shown = np.asarray(Image.open(tmp_path / "a" / "overlays" / f"{item.name}.png").convert("RGB"))
+        assert np.array_equal(shown, overlay(item.image, pred.numpy(), palette,
+                                             ignore_index=data.ignore_index))
+    one = predict_dataset(model, data, tmp_path / "b", batch_size=1)
+    assert one == summary
+    for folder in ("labels", "overlays"):
+        for f in sorted((tmp_path / "a" / folder).iterdir()):
+            assert f.read_bytes() == (tmp_path / "b" / folder / f.name).read_bytes()
+
+
+def test_a_model_that_raises_is_named_with_the_first_image_of_its_batch(folder_dataset: Path) -> None:
+    from segtk.core import ModelError, load_dataset
+    from segtk.jobs.predict import predict_dataset
+    from segtk.testing import TinySegmenter
+
+    class Broken(TinySegmenter):
+        def predict(self, images: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("boom")
+
+    data = load_dataset(f"folder:{folder_dataset}")
+    with pytest.raises(ModelError) as info:
+        predict_dataset(Broken(), data, None, batch_size=2)
+    assert str(info.value.args[0]) == f"while predicting {data[0].name}: the model raised RuntimeError: boom"
