@@ -160,3 +160,20 @@ def test_a_model_that_raises_is_named_with_the_first_image_of_its_batch(folder_d
     with pytest.raises(ModelError) as info:
         predict_dataset(Broken(), data, None, batch_size=2)
     assert str(info.value.args[0]) == f"while predicting {data[0].name}: the model raised RuntimeError: boom"
+
+
+def test_predict_refuses_other_class_names_unless_told_to_trust_the_data(folder_dataset: Path) -> None:
+    from segtk.core import load_dataset
+    from segtk.jobs.predict import predict_dataset
+    from segtk.testing import TinySegmenter
+
+    class Renamed(TinySegmenter):
+        def __init__(self) -> None:
+            super().__init__()
+            self.classes = [f"other {c}" for c in self.classes]
+
+    data = load_dataset(f"folder:{folder_dataset}")
+    with pytest.raises(SegtkError) as info:
+        predict_dataset(Renamed(), data, None)
+    assert "name their classes differently" in str(info.value.args[0])
+    assert predict_dataset(Renamed(), data, None, classes_from_data=True)["images"] == len(data)
