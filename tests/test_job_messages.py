@@ -177,3 +177,17 @@ def test_predict_refuses_other_class_names_unless_told_to_trust_the_data(folder_
         predict_dataset(Renamed(), data, None)
     assert "name their classes differently" in str(info.value.args[0])
     assert predict_dataset(Renamed(), data, None, classes_from_data=True)["images"] == len(data)
+
+
+def test_a_missing_model_spec_and_a_damaged_checkpoint_say_what_to_do(tmp_path: Path) -> None:
+    from segtk.jobs.checkpoints import damaged
+    from segtk.jobs.train import read_spec
+
+    assert refusal(lambda: read_spec(tmp_path)) == (
+        f"{tmp_path / 'model.spec'}: not found", "the training run has not finished an epoch")
+    epoch = tmp_path / "checkpoints" / "epoch-0002"
+    hint = (f"delete {epoch} and rerun with --resume: that epoch is trained again (or restore the "
+            "folder from a backup)")
+    for path in (epoch / "state.pt", epoch / "model" / "model.safetensors"):
+        error = damaged(path, "is truncated")
+        assert (str(error.args[0]), error.hint) == (f"{path} is truncated: the checkpoint is damaged", hint)
