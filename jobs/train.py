@@ -222,13 +222,7 @@ def step_loss(model: Trainable, images: torch.Tensor, labels: torch.Tensor,
             if weight == 0:
                 images, labels = augmenter(images, labels, generator)
             else:
-                for view, view_labels in (augmenter(images, labels, generator) for _ in range(2)):
-                    if not torch.equal(view_labels, labels):
-                        raise PluginError(
-                            f"augmenter {augmenter.name} changed the labels, but a consistency "
-                            "loss compares the predictions of views of the same pixels",
-                            hint=f"train {augmenter.name} without its consistency weight")
-                    views.append(view)
+                views = consistency_views(augmenter, images, labels, generator)
     with naming(where, ModelError, "the model"):
         logits = model.logits((torch.cat([images, *views]) if views else images).to(device))
     labels = labels.to(logits.device)
@@ -236,6 +230,22 @@ def step_loss(model: Trainable, images: torch.Tensor, labels: torch.Tensor,
         return segmentation_loss(logits, labels, ignore_index)
     clean, *augmented = logits.chunk(3)
     return segmentation_loss(clean, labels, ignore_index) + weight * jensen_shannon(clean, *augmented)
+
+
+def consistency_views(augmenter: Augmenter, images: torch.Tensor, labels: torch.Tensor,
+                      generator: torch.Generator) -> list[torch.Tensor]:
+    """Two augmented views of `images`; an augmenter that changes the labels is refused, since
+    the consistency loss compares predictions of the same pixels."""
+    views = []
+    for _ in range(2):
+        view, view_labels = augmenter(images, labels, generator)
+        if not torch.equal(view_labels, labels):
+            raise PluginError(f"augmenter {augmenter.name} changed the labels, but a consistency "
+                              "loss compares the predictions of views of the same pixels",
+                              hint=f"train {augmenter.name} without its consistency weight")
+        views.append(view)
+    return views
+
 
 def train(config: TrainConfig, out: str | Path, resume: bool = False,
           on_start: Callable[[dict[str, Any]], None] | None = None,

@@ -60,3 +60,16 @@ def random_demo(tmp_path_factory: pytest.TempPathFactory) -> str:
     path = tmp_path_factory.mktemp("weights") / "random.safetensors"
     save_safetensors(path, DemoNet().state_dict())
     return f"demo:{path}"
+
+
+@pytest.fixture
+def refusal() -> Callable[[Callable[[], object]], tuple[str, str | None]]:
+    """`refusal(call)`: the message and hint of the SegtkError `call` raises (it must raise)."""
+    from segtk.core import SegtkError
+
+    def refused(call: Callable[[], object]) -> tuple[str, str | None]:
+        with pytest.raises(SegtkError) as info:
+            call()
+        return info.value.message, info.value.hint
+
+    return refused

@@ -6,6 +6,7 @@ import csv
 import json
 import shutil
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ from click.testing import CliRunner
 
 import segtk
 from segtk.cli import cli
+
+Refuse = Callable[..., tuple[str, str | None]]  # the `refusal` fixture (conftest.py)
 
 
 def bench(out: Path, seed: int) -> segtk.Table:
@@ -158,15 +161,7 @@ def seed_run(folder: Path, seed: int | None, rows: list[str], kind: str = "bench
     return folder
 
 
-def refusal(call) -> tuple[str, str | None]:
-    from segtk.core import SegtkError
-
-    with pytest.raises(SegtkError) as info:
-        call()
-    return str(info.value.args[0]), info.value.hint
-
-
-def test_what_is_not_a_finished_bench_augment_run_is_refused_exactly(tmp_path: Path) -> None:
+def test_what_is_not_a_finished_bench_augment_run_is_refused_exactly(tmp_path: Path, refusal: Refuse) -> None:
     from segtk.benchmarks.seeds import read_seed_run
 
     hint = "give the --out folders of `segtk bench augment` runs"
@@ -183,7 +178,7 @@ def test_what_is_not_a_finished_bench_augment_run_is_refused_exactly(tmp_path: P
     assert read_seed_run(seed_run(tmp_path / "d", None, ["start"])).seed == 0  # no seed: 0
 
 
-def test_runs_are_compared_setting_by_setting_seed_by_seed_and_row_by_row(tmp_path: Path) -> None:
+def test_runs_are_compared_setting_by_setting_seed_by_seed_and_row_by_row(tmp_path: Path, refusal: Refuse) -> None:
     from segtk.benchmarks.seeds import check_same_but_seed, read_seed_run
 
     a = read_seed_run(seed_run(tmp_path / "a", 0, ["start", "baseline"]))

@@ -243,7 +243,7 @@ class Upper(PromptWriter):
 def hooks():
     """The real plugins plus one in-process fake plugin answering the editing hooks."""
     def backends(register) -> None:
-        for cls in (FakeBackend, NeedsModule, ImportsLate):
+        for cls in (FakeBackend, NeedsModule, ImportsLate, Probe, NamelessImport, DottedImport):
             register(cls)
 
     reset_plugin_manager()
@@ -253,6 +253,7 @@ def hooks():
                                       register_editors=hookimpl(lambda register: register(Tint))),
                 name="segtk_fake_editing")
     FakeBackend.made.clear()
+    Probe.made.clear()
     yield
     reset_plugin_manager()
 
@@ -368,21 +369,7 @@ class DottedImport(FakeBackend):
         raise ModuleNotFoundError("No module named 'diffusers.models'", name="diffusers.models")
 
 
-@pytest.fixture
-def probe():
-    def backends(register) -> None:
-        for cls in (Probe, NamelessImport, DottedImport):
-            register(cls)
-
-    reset_plugin_manager()
-    get_plugin_manager().register(
-        types.SimpleNamespace(register_edit_backends=hookimpl(backends)), name="segtk_probe")
-    Probe.made.clear()
-    yield
-    reset_plugin_manager()
-
-
-def test_a_backend_gets_the_sample_whole_with_an_all_true_mask_for_image_edits_and_the_rng(probe) -> None:
+def test_a_backend_gets_the_sample_whole_with_an_all_true_mask_for_image_edits_and_the_rng(hooks) -> None:
     base = sample()  # an object-level sample: its mask covers the car only
     s = Sample(base.name, base.image, base.label, base.mask, base.classes, base.class_name,
                "a street", ignore_index=7)
@@ -401,7 +388,7 @@ def test_a_backend_gets_the_sample_whole_with_an_all_true_mask_for_image_edits_a
     assert Probe.made[2].seen[0][0] == "geometry" and Probe.made[2].seen[0][2] is generator
 
 
-def test_the_manifest_records_backend_options_numbers_as_numbers_and_the_rest_as_text(probe) -> None:
+def test_the_manifest_records_backend_options_numbers_as_numbers_and_the_rest_as_text(hooks) -> None:
     from pathlib import Path
 
     editor = Tint(backend="probe", steps=3, model=Path("weights"), amount=0.25)
@@ -409,7 +396,7 @@ def test_the_manifest_records_backend_options_numbers_as_numbers_and_the_rest_as
     assert Tint(amount=0.25).parameters() == {"amount": 0.25, "noisy": False}
 
 
-def test_an_image_of_the_wrong_shape_names_the_editor_and_its_backend(probe) -> None:
+def test_an_image_of_the_wrong_shape_names_the_editor_and_its_backend(hooks) -> None:
     s = sample()
     h, w = s.mask.shape
     for editor, value in ((Tint(backend="probe", bad_shape=True), "dark"),
@@ -484,7 +471,7 @@ def test_the_repaint_gets_every_inpainting_setting(monkeypatch) -> None:
     assert isinstance(seen[0][2], float)
 
 
-def test_backend_errors_name_what_to_install_exactly(probe) -> None:
+def test_backend_errors_name_what_to_install_exactly(hooks) -> None:
     from segtk.editkit._backends import backend_class
 
     with pytest.raises(PluginError) as info:

@@ -4,6 +4,7 @@ error of an edit run that made no edit, and its summary table."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,14 +16,10 @@ from segtk.jobs.edit_records import EditLine, SkipLine
 from segtk.jobs.train import diverged_hint
 from segtk.jobs.train_samples import parse_scale, parse_size
 
-
-def refusal(call) -> tuple[str, str | None]:
-    with pytest.raises(SegtkError) as info:
-        call()
-    return str(info.value.args[0]), info.value.hint
+Refuse = Callable[..., tuple[str, str | None]]  # the `refusal` fixture (conftest.py)
 
 
-def test_size_is_width_x_height_of_at_least_8() -> None:
+def test_size_is_width_x_height_of_at_least_8(refusal: Refuse) -> None:
     assert parse_size(None, "--size") is None and parse_size("", "--crop") is None
     assert parse_size("240x180", "--size") == (240, 180)
     assert parse_size("8X8", "--crop") == (8, 8)
@@ -31,7 +28,7 @@ def test_size_is_width_x_height_of_at_least_8() -> None:
             f"--crop {bad!r} is not WIDTHxHEIGHT (both >= 8)", "e.g. --crop 240x180")
 
 
-def test_scale_is_lo_hi_within_0_and_16() -> None:
+def test_scale_is_lo_hi_within_0_and_16(refusal: Refuse) -> None:
     assert parse_scale(None) is None and parse_scale("") is None
     assert parse_scale("0.5,2.0") == (0.5, 2.0)
     assert parse_scale("1,1") == (1.0, 1.0) and parse_scale("0.01,16") == (0.01, 16.0)
@@ -52,7 +49,7 @@ def test_a_diverged_training_names_the_cause() -> None:
             "--resume keeps the run's --lr)")
 
 
-def test_an_edit_runs_config_records_its_captioner_and_prompt_writer_only_when_set() -> None:
+def test_an_edit_runs_config_records_its_captioner_and_prompt_writer_only_when_set(refusal: Refuse) -> None:
     assert captioner_settings(None, ["a=1"]) == {}
     assert captioner_settings("blip") == {"captioner": "blip", "captioner_params": {}}
     assert captioner_settings("blip", [" model = m ", "beams=3"]) == {
@@ -179,7 +176,7 @@ def test_predict_refuses_other_class_names_unless_told_to_trust_the_data(folder_
     assert predict_dataset(Renamed(), data, None, classes_from_data=True)["images"] == len(data)
 
 
-def test_a_missing_model_spec_and_a_damaged_checkpoint_say_what_to_do(tmp_path: Path) -> None:
+def test_a_missing_model_spec_and_a_damaged_checkpoint_say_what_to_do(tmp_path: Path, refusal: Refuse) -> None:
     from segtk.jobs.checkpoints import damaged
     from segtk.jobs.train import read_spec
 
